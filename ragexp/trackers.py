@@ -1,0 +1,136 @@
+"""Trackers: where a run's params, metrics and tables go. `tracker=mlflow` (default) or `none`."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ragexp.errors import RagexpError
+from ragexp.report import question_table, results_json
+from ragexp.types import RunResult
+
+SECRET = re.compile(r"(^|_)(api_key|secret|password|token)$", re.IGNORECASE)
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    """Nested config -> {"a.b.c": "value"}, with secret-looking keys left out."""
+    flat = {}
+    for key, value in config.items():
+        if SECRET.search(str(key)):
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value) if isinstance(value, list) else str(value)
+    return flat
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class NoTracker:
+    """Logs nothing (results.json and the console summary are still written)."""
+
+    def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
+        return None
+
+    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False) -> None:
+        pass
+
+    def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
+                files: tuple[Path, ...] = ()) -> str | None:
+        return None
+
+    def where(self) -> str:
+        return "not tracked (tracker=none)"
+
+
+class MlflowTracker(NoTracker):
+    """One MLflow run per job (nested under the sweep's parent run in a multirun).
+    `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
+
+    def __init__(self, experiment: str = "ragexp", tracking_uri: str | None = None):
+        self.experiment = experiment
+        self.tracking_uri = tracking_uri
+
+    def client(self):
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        import mlflow
+
+        if self.tracking_uri:
+            mlflow.set_tracking_uri(self.tracking_uri)
+        client = mlflow.MlflowClient()
+        try:
+            experiment = client.get_experiment_by_name(self.experiment)
+            self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(self.experiment)
+        except Exception as err:
+            raise RagexpError(f"tracker.tracking_uri: cannot use MLflow store {mlflow.get_tracking_uri()} ({err})") from None
+        return client
+
+    def where(self) -> str:
+        import mlflow
+
+        return f"mlflow experiment {self.experiment!r} at {mlflow.get_tracking_uri()}"
+
+    def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
+        client = self.client()
+        run = client.create_run(self._experiment_id, run_name=name, tags={**tags, "ragexp.role": "sweep"})
+        return run.info.run_id
+
+    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False) -> None:
+        if parent_id:
+            client = self.client()
+            client.log_text(parent_id, json.dumps(results, indent=2), "results.json")
+            client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
+
+    def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
+                files: tuple[Path, ...] = ()) -> str | None:
+        import mlflow
+        import yaml
+        from mlflow.entities import Metric, Param
+
+        from ragexp import __version__
+
+        client = self.client()
+        tags = {"git_commit": git_commit(), "dataset_fingerprint": result.dataset_fingerprint,
+                "ragexp_version": __version__, "judge": result.judge}
+        if parent_id:
+            tags["mlflow.parentRunId"] = parent_id
+        run_id = client.create_run(self._experiment_id, run_name=result.name, tags=tags).info.run_id
+        try:
+            params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
+            for start in range(0, len(params), 100):
+                client.log_batch(run_id, params=params[start : start + 100])
+            now = int(time.time() * 1000)
+            metrics = [Metric(k, float(v), now, 0) for k, v in result.aggregates.items()]
+            client.log_batch(run_id, metrics=metrics)
+            client.log_text(run_id, yaml.safe_dump(scrub(config), sort_keys=False), "config.yaml")
+            client.log_text(run_id, json.dumps(results_json(result), indent=2), "results.json")
+            for file in files:
+                client.log_artifact(run_id, str(file))
+            if result.questions:
+                mlflow.log_table(question_table(result), "questions.json", run_id=run_id)
+        except Exception:
+            client.set_terminated(run_id, "FAILED")
+            raise
+        client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+
+def scrub(config: Any) -> Any:
+    """The config without secret-looking keys, for artifacts."""
+    if isinstance(config, dict):
+        return {k: scrub(v) for k, v in config.items() if not SECRET.search(str(k))}
+    if isinstance(config, list):
+        return [scrub(v) for v in config]
+    return config

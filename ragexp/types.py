@@ -1,0 +1,91 @@
+"""The records that flow between pipeline stages: plain frozen dataclasses."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    text: str
+    answers: tuple[str, ...]
+    golden: dict[str, int] = field(default_factory=dict)  # doc_id -> relevance grade
+    kind: str = ""
+
+    @property
+    def expected(self) -> str:
+        return self.answers[0] if self.answers else ""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    documents: tuple[Document, ...]
+    questions: tuple[Question, ...]
+    skipped_documents: tuple[str, ...] = ()  # ids of empty documents left out of the corpus
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    doc_id: str
+    text: str
+    start: int = -1  # character offsets in the document, -1 when unknown
+    end: int = -1
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk: Chunk
+    score: float
+    rank: int  # 1-based
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Single-call judge scores (1-10) for one question, labelled with the judge's name."""
+
+    judge: str
+    context_relevance: float
+    answer_similarity: float
+    faithfulness: float
+    hallucination: bool
+    reasoning: str
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    """One question's end state: judged (judgement set) or failed (failure set)."""
+
+    question: Question
+    hits: tuple[Hit, ...] = ()
+    answer: Answer | None = None
+    judgement: Judgement | None = None
+    failure: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.judgement is None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    name: str
+    aggregates: dict[str, float]
+    questions: tuple[QuestionResult, ...]
+    judge: str
+    dataset_fingerprint: str
+    notes: tuple[str, ...] = ()  # data problems found on the way (reported, not fatal)

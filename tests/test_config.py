@@ -1,0 +1,46 @@
+"""Every YAML under conf/ composes, and every component in it instantiates."""
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from conftest import CONF, compose
+
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "experiment")
+OPTIONS = [(group, yml.stem) for group in GROUPS for yml in sorted((CONF / group).glob("*.yaml"))]
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def test_every_group_has_options():
+    assert {"dataset", "chunker", "embedder", "retriever", "generator", "judge", "weights", "tracker"} <= set(GROUPS)
+    assert {"chunking_grid", "retrieval_grid"} <= set(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_composes_and_instantiates(group, option):
+    cfg = compose(f"{group}={option}")
+    component = instantiate(cfg[group])
+    target = cfg[group]["_target_"]
+    assert type(component).__name__ == target.rsplit(".", 1)[1]
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_composes(name):
+    cfg = compose(f"+experiment={name}")
+    for group in ("chunker", "retriever", "judge", "weights"):
+        instantiate(cfg[group])
+    assert cfg.tracker.experiment == name
+
+
+def test_value_overrides_reach_the_components():
+    cfg = compose("chunker.chunk_size=256", "retriever.top_k=10")
+    assert instantiate(cfg.chunker).chunk_size == 256
+    assert instantiate(cfg.retriever).top_k == 10
+
+
+def test_weights_that_do_not_sum_to_one_are_an_error():
+    from ragexp.errors import RagexpError
+    from ragexp.pipeline import build
+
+    with pytest.raises(RagexpError, match="sum to 1"):
+        build(compose("weights.answer_similarity=0.5").weights)

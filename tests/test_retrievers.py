@@ -1,0 +1,76 @@
+"""Retrievers on a small real corpus: BM25 (rank-bm25), dense (MiniLM in Qdrant local mode), hybrid (RRF)."""
+import pytest
+
+from ragexp.errors import RagexpError
+from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from ragexp.types import Chunk, Hit
+
+CHUNKS = [
+    Chunk("port#0", "port", "The Quarry server listens on port 7400 by default."),
+    Chunk("dlq#0", "dlq", "Jobs that fail five times are moved to the dead-letter queue."),
+    Chunk("auth#0", "auth", "Clients authenticate with a bearer token in the Authorization header."),
+    Chunk("cron#0", "cron", "Recurring jobs are declared with a cron expression such as 0 3 * * *."),
+    Chunk("k8s#0", "k8s", "The Helm chart deploys Quarry as a StatefulSet on Kubernetes."),
+]
+
+
+def test_bm25_ranks_the_chunk_with_the_query_terms_first():
+    retriever = BM25Retriever(top_k=3)
+    retriever.index(CHUNKS)
+    [hits] = retriever.search(["Which port does the server listen on?"])
+    assert [h.rank for h in hits] == [1, 2, 3]
+    assert hits[0].chunk.chunk_id == "port#0"
+    assert hits[0].score > hits[1].score
+
+
+def test_dense_finds_paraphrases_in_qdrant_local_mode(minilm):
+    retriever = DenseRetriever(minilm, top_k=2)
+    retriever.index(CHUNKS)
+    results = retriever.search(["How do I log in to the API?", "Where do failing tasks end up after retries?"])
+    assert [hits[0].chunk.chunk_id for hits in results] == ["auth#0", "dlq#0"]
+    assert all(len(hits) == 2 and hits[0].score >= hits[1].score for hits in results)
+    assert 0 < results[0][0].score <= 1.0  # cosine
+
+
+class Fixed(Retriever):
+    """A retriever with a fixed ranking, to check the fusion arithmetic by hand."""
+
+    def __init__(self, order):
+        self.order = order
+
+    def index(self, chunks):
+        self.by_id = {c.chunk_id: c for c in chunks}
+
+    def search(self, queries, depth=None):
+        return [[Hit(self.by_id[cid], 1.0, rank) for rank, cid in enumerate(self.order, 1)] for _ in queries]
+
+
+def test_hybrid_is_weighted_reciprocal_rank_fusion():
+    dense = Fixed(["port#0", "dlq#0", "auth#0"])
+    bm25 = Fixed(["dlq#0", "cron#0", "port#0"])
+    hybrid = HybridRetriever(dense, bm25, top_k=3, k=60, weights={"dense": 0.7, "bm25": 0.3})
+    hybrid.index(CHUNKS)
+    [hits] = hybrid.search(["q"])
+    expected = {
+        "port#0": 0.7 / 61 + 0.3 / 63,
+        "dlq#0": 0.7 / 62 + 0.3 / 61,
+        "auth#0": 0.7 / 63,
+        "cron#0": 0.3 / 62,
+    }
+    best = sorted(expected, key=expected.get, reverse=True)[:3]
+    assert [h.chunk.chunk_id for h in hits] == best
+    assert [h.score for h in hits] == pytest.approx([expected[c] for c in best])
+
+
+def test_hybrid_of_real_retrievers_returns_top_k(minilm):
+    hybrid = HybridRetriever(DenseRetriever(minilm), BM25Retriever(), top_k=4)
+    hybrid.index(CHUNKS)
+    [hits] = hybrid.search(["default port of the server"])
+    assert len(hits) == 4 and hits[0].chunk.chunk_id == "port#0"
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(RagexpError, match="retriever.top_k"):
+        BM25Retriever(top_k=0)
+    with pytest.raises(RagexpError, match="retriever.weights"):
+        HybridRetriever(Fixed([]), Fixed([]), weights={"sparse": 1.0})
