@@ -10,35 +10,35 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp.errors import RagexpError
 
 log = logging.getLogger("ragexp")
-PARENT_RUN_FILE = ".ragexp_parent_run_id"
 
 
 
 def run_name(cfg: DictConfig) -> str:
-    """`run_name` if set; in a sweep, the job's overrides (e.g. chunker=semantic,retriever=bm25);
-    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense)."""
+    """`run_name` if set; in a sweep, the values of the swept keys (e.g. chunker=semantic,retriever=bm25);
+    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive)."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     if cfg.get("run_name"):
         return str(cfg.run_name)
     hydra = HydraConfig.get()
-    if hydra.mode == RunMode.MULTIRUN and hydra.job.override_dirname:
-        return hydra.job.override_dirname
+    swept = sweep_info().get("swept")
+    if swept:
+        values = dict(o.split("=", 1) for o in hydra.overrides.task if "=" in o)
+        return ",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname
     choices = hydra.runtime.choices
-    return "-".join(str(choices.get(g)) for g in ("dataset", "chunker", "embedder", "retriever", "generator"))
+    chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
+    return "-".join(str(c) for c in chosen if c) or "run"
 
 
-def parent_run_id() -> str | None:
-    """The sweep's parent run, written by `ragexp.callbacks.SweepTracking` (multirun only)."""
+def sweep_info() -> dict:
+    """In a multirun, what `ragexp.callbacks.SweepTracking` left in the sweep folder; else {}."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from ragexp.callbacks import read_sweep
+
     hydra = HydraConfig.get()
-    if hydra.mode != RunMode.MULTIRUN:
-        return None
-    marker = Path(hydra.sweep.dir) / PARENT_RUN_FILE
-    return marker.read_text().strip() if marker.exists() else None
+    return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
 
 
 def execute(cfg: DictConfig) -> float | None:
@@ -54,8 +54,9 @@ def execute(cfg: DictConfig) -> float | None:
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         results_file = write_results(result, output_dir)
         print(summary(result))
-        config = OmegaConf.to_container(cfg, resolve=True)
-        run_id = tracker.log_run(result, config, parent_run_id(), files=overrides_files(output_dir))
+        # the logged config re-runs this job as it is: its name included
+        config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}
+        run_id = tracker.log_run(result, config, sweep_info().get("parent_run_id"), files=overrides_files(output_dir))
         print(f"results: {results_file}")
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
     except RagexpError as err:

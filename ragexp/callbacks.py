@@ -9,13 +9,31 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 
+SWEEP_FILE = "sweep.json"
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """The keys a multirun varies: sweep overrides on the command line and hydra.sweeper.params."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+    keys += [str(k) for k in (config.hydra.sweeper.get("params") or {})]
+    return list(dict.fromkeys(keys))
+
+
+def read_sweep(sweep_dir: str | Path) -> dict:
+    """What the callback left for the jobs of a multirun: parent run id and swept keys."""
+    path = Path(sweep_dir) / SWEEP_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 class SweepTracking(Callback):
-    """`on_multirun_start` opens the parent run and leaves its id in the sweep folder, where
-    each job (in this process or another) finds it; `on_multirun_end` attaches the jobs'
-    results.json files, merged, to the parent run and closes it."""
+    """`on_multirun_start` opens the parent run and leaves its id and the swept keys in the
+    sweep folder (sweep.json), where each job, in this process or another, finds them;
+    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run and closes it."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from ragexp.app import PARENT_RUN_FILE
         from ragexp.pipeline import build
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -26,8 +44,8 @@ class SweepTracking(Callback):
             name=f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
             tags={"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides},
         )
-        if self.parent_id:
-            (sweep_dir / PARENT_RUN_FILE).write_text(self.parent_id)
+        info = {"parent_run_id": self.parent_id, "swept": swept_keys(config)}
+        (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

@@ -1,0 +1,148 @@
+"""The real CLI, as a user runs it: a run and a sweep read back from a real MLflow sqlite store,
+and the messages a user gets for bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+AGGREGATES = ("avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate",
+              "total_questions", "failed_questions", "overall_score")
+
+
+def mlflow_runs(cwd: Path, experiment: str = "ragexp"):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{cwd / 'mlflow.db'}")  # MlflowClient.load_table searches the global store
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    return client, client.search_runs([exp.experiment_id]) if exp else []
+
+
+def test_default_run_is_logged_to_mlflow(tmp_path):
+    proc = run_cli("dataset.limit=12", "run_name=e2e", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "scores by judge 'offline-minilm'" in proc.stdout
+    client, runs = mlflow_runs(tmp_path)
+    [run] = runs
+    assert run.info.run_name == "e2e" and run.info.status == "FINISHED"
+    metrics = run.data.metrics
+    assert set(AGGREGATES) <= set(metrics)
+    assert metrics["total_questions"] == 12 and metrics["failed_questions"] == 0
+    assert 1 <= metrics["avg_answer_similarity"] <= 10 and 0 <= metrics["hallucination_rate"] <= 1
+    params = run.data.params
+    assert params["chunker._target_"] == "ragexp.chunkers.RecursiveChunker"
+    assert params["chunker.chunk_size"] == "512" and params["dataset.limit"] == "12"
+    assert params["retriever.embedder.name"] == "minilm"  # interpolations are logged resolved
+    tags = run.data.tags
+    assert len(tags["dataset_fingerprint"]) == 16 and tags["judge"] == "offline-minilm"
+    assert tags["ragexp_version"] and tags["git_commit"]
+
+    table = client.load_table(run.info.experiment_id, "questions.json", run_ids=[run.info.run_id])
+    assert len(table) == 12 and table["question_id"].is_unique
+    assert set(table["status"]) == {"judged"} and set(table["judge"]) == {"offline-minilm"}
+    assert all(len(json.loads(ids)) == 5 for ids in table["retrieved_chunk_ids"])
+    assert table["context_relevance"].between(1, 10).all()
+    assert (table["generated_answer"].str.len() > 0).all()
+
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "results.json", "questions.json", "overrides.yaml"} <= artifacts
+    results = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text())
+    assert list(results) == ["e2e"]
+    assert results["e2e"]["overall_score"] == pytest.approx(metrics["overall_score"])
+
+
+def test_logged_config_reruns_the_same_job(tmp_path):
+    first = run_cli("dataset.limit=5", "retriever=bm25", "chunker=sentence", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    client, [run] = mlflow_runs(tmp_path)
+    config_dir = Path(client.download_artifacts(run.info.run_id, "config.yaml", str(tmp_path / "logged"))).parent
+    again = run_cli("--config-path", str(config_dir), "--config-name", "config", "hydra.run.dir=rerun", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    first_results = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text())
+    assert list(first_results) == ["sample-sentence-minilm-bm25-extractive"]
+    assert json.loads((tmp_path / "rerun" / "results.json").read_text()) == first_results
+
+
+def test_multirun_makes_one_parent_and_a_child_per_job(tmp_path):
+    proc = run_cli("-m", "retriever=dense,bm25", "dataset.limit=4", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    client, runs = mlflow_runs(tmp_path)
+    parents = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 2 and len(runs) == 3
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert {c.info.run_name for c in children} == {"retriever=dense", "retriever=bm25"}
+    assert {c.data.params["retriever._target_"].rsplit(".", 1)[1] for c in children} == {"DenseRetriever", "BM25Retriever"}
+    assert parents[0].info.status == "FINISHED"
+    [sweep] = tmp_path.glob("multirun/*/*")
+    merged = json.loads((sweep / "results.json").read_text())
+    assert set(merged) == {"retriever=dense", "retriever=bm25"}
+
+
+def test_unknown_option_lists_the_choices(tmp_path):
+    proc = run_cli("chunker=bogus", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "Could not find 'chunker/bogus'" in proc.stderr
+    for option in ("fixed", "markdown", "recursive", "semantic", "sentence", "token"):
+        assert option in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["dataset=hotpotqa", "dataset.path=/nowhere/hotpot"],
+     "ragexp: error: dataset.path: /nowhere/hotpot does not exist"),
+    (["weights.context_relevance=0.5"], "ragexp: error: weights: context_relevance=0.5 + answer_similarity=0.4"),
+    (["chunker.chunk_overlap=600"], "ragexp: error: chunker.chunk_overlap must be"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, args, message):
+    proc = run_cli(*args, "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_malformed_dataset_row_names_file_and_line(tmp_path):
+    data = tmp_path / "data"
+    (data / "docs").mkdir(parents=True)
+    (data / "docs" / "a.txt").write_text("Alpha is the first letter.")
+    (data / "questions.jsonl").write_text('{"id": "1", "question": "q?", "answer": "a", "golden_docs": ["a"]}\n{oops\n')
+    proc = run_cli(f"dataset.path={data}", "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{data / 'questions.jsonl'}:2: not valid JSON" in proc.stderr
+
+
+def test_questions_without_answer_or_golden_docs_are_reported_not_fatal(tmp_path):
+    data = tmp_path / "data"
+    (data / "docs").mkdir(parents=True)
+    (data / "docs" / "a.txt").write_text("Alpha is the first letter of the Greek alphabet.")
+    (data / "docs" / "b.md").write_text("# Beta\n\nBeta is the second letter.")
+    (data / "docs" / "empty.txt").write_text("  \n")
+    rows = [
+        {"id": "ok", "question": "What is alpha?", "answer": "The first Greek letter.", "golden_docs": ["a"]},
+        {"id": "noanswer", "question": "What is beta?", "answer": "", "golden_docs": ["b"]},
+        {"id": "nogold", "question": "Which letter is second?", "answer": "Beta."},
+    ]
+    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_cli(f"dataset.path={data}", "tracker=none", "retriever.top_k=2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 empty documents skipped: empty" in proc.stdout
+    assert "1 questions with no expected answer: noanswer" in proc.stdout
+    assert "1 questions with no golden documents: nogold" in proc.stdout
+    assert "failed (1): no expected answer in the dataset" in proc.stdout
+    [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
+    assert results["total_questions"] == 3 and results["failed_questions"] == 1
+
+
+def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
+    for flag in ("--help", "--cfg=job"):
+        code = ("import runpy, sys\n"
+                f"sys.argv = ['ragexp', '{flag}']\n"
+                "try:\n    runpy.run_module('ragexp', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+                "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'sentence_transformers', 'qdrant_client') if m in sys.modules))")
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+        assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+    help_text = run_cli("--help", cwd=tmp_path).stdout
+    assert "chunker: fixed, markdown, recursive, semantic, sentence, token" in help_text
