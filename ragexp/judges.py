@@ -25,6 +25,8 @@ class OfflineJudge:
     - hallucination = some answer sentence is supported by no context sentence.
     """
 
+    metrics = ("context_relevance", "answer_similarity", "faithfulness")
+
     def __init__(self, embedder, relevance_threshold: float = 0.35, support_threshold: float = 0.8, name: str | None = None):
         self.embedder = embedder
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
@@ -52,11 +54,9 @@ class OfflineJudge:
                f"(cosine >= {self.support_threshold} or verbatim)" if supported else "empty answer")
             + (f"; {unsupported} unsupported: hallucination" if unsupported else "")
         )
-        return Judgement(
-            judge=self.name,
-            context_relevance=to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
-            answer_similarity=to_scale(similarity),
-            faithfulness=to_scale(sum(supported) / len(supported) if supported else 1.0),
-            hallucination=unsupported > 0,
-            reasoning=reasoning,
-        )
+        scores = {
+            "context_relevance": to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
+            "answer_similarity": to_scale(similarity),
+            "faithfulness": to_scale(sum(supported) / len(supported) if supported else 1.0),
+        }
+        return Judgement(self.name, scores, hallucination=unsupported > 0, reasoning=reasoning)

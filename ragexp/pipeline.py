@@ -51,6 +51,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     chunker, retriever = build(cfg.chunker), build(cfg.retriever)
     generator, judge = build(cfg.generator), build(cfg.judge)
+    weights.check(judge.name, judge.metrics)
     notes = data_notes(dataset)
     for note in notes:
         log.warning(note)

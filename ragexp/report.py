@@ -21,6 +21,7 @@ def write_results(result: RunResult, folder: Path) -> Path:
 def question_table(result: RunResult) -> dict[str, list]:
     """One row per question (column -> values), for `mlflow.log_table`."""
     rows = []
+    metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
     for r in result.questions:
         j = r.judgement
         rows.append({
@@ -33,9 +34,7 @@ def question_table(result: RunResult) -> dict[str, list]:
             "retrieved_chunk_ids": json.dumps([h.chunk.chunk_id for h in r.hits]),
             "retrieved_chunks": json.dumps([h.chunk.text for h in r.hits]),
             "judge": result.judge,
-            "context_relevance": j.context_relevance if j else None,
-            "answer_similarity": j.answer_similarity if j else None,
-            "faithfulness": j.faithfulness if j else None,
+            **{metric: (j.scores.get(metric) if j else None) for metric in metrics},
             "hallucination": j.hallucination if j else None,
             "reasoning": j.reasoning if j else "",
             "status": "failed" if r.failed else "judged",

@@ -6,21 +6,25 @@ from typing import Sequence
 from ragexp.errors import RagexpError
 from ragexp.types import QuestionResult
 
-METRICS = ("context_relevance", "answer_similarity", "faithfulness")
-
 
 class Weights:
-    """overall = (cr * w_cr + as * w_as + f * w_f) * (1 - hallucination_rate if penalty)."""
+    """overall = sum(avg_metric * weight) * (1 - hallucination_rate if hallucination_penalty).
+    Each keyword names a judge metric and its weight; the weights must be >= 0 and sum to 1."""
 
-    def __init__(self, context_relevance: float, answer_similarity: float, faithfulness: float,
-                 hallucination_penalty: bool = True):
-        self.weights = {"context_relevance": context_relevance, "answer_similarity": answer_similarity,
-                        "faithfulness": faithfulness}
+    def __init__(self, hallucination_penalty: bool = True, **weights: float):
+        self.weights = {metric: float(w) for metric, w in weights.items()}
         self.hallucination_penalty = hallucination_penalty
         total = sum(self.weights.values())
-        if abs(total - 1.0) > 1e-6 or any(w < 0 for w in self.weights.values()):
-            shown = " + ".join(f"{k}={v}" for k, v in self.weights.items())
-            raise RagexpError(f"weights: {shown} = {total:g}; the weights must be >= 0 and sum to 1 (set weights.<name>=...)")
+        if not self.weights or abs(total - 1.0) > 1e-6 or any(w < 0 for w in self.weights.values()):
+            shown = " + ".join(f"{k}={v:g}" for k, v in self.weights.items())
+            raise RagexpError(f"weights: {shown} = {total:g}; the weights must be >= 0 and sum to 1 (set weights.<metric>=...)")
+
+    def check(self, judge_name: str, metrics: Sequence[str]) -> None:
+        """Stop before any work when a weighted metric is one the judge does not produce."""
+        missing = [m for m in self.weights if m not in metrics]
+        if missing:
+            raise RagexpError(f"weights: {', '.join(missing)} not produced by judge {judge_name!r} "
+                              f"(it gives {', '.join(metrics)}); choose a matching weights= option")
 
     def overall(self, averages: dict[str, float], hallucination_rate: float) -> float:
         score = sum(averages[m] * w for m, w in self.weights.items())
@@ -28,13 +32,15 @@ class Weights:
 
 
 def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, float]:
-    """The specification's aggregates over judged questions; failed ones are only counted.
+    """The specification's aggregates over judged questions: avg_<metric> for each judge metric,
+    hallucination_rate, the counts and overall_score; failed questions are only counted.
     With no judged question there is nothing to average: only the counts are returned."""
     judged = [r.judgement for r in results if r.judgement is not None]
     counts = {"total_questions": len(results), "failed_questions": len(results) - len(judged)}
     if not judged:
         return counts
-    averages = {m: sum(getattr(j, m) for j in judged) / len(judged) for m in METRICS}
+    metrics = list(dict.fromkeys(m for j in judged for m in j.scores))
+    averages = {m: sum(j.scores[m] for j in judged) / len(judged) for m in metrics}
     rate = sum(j.hallucination for j in judged) / len(judged)
     return {
         **{f"avg_{m}": round(v, 4) for m, v in averages.items()},

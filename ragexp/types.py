@@ -56,12 +56,11 @@ class Answer:
 
 @dataclass(frozen=True)
 class Judgement:
-    """Single-call judge scores (1-10) for one question, labelled with the judge's name."""
+    """One question's scores, on the scale the judge defines (1-10 for the single-call judge),
+    labelled with the judge's name, with the judge's reasoning beside them."""
 
     judge: str
-    context_relevance: float
-    answer_similarity: float
-    faithfulness: float
+    scores: dict[str, float]  # metric name -> score, e.g. {"faithfulness": 9.0, ...}
     hallucination: bool
     reasoning: str
 
