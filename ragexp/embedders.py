@@ -47,7 +47,9 @@ class Embedder:
 @lru_cache(maxsize=4)
 def load_sentence_transformer(path: str, device: str):
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # ragexp shows its own progress
     return SentenceTransformer(path, device=device, local_files_only=True)
 
 

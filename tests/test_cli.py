@@ -146,3 +146,16 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
         assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     help_text = run_cli("--help", cwd=tmp_path).stdout
     assert "chunker: fixed, markdown, recursive, semantic, sentence, token" in help_text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500").exists(), reason="no ../shared/data")
+def test_hotpotqa_end_to_end(tmp_path):
+    path = ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500"
+    proc = run_cli("dataset=hotpotqa", f"dataset.path={path}", "dataset.limit=10", "retriever=hybrid", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    client, [run] = mlflow_runs(tmp_path)
+    assert run.data.metrics["total_questions"] == 10 and run.data.metrics["failed_questions"] == 0
+    assert run.data.params["dataset.name"] == "hotpotqa"
+    table = client.load_table(run.info.experiment_id, "questions.json", run_ids=[run.info.run_id])
+    assert len(table) == 10
