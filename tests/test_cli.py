@@ -146,6 +146,8 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
         assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     help_text = run_cli("--help", cwd=tmp_path).stdout
     assert "chunker: fixed, markdown, recursive, semantic, sentence, token" in help_text
+    console_script = Path(sys.executable).parent / "ragexp"  # installed by pyproject's [project.scripts]
+    assert subprocess.run([str(console_script), "--help"], cwd=tmp_path, capture_output=True, text=True).stdout == help_text
 
 
 @pytest.mark.slow
