@@ -5,6 +5,7 @@ embedded by the chunker, retriever, generator and judge costs one model call."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from functools import lru_cache
 from typing import Sequence
 
@@ -13,7 +14,15 @@ import numpy as np
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
 
-_MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector
+_MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector, for this process
+_STORE: list = []  # the run's on-disk EmbeddingStore (ragexp.cache), set by use_store()
+STATS: Counter[str] = Counter()  # texts embedded by a model (not served from memory or disk)
+
+
+def use_store(store) -> None:
+    """Share vectors through `store` (an `ragexp.cache.EmbeddingStore`, or None for memory only).
+    Embedders are built deep inside other components' configs, so the store is set per process."""
+    _STORE[:] = [store] if store is not None else []
 
 
 class Embedder:
@@ -24,15 +33,22 @@ class Embedder:
         raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        memo = _MEMO.setdefault(self.key(), {})
-        # longest first: batches of similar length waste the least padding
-        missing = sorted(dict.fromkeys(t for t in texts if t not in memo), key=len, reverse=True)
+        key = self.key()
+        memo = _MEMO.setdefault(key, {})
+        missing = [t for t in dict.fromkeys(texts) if t not in memo]
+        if missing and _STORE:
+            memo.update(_STORE[0].get(key, missing))
+            missing = [t for t in missing if t not in memo]
+        missing.sort(key=len, reverse=True)  # longest first: batches of similar length waste the least padding
         for start in progress(range(0, len(missing), self.batch_size), desc=f"embedding ({self.name})",
                               total=-(-len(missing) // self.batch_size)):
             batch = missing[start : start + self.batch_size]
             vectors = np.asarray(self.embed_batch(batch), dtype=np.float32)
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
             memo.update(zip(batch, vectors))
+            if _STORE:
+                _STORE[0].put(key, batch, vectors)
+            STATS["embedded_texts"] += len(batch)
         if not texts:
             return np.zeros((0, self.dimension()), dtype=np.float32)
         return np.stack([memo[t] for t in texts])

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import logging
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from ragexp.datasets import fingerprint
+from ragexp.cache import EmbeddingStore, StageCache, key_of
+from ragexp.datasets import corpus_fingerprint, fingerprint
+from ragexp.embedders import STATS, use_store
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.scoring import aggregate
@@ -44,8 +46,16 @@ def data_notes(dataset: Dataset) -> list[str]:
     return notes
 
 
+def settings(node: DictConfig) -> dict:
+    """A component's resolved config: what goes into its stage's cache key."""
+    return OmegaConf.to_container(node, resolve=True)
+
+
 def run(cfg: DictConfig, name: str = "run") -> RunResult:
     weights = build(cfg.weights)  # checked first: a bad weight set fails before any work
+    cache = build(cfg.cache)
+    use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
+    embedded_before = STATS["embedded_texts"]
     dataset = build(cfg.dataset).load()
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
@@ -56,15 +66,21 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
     for note in notes:
         log.warning(note)
 
-    chunks = chunker.chunk(dataset.documents)
+    chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
+    chunks = cache.cached("chunks", chunks_key, lambda: chunker.chunk(dataset.documents))
     log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
-    retriever.index(chunks)
-    hits = retriever.search([q.text for q in dataset.questions])
+    queries = [q.text for q in dataset.questions]
 
-    results = []
-    for question, question_hits in progress(zip(dataset.questions, hits), desc="answering and judging",
-                                            total=len(dataset.questions)):
-        results.append(answer_and_judge(question, tuple(question_hits), generator, judge))
+    def retrieve():
+        retriever.index(chunks)
+        return retriever.search(queries)
+
+    hits = cache.cached("hits", key_of("hits", chunks_key, settings(cfg.retriever), queries), retrieve)
+
+    stage = Stage(cache, generator, settings(cfg.generator), judge, settings(cfg.judge))
+    results = [stage.answer_and_judge(question, tuple(question_hits))
+               for question, question_hits in progress(zip(dataset.questions, hits), desc="answering and judging",
+                                                       total=len(dataset.questions))]
     return RunResult(
         name=name,
         aggregates=aggregate(results, weights),
@@ -72,22 +88,36 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
         judge=judge.name,
         dataset_fingerprint=fingerprint(dataset),
         notes=tuple(notes),
+        counters={**cache.stats, "embedded_texts": STATS["embedded_texts"] - embedded_before},
     )
 
 
-def answer_and_judge(question, hits, generator, judge) -> QuestionResult:
-    """One question to its end state: judged, or failed with the reason."""
-    if not question.answers:
-        return QuestionResult(question, hits, failure="no expected answer in the dataset")
-    try:
-        answer = generator.generate(question.text, hits)
-    except RagexpError:
-        raise
-    except Exception as err:  # one bad question never fails the run
-        return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
-    try:
-        return QuestionResult(question, hits, answer, judge.judge(question, hits, answer))
-    except RagexpError:
-        raise
-    except Exception as err:
-        return QuestionResult(question, hits, answer, failure=f"judging failed: {type(err).__name__}: {err}")
+class Stage:
+    """Answering and judging one question, each step served from the cache when its inputs
+    (component settings, question, retrieved texts, answer) were seen before."""
+
+    def __init__(self, cache: StageCache, generator, generator_settings: dict, judge, judge_settings: dict):
+        self.cache, self.generator, self.judge = cache, generator, judge
+        self.generator_settings, self.judge_settings = generator_settings, judge_settings
+
+    def answer_and_judge(self, question, hits) -> QuestionResult:
+        """One question to its end state: judged, or failed with the reason. Failures are not
+        cached, so a re-run tries them again."""
+        if not question.answers:
+            return QuestionResult(question, hits, failure="no expected answer in the dataset")
+        context = [(h.chunk.chunk_id, h.chunk.text) for h in hits]
+        try:
+            answer = self.cache.cached("answers", key_of("answer", self.generator_settings, question.text, context),
+                                       lambda: self.generator.generate(question.text, hits))
+        except RagexpError:
+            raise
+        except Exception as err:  # one bad question never fails the run
+            return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
+        try:
+            key = key_of("judgement", self.judge_settings, question.text, question.answers, context, answer.text)
+            judgement = self.cache.cached("judgements", key, lambda: self.judge.judge(question, hits, answer))
+        except RagexpError:
+            raise
+        except Exception as err:
+            return QuestionResult(question, hits, answer, failure=f"judging failed: {type(err).__name__}: {err}")
+        return QuestionResult(question, hits, answer, judgement)

@@ -56,4 +56,6 @@ def summary(result: RunResult) -> str:
             failures[r.failure] = failures.get(r.failure, 0) + 1
     lines += [f"  failed ({count}): {reason}" for reason, count in failures.items()]
     lines += [f"  note: {note}" for note in result.notes]
+    if result.counters:
+        lines.append("  work: " + ", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())))
     return "\n".join(lines)

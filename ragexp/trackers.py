@@ -112,7 +112,8 @@ class MlflowTracker(NoTracker):
             for start in range(0, len(params), 100):
                 client.log_batch(run_id, params=params[start : start + 100])
             now = int(time.time() * 1000)
-            metrics = [Metric(k, float(v), now, 0) for k, v in result.aggregates.items()]
+            values = {**result.aggregates, **{f"work_{k}": v for k, v in result.counters.items()}}
+            metrics = [Metric(k, float(v), now, 0) for k, v in values.items()]
             client.log_batch(run_id, metrics=metrics)
             client.log_text(run_id, yaml.safe_dump(scrub(config), sort_keys=False), "config.yaml")
             client.log_text(run_id, json.dumps(results_json(result), indent=2), "results.json")

@@ -88,3 +88,4 @@ class RunResult:
     judge: str
     dataset_fingerprint: str
     notes: tuple[str, ...] = ()  # data problems found on the way (reported, not fatal)
+    counters: dict[str, int] = field(default_factory=dict)  # work done vs served from cache

@@ -33,11 +33,17 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             yield number, row
 
 
+def corpus_fingerprint(documents) -> str:
+    """A hash of the documents alone (what chunking depends on)."""
+    digest = hashlib.sha256()
+    for doc in documents:
+        digest.update(f"D\0{doc.doc_id}\0{doc.text}\0".encode())
+    return digest.hexdigest()
+
+
 def fingerprint(dataset: Dataset) -> str:
     """A short hash of the corpus and questions: the same data gives the same fingerprint."""
-    digest = hashlib.sha256()
-    for doc in dataset.documents:
-        digest.update(f"D\0{doc.doc_id}\0{doc.text}\0".encode())
+    digest = hashlib.sha256(corpus_fingerprint(dataset.documents).encode())
     for q in dataset.questions:
         digest.update(f"Q\0{q.qid}\0{q.text}\0{json.dumps(q.answers)}\0{json.dumps(sorted(q.golden.items()))}\0".encode())
     return digest.hexdigest()[:16]

@@ -1,0 +1,137 @@
+"""The stage cache: a setting that changes a result misses; everything else is served from disk."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import compose, run_cli
+from ragexp.cache import EmbeddingStore, StageCache, key_of, main as cache_main
+from ragexp.pipeline import run
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    data = tmp_path / "data"
+    (data / "docs").mkdir(parents=True)
+    (data / "docs" / "port.md").write_text("# Ports\n\nThe server listens on port 7400. The admin UI uses port 7401.\n")
+    (data / "docs" / "dlq.txt").write_text("Failed jobs go to the dead-letter queue after five attempts. They expire after seven days.")
+    (data / "docs" / "auth.txt").write_text("Clients send a bearer token. Tokens rotate every 30 days.")
+    rows = [{"id": "1", "question": "Which port does the server use?", "answer": "Port 7400.", "golden_docs": ["port"]},
+            {"id": "2", "question": "When do failed jobs reach the dead-letter queue?", "answer": "After five attempts.",
+             "golden_docs": ["dlq"]}]
+    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data, tmp_path / "cache"
+
+
+def work(data, cache_dir, *overrides):
+    cfg = compose(f"dataset.path={data}", f"cache.dir={cache_dir}", "tracker=none", "retriever.top_k=2", *overrides)
+    return run(cfg)
+
+
+# each setting, and the config-keyed stages (chunks, hits) it must recompute
+CHANGES = [
+    (["chunker.chunk_size=40", "chunker.chunk_overlap=0"], {"chunks", "hits"}),
+    (["chunker=sentence"], {"chunks", "hits"}),
+    (["retriever=bm25"], {"hits"}),
+    (["retriever.top_k=1"], {"hits"}),
+    (["embedder.batch_size=8"], {"hits"}),  # part of the retriever's settings: a new key
+    (["generator.max_sentences=1"], set()),
+    (["judge.support_threshold=0.5"], set()),
+    (["dataset.limit=1"], {"hits"}),  # same corpus: chunks stay; one question fewer: hits recomputed
+]
+
+
+def context(question_result):
+    return [(h.chunk.chunk_id, h.chunk.text) for h in question_result.hits]
+
+
+@pytest.mark.parametrize("overrides,recomputed", CHANGES, ids=[" ".join(o) for o, _ in CHANGES])
+def test_a_setting_that_changes_a_result_misses(tiny, overrides, recomputed):
+    """Answers and judgements are keyed by content (question, retrieved texts, answer) and by
+    their component's settings: they are recomputed exactly for the questions whose inputs changed."""
+    data, cache_dir = tiny
+    first = work(data, cache_dir)
+    assert first.counters["chunks_computed"] == 1 and first.counters["judgements_computed"] == 2
+    changed = work(data, cache_dir, *overrides)
+    c = changed.counters
+    assert {s for s in ("chunks", "hits") if c.get(f"{s}_computed")} == recomputed
+    pairs = list(zip(first.questions, changed.questions))
+    new_context = sum(context(a) != context(b) for a, b in pairs)
+    generator_changed = any(o.startswith("generator.") for o in overrides)
+    judge_changed = any(o.startswith("judge.") for o in overrides)
+    assert c.get("answers_computed", 0) == (len(pairs) if generator_changed else new_context)
+    new_answer = sum(context(a) != context(b) or a.answer.text != b.answer.text for a, b in pairs)
+    assert c.get("judgements_computed", 0) == (len(pairs) if judge_changed else new_answer)
+    assert c.get("judgements_cached", 0) + c.get("judgements_computed", 0) == len(changed.questions)
+
+
+def test_weights_rescore_without_any_model_call(tiny):
+    data, cache_dir = tiny
+    first = work(data, cache_dir)
+    again = work(data, cache_dir, "weights.answer_similarity=0.6", "weights.context_relevance=0.1")
+    assert again.counters["embedded_texts"] == 0
+    assert not any(v for k, v in again.counters.items() if k.endswith("_computed"))
+    assert again.aggregates["avg_faithfulness"] == first.aggregates["avg_faithfulness"]
+    assert again.aggregates["overall_score"] != first.aggregates["overall_score"]
+
+
+def test_disabled_cache_stores_nothing(tiny):
+    data, cache_dir = tiny
+    result = work(data, cache_dir, "cache.enabled=false")
+    assert result.aggregates["total_questions"] == 2
+    assert not cache_dir.exists()
+
+
+def test_embedding_store_is_shared_and_keyed_by_model(tmp_path):
+    import numpy as np
+
+    store = EmbeddingStore(str(tmp_path))
+    store.put("model-a", ["x", "y"], np.eye(2, dtype=np.float32))
+    other = EmbeddingStore(str(tmp_path))  # another connection, as another process would have
+    found = other.get("model-a", ["y", "z"])
+    assert list(found) == ["y"] and np.array_equal(found["y"], [0, 1])
+    assert other.get("model-b", ["x"]) == {}
+
+
+def test_stage_cache_survives_a_damaged_file(tmp_path):
+    cache = StageCache(str(tmp_path))
+    key = key_of("k")
+    cache.put("s", key, [1, 2])
+    cache.path("s", key).write_bytes(b"\x80garbage")
+    assert cache.cached("s", key, lambda: [3]) == [3]
+    assert cache.get("s", key) == [3]
+
+
+def test_cache_command_shows_and_clears(tiny, capsys):
+    data, cache_dir = tiny
+    work(data, cache_dir)
+    assert cache_main(["info", "--dir", str(cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "judgements" in out and "chunks" in out and "total" in out
+    cache_main(["clear", "--dir", str(cache_dir)])
+    assert not cache_dir.exists()
+
+
+def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
+    args = ["dataset.limit=12", "tracker=none", "retriever=bm25", "hydra.run.dir=out"]
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    judgements = tmp_path / ".ragexp-cache" / "judgements"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.pkl"))) < 3:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = len(list(judgements.rglob("*.pkl")))
+    assert 0 < done < 12, "the kill should land mid-way through judging"
+
+    resumed = run_cli(*args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"judgements_cached={done}" in resumed.stdout and "chunks_cached=1" in resumed.stdout
+    fresh = run_cli(*args[:-1], "hydra.run.dir=fresh", "cache.enabled=false", cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    assert (tmp_path / "out" / "results.json").read_text() == (tmp_path / "fresh" / "results.json").read_text()
