@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
 
 from omegaconf import DictConfig
 
+from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import fingerprint
-from ragexp.errors import RagexpError
-from ragexp.progress import progress
+from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.llm.estimate import Estimate
+from ragexp.llm.session import LLMSession
 from ragexp.scoring import aggregate
 from ragexp.types import Dataset, QuestionResult, RunResult
 
@@ -44,50 +48,72 @@ def data_notes(dataset: Dataset) -> list[str]:
     return notes
 
 
-def run(cfg: DictConfig, name: str = "run") -> RunResult:
-    weights = build(cfg.weights)  # checked first: a bad weight set fails before any work
-    dataset = build(cfg.dataset).load()
-    if not dataset.questions:
-        raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
+def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
+    """The stages in order. With `dry_run=true`, stops after retrieval and returns what the LLM
+    requests of the run would be and cost (an Estimate) instead of making them."""
+    weights = build(cfg.weights)  # settings are checked first: a bad one fails before any work
     chunker, retriever = build(cfg.chunker), build(cfg.retriever)
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
-    notes = data_notes(dataset)
-    for note in notes:
-        log.warning(note)
+    llm = build(cfg.llm) if "llm" in cfg else LLMSession()
+    try:
+        llm.connect(generator=generator, judge=judge)  # API keys and endpoints too
+        dataset = build(cfg.dataset).load()
+        if not dataset.questions:
+            raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
+        notes = data_notes(dataset)
+        for note in notes:
+            log.warning(note)
 
-    chunks = chunker.chunk(dataset.documents)
-    log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
-    retriever.index(chunks)
-    hits = retriever.search([q.text for q in dataset.questions])
+        chunks = chunker.chunk(dataset.documents)
+        log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
+        retriever.index(chunks)
+        hits = retriever.search([q.text for q in dataset.questions])
+        if llm.dry_run:
+            return llm.estimate(name, dataset.questions, hits)
 
-    results = []
-    for question, question_hits in progress(zip(dataset.questions, hits), desc="answering and judging",
-                                            total=len(dataset.questions)):
-        results.append(answer_and_judge(question, tuple(question_hits), generator, judge))
-    return RunResult(
-        name=name,
-        aggregates=aggregate(results, weights),
-        questions=tuple(results),
-        judge=judge.name,
-        dataset_fingerprint=fingerprint(dataset),
-        notes=tuple(notes),
-    )
+        started = time.perf_counter()
+        answered = map_concurrently(lambda item: answer(generator, *item), zip(dataset.questions, map(tuple, hits)),
+                                    concurrency(generator), desc="generating")
+        log.info("generated %d answers in %.1fs", len(answered), time.perf_counter() - started)
+        started = time.perf_counter()
+        results = map_concurrently(lambda result: judged(judge, result), answered, concurrency(judge), desc="judging")
+        log.info("judged %d answers in %.1fs", len(results), time.perf_counter() - started)
+        return RunResult(
+            name=name,
+            aggregates={**aggregate(results, weights), **llm.stats()},
+            questions=tuple(results),
+            judge=judge.name,
+            dataset_fingerprint=fingerprint(dataset),
+            notes=tuple(notes),
+        )
+    finally:
+        llm.close()
 
 
-def answer_and_judge(question, hits, generator, judge) -> QuestionResult:
-    """One question to its end state: judged, or failed with the reason."""
+def answer(generator, question, hits) -> QuestionResult:
+    """One question to its answer, or failed with the reason (one bad question never fails the run)."""
     if not question.answers:
         return QuestionResult(question, hits, failure="no expected answer in the dataset")
     try:
-        answer = generator.generate(question.text, hits)
+        return QuestionResult(question, hits, generator.generate(question.text, hits))
     except RagexpError:
         raise
-    except Exception as err:  # one bad question never fails the run
-        return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
-    try:
-        return QuestionResult(question, hits, answer, judge.judge(question, hits, answer))
-    except RagexpError:
-        raise
+    except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
+        return QuestionResult(question, hits, failure=str(err))
     except Exception as err:
-        return QuestionResult(question, hits, answer, failure=f"judging failed: {type(err).__name__}: {err}")
+        return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
+
+
+def judged(judge, result: QuestionResult) -> QuestionResult:
+    """An answered question judged, or failed with the reason."""
+    if result.answer is None:  # failed before judging
+        return result
+    try:
+        return replace(result, judgement=judge.judge(result.question, result.hits, result.answer))
+    except RagexpError:
+        raise
+    except QuestionFailed as err:
+        return replace(result, failure=str(err))
+    except Exception as err:
+        return replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
