@@ -99,6 +99,7 @@ class OpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints
+            wbufsize = 1 << 16  # headers and body leave in one write (else a delayed ACK costs ~40 ms)
 
             def log_message(self, *args):
                 pass
@@ -128,6 +129,7 @@ class OpenAIServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+                self.wfile.flush()
 
         self.httpd = Server(("127.0.0.1", port), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
