@@ -26,6 +26,7 @@ class ResponseCache:
             db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA busy_timeout = 60000")
             db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")  # a cache: survives a crash, may lose the last replies on power loss
             db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
                        "reply TEXT NOT NULL, created REAL NOT NULL)")
             self._db = db
