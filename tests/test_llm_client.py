@@ -64,6 +64,10 @@ def test_a_request_that_keeps_failing_fails_its_question_not_the_run(server):
     with pytest.raises(QuestionFailed, match="HTTP 400"):
         client(server, usage).complete(ask())
     assert len(server.chat_requests()) == 4 and usage.stats()["llm_failures"] == 2
+    server.faults = ["garbage"]  # a 200 that is not a chat completion
+    with pytest.raises(QuestionFailed, match="sent no chat completion"):
+        client(server, usage).complete(ask())
+    assert usage.stats()["llm_failures"] == 3
 
 
 @pytest.mark.parametrize("status,setting", [(401, "judge.endpoint.api_key_env"), (404, "judge.endpoint.model")])

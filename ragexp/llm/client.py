@@ -142,6 +142,10 @@ class ChatClient:
                     error, status = err, err.status_code
                 except openai.APIConnectionError as err:  # includes timeouts
                     error, status = err, None
+                except openai.OpenAIError as err:  # a reply the client cannot read
+                    self.usage.count("failures")
+                    raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent an unreadable response "
+                                         f"({type(err).__name__}: {err})") from None
             if status in (401, 403):
                 raise RagexpError(f"{self.setting}.api_key_env: {self.endpoint.base_url} refused the key from "
                                   f"${self.endpoint.api_key_env} (HTTP {status})") from None
