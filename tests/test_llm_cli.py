@@ -132,9 +132,10 @@ def test_a_missing_key_or_unreachable_endpoint_stops_before_any_work(server, tmp
 
 
 def test_dry_run_counts_and_prices_the_requests_and_makes_none(server, tmp_path):
-    # input free, output $1 per token: the estimate is the max_tokens of every request, in dollars
+    # input free, output $1 per token: the estimate is the max_tokens of every request, in dollars;
+    # no key is needed to estimate
     proc = run_cli(*llm_args(server, judge="triad"), "dataset.limit=5", "dry_run=true", "budget_usd=100",
-                   "llm.prices.gpt-4o-mini.input=0", "llm.prices.gpt-4o-mini.output=1000000", cwd=tmp_path, env=ENV)
+                   "llm.prices.gpt-4o-mini.input=0", "llm.prices.gpt-4o-mini.output=1000000", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "no LLM request made; 5 questions would need" in out
