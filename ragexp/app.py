@@ -45,12 +45,16 @@ def execute(cfg: DictConfig) -> float | None:
     """Runs one job; returns the configured objective (for sweepers that optimise it)."""
     from hydra.core.hydra_config import HydraConfig
 
+    from ragexp.llm.estimate import Estimate
     from ragexp.pipeline import build, run
     from ragexp.report import summary, write_results
 
     try:
         tracker = build(cfg.tracker)
         result = run(cfg, run_name(cfg))
+        if isinstance(result, Estimate):  # dry_run=true: nothing judged, nothing to log
+            print(result.summary())
+            return None
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         results_file = write_results(result, output_dir)
         print(summary(result))

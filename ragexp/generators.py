@@ -1,4 +1,4 @@
-"""Generators: (question, retrieved hits) -> answer."""
+"""Generators: (question, retrieved hits) -> answer. One class per `generator` option."""
 from __future__ import annotations
 
 import time
@@ -6,8 +6,13 @@ from typing import Sequence
 
 import numpy as np
 
+from ragexp.errors import QuestionFailed
+from ragexp.llm.client import ChatRequest
+from ragexp.llm.component import UsesLLM, check_sampling
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.prompts import Template, numbered_context
 from ragexp.text import split_sentences
-from ragexp.types import Answer, Hit
+from ragexp.types import Answer, Hit, Question
 
 
 class ExtractiveGenerator:
@@ -31,3 +36,34 @@ class ExtractiveGenerator:
                 break
             chosen.append(sentences[i][: self.max_chars])
         return Answer(" ".join(chosen), time.perf_counter() - started)
+
+
+class OpenAIGenerator(UsesLLM):
+    """Chat generation over any OpenAI-compatible endpoint, from the retrieved chunks numbered
+    `[Doc N]`. The default prompt asks for `[Doc N]` citations and for "I don't know" when the
+    documents do not hold the answer. The prompts are templates with the fields {question} and
+    {context}."""
+
+    fields = ("question", "context")
+
+    def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, temperature: float = 0.0,
+                 max_tokens: int = 300):
+        check_sampling("generator", temperature, max_tokens)
+        self.endpoint, self.temperature, self.max_tokens = endpoint, float(temperature), max_tokens
+        self.system = Template(system_prompt, self.fields, "generator.system_prompt")
+        self.user = Template(user_prompt, self.fields, "generator.user_prompt")
+
+    def request(self, question: str, hits: Sequence[Hit]) -> ChatRequest:
+        values = {"question": question, "context": numbered_context(hits) or "(no documents were retrieved)"}
+        return ChatRequest((("system", self.system.render(**values)), ("user", self.user.render(**values))),
+                           self.temperature, self.max_tokens)
+
+    def planned_requests(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[ChatRequest]:
+        return [self.request(question.text, hits)]
+
+    def generate(self, question: str, hits: Sequence[Hit]) -> Answer:
+        started = time.perf_counter()
+        reply = self.ask(self.request(question, hits))
+        if not reply.text.strip():
+            raise QuestionFailed("generator: the endpoint replied with an empty answer")
+        return Answer(reply.text.strip(), time.perf_counter() - started)

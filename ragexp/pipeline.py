@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
+from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.cache import EmbeddingStore, StageCache, key_of
+from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.embedders import STATS, use_store
-from ragexp.errors import RagexpError
-from ragexp.progress import progress
+from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.llm.estimate import Estimate
+from ragexp.llm.session import LLMSession
 from ragexp.scoring import aggregate
 from ragexp.types import Dataset, QuestionResult, RunResult
 
@@ -51,73 +56,99 @@ def settings(node: DictConfig) -> dict:
     return OmegaConf.to_container(node, resolve=True)
 
 
-def run(cfg: DictConfig, name: str = "run") -> RunResult:
-    weights = build(cfg.weights)  # checked first: a bad weight set fails before any work
-    cache = build(cfg.cache)
-    use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
-    embedded_before = STATS["embedded_texts"]
-    dataset = build(cfg.dataset).load()
-    if not dataset.questions:
-        raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
+def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
+    """The stages in order. With `dry_run=true`, stops after retrieval and returns what the LLM
+    requests of the run would be and cost (an Estimate) instead of making them."""
+    weights = build(cfg.weights)  # settings are checked first: a bad one fails before any work
     chunker, retriever = build(cfg.chunker), build(cfg.retriever)
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
-    notes = data_notes(dataset)
-    for note in notes:
-        log.warning(note)
+    llm = build(cfg.llm) if "llm" in cfg else LLMSession()
+    cache = build(cfg.cache)
+    use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
+    embedded_before = STATS["embedded_texts"]
+    try:
+        llm.connect(generator=generator, judge=judge)  # API keys and endpoints too
+        dataset = build(cfg.dataset).load()
+        if not dataset.questions:
+            raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
+        notes = data_notes(dataset)
+        for note in notes:
+            log.warning(note)
 
-    chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
-    chunks = cache.cached("chunks", chunks_key, lambda: chunker.chunk(dataset.documents))
-    log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
-    queries = [q.text for q in dataset.questions]
+        # each stage's output is cached under a key of what determines it (see ragexp.cache)
+        chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
+        chunks = cache.cached("chunks", chunks_key, lambda: chunker.chunk(dataset.documents))
+        log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
+        queries = [q.text for q in dataset.questions]
 
-    def retrieve():
-        retriever.index(chunks)
-        return retriever.search(queries)
+        def retrieve():
+            retriever.index(chunks)
+            return retriever.search(queries)
 
-    hits = cache.cached("hits", key_of("hits", chunks_key, settings(cfg.retriever), queries), retrieve)
+        hits = cache.cached("hits", key_of("hits", chunks_key, settings(cfg.retriever), queries), retrieve)
+        if llm.dry_run:
+            return llm.estimate(name, dataset.questions, hits)
 
-    stage = Stage(cache, generator, settings(cfg.generator), judge, settings(cfg.judge))
-    results = [stage.answer_and_judge(question, tuple(question_hits))
-               for question, question_hits in progress(zip(dataset.questions, hits), desc="answering and judging",
-                                                       total=len(dataset.questions))]
-    return RunResult(
-        name=name,
-        aggregates=aggregate(results, weights),
-        questions=tuple(results),
-        judge=judge.name,
-        dataset_fingerprint=fingerprint(dataset),
-        notes=tuple(notes),
-        counters={**cache.stats, "embedded_texts": STATS["embedded_texts"] - embedded_before},
-    )
+        # per question, keyed by the component's settings and the content it reads; a failure
+        # raises, so it is never cached and a re-run tries it again
+        generator_settings, judge_settings = settings(cfg.generator), settings(cfg.judge)
+
+        def generate(question: str, hits):
+            key = key_of("answer", generator_settings, question, context(hits))
+            return cache.cached("answers", key, lambda: generator.generate(question, hits))
+
+        def judge_one(question, hits, answer):
+            key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
+            return cache.cached("judgements", key, lambda: judge.judge(question, hits, answer))
+
+        started = time.perf_counter()
+        answered = map_concurrently(lambda item: answer(generate, *item), zip(dataset.questions, map(tuple, hits)),
+                                    concurrency(generator), desc="generating")
+        log.info("generated %d answers in %.1fs", len(answered), time.perf_counter() - started)
+        started = time.perf_counter()
+        results = map_concurrently(lambda result: judged(judge_one, result), answered, concurrency(judge), desc="judging")
+        log.info("judged %d answers in %.1fs", len(results), time.perf_counter() - started)
+        return RunResult(
+            name=name,
+            aggregates={**aggregate(results, weights), **llm.stats()},
+            questions=tuple(results),
+            judge=judge.name,
+            dataset_fingerprint=fingerprint(dataset),
+            notes=tuple(notes),
+            counters={**cache.stats, "embedded_texts": STATS["embedded_texts"] - embedded_before},
+        )
+    finally:
+        llm.close()
 
 
-class Stage:
-    """Answering and judging one question, each step served from the cache when its inputs
-    (component settings, question, retrieved texts, answer) were seen before."""
+def context(hits) -> list[tuple[str, str]]:
+    return [(h.chunk.chunk_id, h.chunk.text) for h in hits]
 
-    def __init__(self, cache: StageCache, generator, generator_settings: dict, judge, judge_settings: dict):
-        self.cache, self.generator, self.judge = cache, generator, judge
-        self.generator_settings, self.judge_settings = generator_settings, judge_settings
 
-    def answer_and_judge(self, question, hits) -> QuestionResult:
-        """One question to its end state: judged, or failed with the reason. Failures are not
-        cached, so a re-run tries them again."""
-        if not question.answers:
-            return QuestionResult(question, hits, failure="no expected answer in the dataset")
-        context = [(h.chunk.chunk_id, h.chunk.text) for h in hits]
-        try:
-            answer = self.cache.cached("answers", key_of("answer", self.generator_settings, question.text, context),
-                                       lambda: self.generator.generate(question.text, hits))
-        except RagexpError:
-            raise
-        except Exception as err:  # one bad question never fails the run
-            return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
-        try:
-            key = key_of("judgement", self.judge_settings, question.text, question.answers, context, answer.text)
-            judgement = self.cache.cached("judgements", key, lambda: self.judge.judge(question, hits, answer))
-        except RagexpError:
-            raise
-        except Exception as err:
-            return QuestionResult(question, hits, answer, failure=f"judging failed: {type(err).__name__}: {err}")
-        return QuestionResult(question, hits, answer, judgement)
+def answer(generate: Callable, question, hits) -> QuestionResult:
+    """One question to its answer, or failed with the reason (one bad question never fails the run)."""
+    if not question.answers:
+        return QuestionResult(question, hits, failure="no expected answer in the dataset")
+    try:
+        return QuestionResult(question, hits, generate(question.text, hits))
+    except RagexpError:
+        raise
+    except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
+        return QuestionResult(question, hits, failure=str(err))
+    except Exception as err:
+        return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
+
+
+def judged(judge: Callable, result: QuestionResult) -> QuestionResult:
+    """An answered question judged, or failed with the reason."""
+    if result.answer is None:  # failed before judging
+        return result
+    try:
+        return replace(result, judgement=judge(result.question, result.hits, result.answer))
+    except RagexpError:
+        raise
+    except QuestionFailed as err:
+        return replace(result, failure=str(err))
+    except Exception as err:
+        return replace(result, failure=f"judging failed: {type(err).__name__}: {err}")

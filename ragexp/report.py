@@ -22,6 +22,7 @@ def question_table(result: RunResult) -> dict[str, list]:
     """One row per question (column -> values), for `mlflow.log_table`."""
     rows = []
     metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
+    details = list(dict.fromkeys(k for r in result.questions if r.judgement for k in r.judgement.details))
     for r in result.questions:
         j = r.judgement
         rows.append({
@@ -37,10 +38,16 @@ def question_table(result: RunResult) -> dict[str, list]:
             **{metric: (j.scores.get(metric) if j else None) for metric in metrics},
             "hallucination": j.hallucination if j else None,
             "reasoning": j.reasoning if j else "",
+            **{key: cell(j.details.get(key)) if j else None for key in details},
             "status": "failed" if r.failed else "judged",
             "failure_reason": r.failure,
         })
     return {column: [row[column] for row in rows] for column in rows[0]} if rows else {}
+
+
+def cell(value):
+    """A judge's detail as a table cell: lists and objects as JSON text."""
+    return json.dumps(value) if isinstance(value, (list, dict, tuple)) else value
 
 
 def summary(result: RunResult) -> str:
@@ -48,7 +55,7 @@ def summary(result: RunResult) -> str:
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
     width = max(len(k) for k in result.aggregates)
     for key, value in result.aggregates.items():
-        shown = f"{value:d}" if isinstance(value, int) else f"{value:.3f}"
+        shown = f"{value:d}" if isinstance(value, int) else f"{value:.4f}" if key.endswith("_usd") else f"{value:.3f}"
         lines.append(f"  {key:<{width}}  {shown:>8}")
     failures: dict[str, int] = {}
     for r in result.questions:

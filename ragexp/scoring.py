@@ -1,10 +1,11 @@
 """Weights and per-run aggregates, named as in the specification."""
 from __future__ import annotations
 
+import statistics
 from typing import Sequence
 
 from ragexp.errors import RagexpError
-from ragexp.types import QuestionResult
+from ragexp.types import Judgement, QuestionResult
 
 
 class Weights:
@@ -31,20 +32,31 @@ class Weights:
         return score * (1.0 - hallucination_rate) if self.hallucination_penalty else score
 
 
+def summarise(judgements: Sequence[Judgement], weights: Weights) -> dict[str, float]:
+    """avg_<metric> for each metric, hallucination_rate and overall_score of some judgements."""
+    metrics = list(dict.fromkeys(m for j in judgements for m in j.scores))
+    averages = {m: sum(j.scores[m] for j in judgements) / len(judgements) for m in metrics}
+    rate = sum(float(j.hallucination) for j in judgements) / len(judgements)
+    return {**{f"avg_{m}": v for m, v in averages.items()}, "hallucination_rate": rate,
+            "overall_score": weights.overall(averages, rate)}
+
+
 def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, float]:
     """The specification's aggregates over judged questions: avg_<metric> for each judge metric,
     hallucination_rate, the counts and overall_score; failed questions are only counted.
-    With no judged question there is nothing to average: only the counts are returned."""
+    With no judged question there is nothing to average: only the counts are returned.
+    When the judge judged each question N > 1 times, each aggregate is the mean of the N runs'
+    aggregates, and <aggregate>_std their standard deviation (the judge's own noise)."""
     judged = [r.judgement for r in results if r.judgement is not None]
     counts = {"total_questions": len(results), "failed_questions": len(results) - len(judged)}
     if not judged:
         return counts
-    metrics = list(dict.fromkeys(m for j in judged for m in j.scores))
-    averages = {m: sum(j.scores[m] for j in judged) / len(judged) for m in metrics}
-    rate = sum(j.hallucination for j in judged) / len(judged)
-    return {
-        **{f"avg_{m}": round(v, 4) for m, v in averages.items()},
-        "hallucination_rate": round(rate, 4),
-        **counts,
-        "overall_score": round(weights.overall(averages, rate), 4),
-    }
+    repeats = min(len(j.repeats) for j in judged)
+    if repeats < 2:
+        means, spread = summarise(judged, weights), {}
+    else:
+        runs = [summarise([j.repeats[r] for j in judged], weights) for r in range(repeats)]
+        means = {k: statistics.fmean(run[k] for run in runs) for k in runs[0]}
+        spread = {f"{k}_std": round(statistics.stdev(run[k] for run in runs), 4) for k in runs[0]}
+    overall = round(means.pop("overall_score"), 4)
+    return {**{k: round(v, 4) for k, v in means.items()}, **counts, "overall_score": overall, **spread}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,17 @@ class Answer:
 
 @dataclass(frozen=True)
 class Judgement:
-    """One question's scores, on the scale the judge defines (1-10 for the single-call judge),
-    labelled with the judge's name, with the judge's reasoning beside them."""
+    """One question's scores, on the scale the judge defines (1-10 for the single-call judge, 0-1
+    for the RAG triad), labelled with the judge's name, with the judge's reasoning beside them."""
 
     judge: str
     scores: dict[str, float]  # metric name -> score, e.g. {"faithfulness": 9.0, ...}
-    hallucination: bool
+    # how much of the answer is invented: True/False for judges that decide per answer, the share
+    # of unsupported claims for the triad; the mean over repeats when the judge ran several times
+    hallucination: bool | float
     reasoning: str
+    details: dict[str, Any] = field(default_factory=dict)  # the judge's evidence for the table (claims, verdicts, ...)
+    repeats: tuple[Judgement, ...] = ()  # each repeat's judgement when the judge ran more than once
 
 
 @dataclass(frozen=True)

@@ -32,3 +32,30 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) 
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def server():
+    """A fresh OpenAI-protocol server on 127.0.0.1 (tests/openai_server.py)."""
+    from openai_server import OpenAIServer
+
+    with OpenAIServer() as s:
+        yield s
+
+
+TEST_KEY_ENV = "RAGEXP_TEST_LLM_KEY"
+
+
+def llm_args(server, judge: str = "llm", model: str = "gpt-4o-mini", generator: bool = True, **settings) -> list[str]:
+    """CLI overrides for an offline-fast run against `server`: BM25 (no embedding model), the
+    LLM generator (unless generator=False) and the `judge` option on the test server, key in
+    $RAGEXP_TEST_LLM_KEY, fast backoff; `settings` are extra key=value overrides."""
+    args = ["retriever=bm25", f"judge={judge}", f"judge.endpoint.base_url={server.base_url}",
+            f"judge.endpoint.model={model}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "judge.endpoint.backoff_s=0.01"]
+    if judge == "triad":
+        args.append("weights=triad")
+    if generator:
+        args += ["generator=openai", f"generator.endpoint.base_url={server.base_url}",
+                 f"generator.endpoint.model={model}", f"generator.endpoint.api_key_env={TEST_KEY_ENV}",
+                 "generator.endpoint.backoff_s=0.01"]
+    return args + [f"{k}={v}" for k, v in settings.items()]

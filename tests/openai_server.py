@@ -1,14 +1,27 @@
-"""A real HTTP server on 127.0.0.1 that speaks the OpenAI protocol, for tests.
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI protocol, for tests (and, run as a
+script, for measurements: `python tests/openai_server.py --port 8000 --latency 0.2`).
 
-Embeddings are deterministic bag-of-words hashes (texts sharing words get similar vectors).
-Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP
-status to answer with, or "garbage" for a 200 whose body is not the protocol's JSON."""
+- Embeddings are deterministic bag-of-words hashes (texts sharing words get similar vectors).
+- Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
+  `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
+  `headers`) for an HTTP error. The default, `auto_reply`, answers the prompts of ragexp's
+  generator and judges with valid, fixed content. Every reply carries `usage` (default: about
+  4 characters per token of the prompt and of the reply).
+- `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
+  being served at once.
+- Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
+  to answer with (int), a dict {"status": 429, "retry_after": "1"}, "timeout" (reply only after
+  `timeout_sleep` seconds) or "garbage" (a 200 whose body is not the protocol's JSON).
+  `reject_response_format = True` answers 400 to requests that ask for a JSON response format.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DIM = 64
@@ -21,42 +34,144 @@ def bag_of_words(text: str) -> list[float]:
     return vector if any(vector) else [1.0] + [0.0] * (DIM - 1)
 
 
+def prompt_text(body: dict) -> str:
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+
+
+def user_text(body: dict) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return str(users[0].get("content", "")) if users else ""
+
+
+def numbered(text: str) -> list[int]:
+    """The numbers of `[N] ...` lines (the sentences or claims a triad prompt lists)."""
+    return [int(n) for n in re.findall(r"^\[(\d+)\] ", text, re.MULTILINE)]
+
+
+def judge_json(context_relevance=8, answer_similarity=7, faithfulness=9, hallucination=False,
+               reasoning="scripted reasoning", **extra) -> str:
+    return json.dumps({"context_relevance": context_relevance, "answer_similarity": answer_similarity,
+                       "faithfulness": faithfulness, "hallucination": hallucination, "reasoning": reasoning, **extra})
+
+
+def task(body: dict) -> str:
+    """Which ragexp prompt this is, from the JSON keys the prompt asks for."""
+    text = prompt_text(body)
+    for key, name in (('"verdicts"', "verification"), ('"claims"', "claims"), ('"relevant"', "context_relevance"),
+                      ('"score"', "answer_relevance"), ('"answer_similarity"', "judge")):
+        if key in text:
+            return name
+    return "generate"
+
+
+def auto_reply(body: dict) -> str:
+    """Valid, fixed replies to ragexp's default prompts."""
+    kind = task(body)
+    if kind == "verification":
+        return json.dumps({"verdicts": [{"claim": n, "supported": True, "reason": "stated"} for n in numbered(user_text(body))]})
+    if kind == "claims":
+        return json.dumps({"claims": ["The answer makes one claim."]})
+    if kind == "context_relevance":
+        return json.dumps({"relevant": [1]})
+    if kind == "answer_relevance":
+        return json.dumps({"score": 4, "reasoning": "addresses the question"})
+    if kind == "judge":
+        return judge_json()
+    return "The documents say so [Doc 1]."
+
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 256  # many concurrent clients connect at once
+    daemon_threads = True
+
+
 class OpenAIServer:
-    def __init__(self):
+    def __init__(self, latency: float = 0.0, chat=None, port: int = 0):
         self.requests: list[dict] = []
         self.faults: list = []
+        self.latency = latency
+        self.chat = chat or auto_reply
+        self.reject_response_format = False
+        self.timeout_sleep = 2.0
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints
+            wbufsize = 1 << 16  # headers and body leave in one write (else a delayed ACK costs ~40 ms)
+
             def log_message(self, *args):
                 pass
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                fault = server.faults.pop(0) if server.faults else None
-                if fault == "garbage":
-                    return self.reply(200, b"<html>this is not json</html>", "text/html")
-                if isinstance(fault, int):
-                    return self.reply(fault, json.dumps({"error": {"message": f"injected {fault}"}}).encode())
-                if self.path.endswith("/embeddings"):
-                    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                    data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]
-                    payload = {"object": "list", "data": data, "model": body.get("model"),
-                               "usage": {"prompt_tokens": 1, "total_tokens": 1}}
-                    return self.reply(200, json.dumps(payload).encode())
-                return self.reply(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
+                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
+                                        "time": time.monotonic()})
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    status, payload, headers = server.answer(self.path, body)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+                try:
+                    self.reply(status, payload, headers)
+                except OSError:  # the client gave up (a timeout)
+                    pass
 
-            def reply(self, status, payload, content_type="application/json"):
+            def reply(self, status, payload, headers):
                 self.send_response(status)
-                self.send_header("Content-Type", content_type)
+                headers = {"Content-Type": "application/json", **headers}
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+                self.wfile.flush()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = Server(("127.0.0.1", port), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def chat_requests(self) -> list[dict]:
+        return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def answer(self, path: str, body: dict) -> tuple[int, bytes, dict]:
+        if self.latency:
+            time.sleep(self.latency)
+        with self.lock:
+            fault = self.faults.pop(0) if self.faults else None
+        if fault == "timeout":
+            time.sleep(self.timeout_sleep)
+        elif fault == "garbage":
+            return 200, b"<html>this is not json</html>", {"Content-Type": "text/html"}
+        elif isinstance(fault, int):
+            return error(fault)
+        elif isinstance(fault, dict):
+            return error(fault["status"], {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {})
+        if path.endswith("/embeddings"):
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]
+            payload = {"object": "list", "data": data, "model": body.get("model"),
+                       "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+            return 200, json.dumps(payload).encode(), {}
+        if path.endswith("/chat/completions"):
+            if self.reject_response_format and "response_format" in body:
+                return error(400, message="response_format is not supported")
+            reply = self.chat(body)
+            reply = reply if isinstance(reply, dict) else {"content": reply}
+            if "status" in reply:
+                return error(reply["status"], reply.get("headers", {}))
+            content = reply["content"]
+            tokens_in, tokens_out = reply.get("usage") or (math.ceil(len(prompt_text(body)) / 4), math.ceil(len(content) / 4))
+            payload = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+                       "model": body.get("model"),
+                       "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
+            return 200, json.dumps(payload).encode(), {}
+        return error(404, message=f"no route {path}")
 
     def __enter__(self):
         self.thread.start()
@@ -65,3 +180,25 @@ class OpenAIServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def error(status: int, headers: dict | None = None, message: str | None = None) -> tuple[int, bytes, dict]:
+    body = {"error": {"message": message or f"injected {status}", "type": "test", "code": status}}
+    return status, json.dumps(body).encode(), headers or {}
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args()
+    with OpenAIServer(latency=args.latency, port=args.port) as s:
+        print(f"serving the OpenAI protocol at {s.base_url} (latency {args.latency}s); Ctrl-C stops", flush=True)
+        try:
+            while True:
+                time.sleep(5)
+                print(f"{len(s.chat_requests())} chat requests, max in flight {s.max_in_flight}", flush=True)
+        except KeyboardInterrupt:
+            pass

@@ -141,7 +141,7 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
         code = ("import runpy, sys\n"
                 f"sys.argv = ['ragexp', '{flag}']\n"
                 "try:\n    runpy.run_module('ragexp', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-                "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'sentence_transformers', 'qdrant_client') if m in sys.modules))")
+                "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'sentence_transformers', 'qdrant_client', 'openai') if m in sys.modules))")
         proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
         assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     help_text = run_cli("--help", cwd=tmp_path).stdout

@@ -1,4 +1,4 @@
-"""Judges: score one question's context and answer on the specification's single-call metrics."""
+"""The offline judge: the specification's single-call metrics by embedding similarity, without an LLM."""
 from __future__ import annotations
 
 from typing import Sequence

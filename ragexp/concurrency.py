@@ -1,0 +1,37 @@
+"""Running one stage over every question, `workers` at a time (threads: the work waits on HTTP)."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable, Iterable, TypeVar
+
+from ragexp.progress import progress
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_concurrently(fn: Callable[[T], R], items: Iterable[T], workers: int, desc: str) -> list[R]:
+    """`[fn(item) for item in items]`, in order, with up to `workers` calls at once. `fn` handles
+    its per-item failures itself; an exception it lets out (a RagexpError: a setting to fix)
+    cancels the items not yet started and is raised once the running ones are done."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in progress(items, desc=desc, total=len(items))]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="ragexp") as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        try:
+            for future in progress(as_completed(futures), desc=desc, total=len(futures)):
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return [future.result() for future in futures]
+
+
+def concurrency(component: object) -> int:
+    """How many questions a component takes at once: its `concurrency` (LLM components: their
+    endpoint's max_concurrency), else 1 (offline components run in the calling thread)."""
+    value = getattr(component, "concurrency", 1)
+    return value if isinstance(value, int) and value > 0 else 1
+

@@ -1,0 +1,58 @@
+"""What the LLM judges share: sampling settings, the re-ask prompt, and judging N times."""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from ragexp.errors import RagexpError
+from ragexp.llm.client import ChatRequest, parse_json_mode
+from ragexp.llm.component import AsksForJSON, check_sampling
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.prompts import Template
+from ragexp.types import Answer, Hit, Judgement, Question
+
+
+class LLMJudgeBase(AsksForJSON):
+    """An LLM judge named `<kind>-<model>` unless `name` is set. `repeats` > 1 judges each
+    question that many times (each repeat is its own cached request): the judgement holds the
+    mean scores and every repeat, and the run logs each aggregate's standard deviation."""
+
+    kind = "llm"
+
+    def __init__(self, endpoint: Endpoint, reask_prompt: str, temperature: float = 0.0, max_tokens: int = 500,
+                 json_mode: str | bool = "auto", repeats: int = 1, name: str | None = None):
+        check_sampling("judge", temperature, max_tokens)
+        if not isinstance(repeats, int) or repeats < 1:
+            raise RagexpError(f"judge.repeats must be a positive integer, got {repeats!r}")
+        self.json_mode = parse_json_mode(json_mode, "judge.json_mode")
+        self.endpoint, self.temperature, self.max_tokens, self.repeats = endpoint, float(temperature), max_tokens, repeats
+        self.reask_prompt = Template(reask_prompt, ("problem",), "judge.reask_prompt")
+        self.name = name or f"{self.kind}-{endpoint.model}"
+
+    def request(self, system: str, user: str, repeat: int) -> ChatRequest:
+        return ChatRequest((("system", system), ("user", user)), self.temperature, self.max_tokens, self.json_mode, repeat)
+
+    def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
+        runs = [self.judge_once(question, hits, answer, repeat) for repeat in range(self.repeats)]
+        return runs[0] if len(runs) == 1 else combine(runs)
+
+    def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
+        raise NotImplementedError
+
+    def planned_requests(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[ChatRequest]:
+        return [r for repeat in range(self.repeats) for r in self.plan_once(question, hits, answer, repeat)]
+
+    def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
+        raise NotImplementedError
+
+
+
+def combine(runs: Sequence[Judgement]) -> Judgement:
+    """One judgement from several repeats: mean scores and hallucination, every repeat kept."""
+    first = runs[0]
+    scores = {m: statistics.fmean(r.scores[m] for r in runs) for m in first.scores}
+    hallucination = statistics.fmean(float(r.hallucination) for r in runs)
+    reasoning = " | ".join(f"repeat {n}: {r.reasoning}" for n, r in enumerate(runs, start=1))
+    details = {**first.details, "repeat_scores": [r.scores for r in runs],
+               "repeat_hallucination": [r.hallucination for r in runs]}
+    return Judgement(first.judge, scores, hallucination, reasoning, details, tuple(runs))

@@ -1,0 +1,53 @@
+"""The specification's single-call LLM judge: one request per question (and repeat)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ragexp.judges.base import LLMJudgeBase
+from ragexp.llm.client import ChatRequest
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.prompts import Template, numbered_context
+from ragexp.llm.replies import boolean, clamped, number, text
+from ragexp.types import Answer, Hit, Judgement, Question
+
+LOW, HIGH = 1.0, 10.0
+
+
+class LLMJudge(LLMJudgeBase):
+    """Sends the question, the retrieved context (numbered chunks), the expected and the generated
+    answer; reads `context_relevance`, `answer_similarity`, `faithfulness` (1-10; values outside
+    are clamped and counted), `hallucination` (true/false) and `reasoning` from the JSON reply.
+    The prompts are templates with the fields {question}, {context}, {expected}, {generated}."""
+
+    metrics = ("context_relevance", "answer_similarity", "faithfulness")
+    fields = ("question", "context", "expected", "generated")
+    kind = "llm"
+
+    def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, reask_prompt: str,
+                 temperature: float = 0.0, max_tokens: int = 500, json_mode: str | bool = "auto",
+                 repeats: int = 1, name: str | None = None):
+        super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
+        self.system = Template(system_prompt, self.fields, "judge.system_prompt")
+        self.user = Template(user_prompt, self.fields, "judge.user_prompt")
+
+    def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
+        values = {"question": question.text, "context": numbered_context(hits) or "(nothing was retrieved)",
+                  "expected": question.expected, "generated": answer.text.strip() or "(empty answer)"}
+        return [self.request(self.system.render(**values), self.user.render(**values), repeat)]
+
+    def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
+        [request] = self.plan_once(question, hits, answer, repeat)
+        scores, hallucination, reasoning, out_of_range = self.ask_json(request, self.read)
+        self.clamped(len(out_of_range))
+        details = {"clamped": out_of_range} if out_of_range else {}
+        return Judgement(self.name, scores, hallucination, reasoning, details)
+
+    @classmethod
+    def read(cls, reply: dict) -> tuple[dict[str, float], bool, str, list[str]]:
+        scores, out_of_range = {}, []
+        for metric in cls.metrics:
+            given = number(reply, metric)
+            scores[metric], moved = clamped(given, LOW, HIGH)
+            if moved:
+                out_of_range.append(f"{metric}: {given:g} -> {scores[metric]:g}")
+        return scores, boolean(reply, "hallucination"), text(reply, "reasoning"), out_of_range

@@ -1,0 +1,160 @@
+"""The RAG triad (specification chapter 6.2): context relevance by sentence extraction,
+faithfulness by claim extraction and verification, answer relevance on 1-5; all on 0-1."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ragexp.errors import RagexpError
+from ragexp.judges.base import LLMJudgeBase
+from ragexp.llm.client import ChatRequest
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.prompts import Template, numbered_context, numbered_lines
+from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text
+from ragexp.text import split_sentences
+from ragexp.types import Answer, Hit, Judgement, Question
+
+# the four requests and the fields of their prompts
+STEPS = {
+    "context_relevance": ("question", "sentences"),
+    "claims": ("question", "answer"),
+    "verification": ("context", "claims"),
+    "answer_relevance": ("question", "answer"),
+}
+
+
+class TriadJudge(LLMJudgeBase):
+    """Per question, up to four requests (three when the answer makes no claim):
+
+    - context_relevance = relevant sentences / all sentences of the retrieved context: the
+      judge gets the context split into numbered sentences and names the relevant ones;
+    - faithfulness = supported claims / claims: the judge lists the answer's atomic claims, then
+      gives a verdict on every claim against the context in one request (no claim: 1);
+    - answer_relevance = (score 1-5 - 1) / 4;
+    - hallucination = unsupported claims / claims (its mean is the run's hallucination_rate).
+
+    `prompts` holds a `system` and a `user` template per step (see STEPS for the fields)."""
+
+    metrics = ("context_relevance", "faithfulness", "answer_relevance")
+    kind = "triad"
+
+    def __init__(self, endpoint: Endpoint, prompts: dict, reask_prompt: str, temperature: float = 0.0,
+                 max_tokens: int = 500, json_mode: str | bool = "auto", repeats: int = 1, name: str | None = None):
+        super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
+        self.prompts = {}
+        for step, fields in STEPS.items():
+            pair = (prompts or {}).get(step) or {}
+            if "system" not in pair or "user" not in pair:
+                raise RagexpError(f"judge.prompts.{step} needs a system and a user template")
+            self.prompts[step] = tuple(Template(pair[part], fields, f"judge.prompts.{step}.{part}") for part in ("system", "user"))
+
+    def step(self, step: str, repeat: int, **values: str) -> ChatRequest:
+        system, user = self.prompts[step]
+        return self.request(system.render(**values), user.render(**values), repeat)
+
+    def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
+        """The requests for one repeat; the answer's sentences stand in for the claims it will have."""
+        sentences = context_sentences(hits)
+        requests = [self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences))] if sentences else []
+        if answer.text.strip():
+            requests.append(self.step("claims", repeat, question=question.text, answer=answer.text))
+            stand_in = split_sentences(answer.text)
+            if stand_in and hits:
+                requests.append(self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(stand_in)))
+        requests.append(self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"))
+        return requests
+
+    def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
+        sentences = context_sentences(hits)
+        relevant = []
+        if sentences:
+            numbers, ignored = self.ask_json(
+                self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences)),
+                lambda reply: read_numbers(reply, "relevant", len(sentences)))
+            self.clamped(ignored)
+            relevant = [sentences[n - 1] for n in numbers]
+
+        claims = []
+        if answer.text.strip():
+            claims = self.ask_json(self.step("claims", repeat, question=question.text, answer=answer.text), read_claims)
+        verdicts = []
+        if claims and hits:
+            verdicts, ignored = self.ask_json(
+                self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(claims)),
+                lambda reply: read_verdicts(reply, len(claims)))
+            self.clamped(ignored)
+        elif claims:  # nothing retrieved: nothing supports them
+            verdicts = [(False, "nothing was retrieved")] * len(claims)
+
+        (score, moved), why = self.ask_json(
+            self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"),
+            read_score)
+        self.clamped(int(moved))
+
+        supported = sum(ok for ok, _ in verdicts)
+        unsupported = [c for c, (ok, _) in zip(claims, verdicts) if not ok]
+        scores = {
+            "context_relevance": round(len(relevant) / len(sentences), 4) if sentences else 0.0,
+            "faithfulness": round(supported / len(claims), 4) if claims else 1.0,
+            "answer_relevance": round((score - 1) / 4, 4),
+        }
+        reasoning = (f"{len(relevant)} of {len(sentences)} context sentences relevant; "
+                     + (f"{supported} of {len(claims)} claims supported" if claims else "the answer makes no claim")
+                     + (f" (unsupported: {'; '.join(unsupported)})" if unsupported else "")
+                     + f"; answer relevance {score:g}/5: {why}")
+        details = {
+            "context_sentences": len(sentences),
+            "relevant_sentences": relevant,
+            "claims": claims,
+            "claim_verdicts": [{"claim": c, "supported": ok, "reason": r} for c, (ok, r) in zip(claims, verdicts)],
+            "answer_relevance_score": score,
+        }
+        return Judgement(self.name, scores, round(len(unsupported) / len(claims), 4) if claims else 0.0, reasoning, details)
+
+
+def context_sentences(hits: Sequence[Hit]) -> list[str]:
+    return [s for hit in hits for s in split_sentences(hit.chunk.text)]
+
+
+def read_numbers(reply: dict, name: str, count: int) -> tuple[list[int], int]:
+    """Distinct sentence numbers in 1..count, in order, and how many given numbers were out of range."""
+    numbers, ignored = [], 0
+    for value in items(reply, name):
+        n = integer(value, f"a number in {name}")
+        if not 1 <= n <= count:
+            ignored += 1
+        elif n not in numbers:
+            numbers.append(n)
+    return sorted(numbers), ignored
+
+
+def read_claims(reply: dict) -> list[str]:
+    claims = []
+    for value in items(reply, "claims"):
+        if not isinstance(value, str):
+            raise Unreadable(f"a claim is not a string: {value!r}")
+        if value.strip():
+            claims.append(" ".join(value.split()))
+    return claims
+
+
+def read_verdicts(reply: dict, count: int) -> tuple[list[tuple[bool, str]], int]:
+    """(supported, reason) for claims 1..count; every claim needs a verdict."""
+    found: dict[int, tuple[bool, str]] = {}
+    ignored = 0
+    for entry in items(reply, "verdicts"):
+        if not isinstance(entry, dict):
+            raise Unreadable(f"a verdict is not an object: {entry!r}")
+        n = integer(entry.get("claim"), "a verdict's claim number")
+        if not 1 <= n <= count:
+            ignored += 1
+            continue
+        reason = entry.get("reason")
+        found.setdefault(n, (boolean(entry, "supported"), reason.strip() if isinstance(reason, str) else ""))
+    missing = [n for n in range(1, count + 1) if n not in found]
+    if missing:
+        raise Unreadable(f"no verdict for claim {', '.join(map(str, missing))}")
+    return [found[n] for n in range(1, count + 1)], ignored
+
+
+def read_score(reply: dict) -> tuple[tuple[float, bool], str]:
+    return clamped(number(reply, "score"), 1.0, 5.0), text(reply, "reasoning")

@@ -1,0 +1,203 @@
+"""One chat endpoint, shared by every thread of a run. A request is answered from the cache when
+it can be; otherwise the budget is checked, the request waits for a free slot (`max_concurrency`)
+and its turn (`requests_per_minute`, a Retry-After pause), and is sent, retried on transient
+failures with exponential backoff and jitter. Tokens and cost come from the reply's `usage`."""
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.llm.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 429})  # and every 5xx
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What is asked: the messages ((role, content) pairs) and the sampling settings. `json_mode`
+    is "auto" (ask for a JSON reply; drop the request format if the endpoint rejects it), "on"
+    or "off". `repeat` tells the repeats of one request apart (it is part of the cache key)."""
+
+    messages: tuple[tuple[str, str], ...]
+    temperature: float = 0.0
+    max_tokens: int = 500
+    json_mode: str = "off"
+    repeat: int = 0
+
+    def followed_by(self, reply: str, message: str) -> ChatRequest:
+        """The same request continued by the assistant's `reply` and a new user `message`."""
+        return ChatRequest((*self.messages, ("assistant", reply), ("user", message)),
+                           self.temperature, self.max_tokens, self.json_mode, self.repeat)
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached: bool = False
+
+
+def parse_json_mode(value, setting: str) -> str:
+    """The `json_mode` setting (auto / true / false) as "auto", "on" or "off"."""
+    named = {True: "on", False: "off", "true": "on", "false": "off", "on": "on", "off": "off", "auto": "auto"}
+    key = value.lower() if isinstance(value, str) else value
+    if key not in named:
+        raise RagexpError(f"{setting} must be auto, true or false, got {value!r}")
+    return named[key]
+
+
+def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
+    """The cache key: endpoint, model, messages and sampling settings (never the API key)."""
+    identity = {"base_url": endpoint.base_url, "model": endpoint.model, "messages": request.messages,
+                "temperature": request.temperature, "max_tokens": request.max_tokens,
+                "json_mode": request.json_mode, "repeat": request.repeat}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def retry_after(err) -> float | None:
+    """Seconds the server asked to wait (Retry-After in seconds or as a date, or retry-after-ms)."""
+    headers = getattr(getattr(err, "response", None), "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value:
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        pass
+    return None
+
+
+class ChatClient:
+    """Thread-safe; one per LLM component of a run (`role` is "generator" or "judge")."""
+
+    def __init__(self, endpoint: Endpoint, role: str, api_key: str, usage, prices, cache=None):
+        from openai import OpenAI
+
+        for noisy in ("httpx", "httpx2", "openai"):  # one INFO line per request otherwise
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
+        self.setting = f"{role}.endpoint"
+        self._openai = OpenAI(base_url=endpoint.base_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
+        self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
+        self._lock = threading.Lock()
+        self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
+        self._next_start = 0.0  # requests_per_minute spacing
+        self._json_format = True  # json_mode "auto": cleared when the endpoint rejects response_format
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.usage.count(name, self.role, n)
+
+    def complete(self, request: ChatRequest) -> Reply:
+        key = request_key(self.endpoint, request)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.usage.count("cache_hits")
+                return Reply(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True)
+        self.usage.check_budget()
+        self.usage.count("requests")
+        reply = self._send(request)
+        cost = self.prices.cost(self.endpoint.model, reply.input_tokens, reply.output_tokens)
+        self.usage.spend(self.role, reply.input_tokens, reply.output_tokens, cost)
+        if self.cache is not None:
+            self.cache.put(key, {"base_url": self.endpoint.base_url, "model": self.endpoint.model,
+                                 "messages": request.messages, "temperature": request.temperature,
+                                 "max_tokens": request.max_tokens, "json_mode": request.json_mode,
+                                 "repeat": request.repeat},
+                           {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
+        return reply
+
+    def _params(self, request: ChatRequest, json_format: bool) -> dict:
+        params = {"model": self.endpoint.model, "temperature": request.temperature, "max_tokens": request.max_tokens,
+                  "messages": [{"role": role, "content": content} for role, content in request.messages]}
+        if json_format:
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    def _send(self, request: ChatRequest) -> Reply:
+        import openai
+
+        attempt = 0
+        while True:
+            json_format = request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
+            self._wait_turn()
+            with self._slots:
+                try:
+                    return self._read(self._openai.chat.completions.create(**self._params(request, json_format)))
+                except openai.APIStatusError as err:
+                    error, status = err, err.status_code
+                except openai.APIConnectionError as err:  # includes timeouts
+                    error, status = err, None
+                except openai.OpenAIError as err:  # a reply the client cannot read
+                    self.usage.count("failures")
+                    raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent an unreadable response "
+                                         f"({type(err).__name__}: {err})") from None
+            if status in (401, 403):
+                raise RagexpError(f"{self.setting}.api_key_env: {self.endpoint.base_url} refused the key from "
+                                  f"${self.endpoint.api_key_env} (HTTP {status})") from None
+            if status == 404:
+                raise RagexpError(f"{self.setting}.model: {self.endpoint.base_url} has no chat model "
+                                  f"{self.endpoint.model!r} (HTTP 404); check {self.setting}.base_url and .model") from None
+            if status in (400, 422) and json_format and request.json_mode == "auto":
+                log.warning("%s: %s rejected response_format=json_object (HTTP %s); asking without it from now on",
+                            self.setting, self.endpoint.base_url, status)
+                self._json_format = False
+                continue
+            if not (status is None or status in RETRY_STATUS or status >= 500) or attempt >= self.endpoint.max_retries:
+                self.usage.count("failures")
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise QuestionFailed(f"{self.role}: {describe(error)}{tries}") from None
+            attempt += 1
+            self.usage.count("retries")
+            self._back_off(attempt, retry_after(error) if status is not None else None, describe(error))
+
+    def _read(self, completion) -> Reply:
+        try:
+            text = completion.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError):
+            self.usage.count("failures")
+            raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent no chat completion") from None
+        usage = getattr(completion, "usage", None)
+        return Reply(text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+
+    def _wait_turn(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._not_before)
+            if self.endpoint.requests_per_minute:
+                start = max(start, self._next_start)
+                self._next_start = start + 60.0 / self.endpoint.requests_per_minute
+        if start > now:
+            time.sleep(start - now)
+
+    def _back_off(self, attempt: int, server_wait: float | None, why: str) -> None:
+        if server_wait is not None:  # the server said how long: every request to it waits
+            delay = min(server_wait, self.endpoint.max_backoff_s)
+            with self._lock:
+                self._not_before = max(self._not_before, time.monotonic() + delay)
+        else:
+            delay = min(self.endpoint.max_backoff_s, self.endpoint.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        log.debug("%s: %s; retry %d in %.2fs", self.setting, why, attempt, delay)
+        time.sleep(delay)
+
+
+def describe(err) -> str:
+    status = getattr(err, "status_code", None)
+    if status is None:
+        return "request timed out" if type(err).__name__ == "APITimeoutError" else f"connection error ({err})"
+    message = getattr(err, "message", "") or str(err)
+    return f"HTTP {status}" + (f" ({message[:200]})" if message else "")

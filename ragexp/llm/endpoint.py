@@ -1,0 +1,84 @@
+"""An OpenAI-compatible chat endpoint: where it is, which model, and how hard to push it."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
+
+from ragexp.errors import RagexpError
+
+NO_KEY = "no-key"  # what the client sends to a server that takes no key (api_key_env: null)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Endpoint:
+    """`base_url` and `model` of the endpoint; `api_key_env` names the environment variable that
+    holds the key (null: the server takes none). Up to `max_concurrency` requests are in flight at
+    once, each with a `timeout_s`; a request that meets 429, 5xx, a timeout or a connection error
+    is retried up to `max_retries` times after an exponential backoff from `backoff_s` (with
+    jitter, capped at `max_backoff_s`), or after the server's Retry-After (also capped at
+    `max_backoff_s`), which pauses every request to the endpoint. `requests_per_minute` (null:
+    unlimited) spaces the requests out."""
+
+    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
+                 max_concurrency: int = 16, timeout_s: float = 60.0, max_retries: int = 5,
+                 backoff_s: float = 1.0, max_backoff_s: float = 60.0, requests_per_minute: float | None = None):
+        self.base_url = str(base_url).rstrip("/")
+        self.model = str(model)
+        self.api_key_env = api_key_env
+        self.max_concurrency = max_concurrency
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.requests_per_minute = requests_per_minute
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.base_url!r}, model={self.model!r})"
+
+    def check(self, setting: str) -> None:
+        """Settings in range, else an error naming `<setting>.<key>`."""
+        url = urlsplit(self.base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise RagexpError(f"{setting}.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}")
+        if not self.model:
+            raise RagexpError(f"{setting}.model must name the model to use")
+        for key, value, low in (("max_concurrency", self.max_concurrency, 1), ("max_retries", self.max_retries, 0)):
+            if not isinstance(value, int) or value < low:
+                raise RagexpError(f"{setting}.{key} must be an integer >= {low}, got {value!r}")
+        for key, value in (("timeout_s", self.timeout_s), ("backoff_s", self.backoff_s),
+                           ("max_backoff_s", self.max_backoff_s)):
+            if not isinstance(value, (int, float)) or value < 0 or (key == "timeout_s" and value == 0):
+                raise RagexpError(f"{setting}.{key} must be a positive number of seconds, got {value!r}")
+        if self.requests_per_minute is not None and not (isinstance(self.requests_per_minute, (int, float))
+                                                         and self.requests_per_minute > 0):
+            raise RagexpError(f"{setting}.requests_per_minute must be > 0 or null, got {self.requests_per_minute!r}")
+
+    def api_key(self, setting: str) -> str:
+        """The key from the environment variable `api_key_env` names (never logged or stored)."""
+        if not self.api_key_env:
+            return NO_KEY
+        if not ENV_NAME.fullmatch(str(self.api_key_env)):  # not echoed: it may be the key itself
+            raise RagexpError(f"{setting}.api_key_env must be the name of an environment variable (such as "
+                              "OPENAI_API_KEY) that holds the key, not the key itself")
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise RagexpError(f"{setting}.api_key_env: environment variable {self.api_key_env!r} is not set; "
+                              f"export it, or set {setting}.api_key_env=NAME (null for a server that takes no key)")
+        return key
+
+    def probe(self, setting: str, timeout_s: float = 5.0) -> None:
+        """Opens a TCP connection to the endpoint's host (or to the proxy in between). No HTTP
+        request is made, so a run answered from the cache makes none."""
+        url = urlsplit(self.base_url)
+        host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+        proxy = getproxies().get(url.scheme)
+        if proxy and not proxy_bypass(host):
+            proxied = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            host, port = proxied.hostname, proxied.port or 80
+        try:
+            socket.create_connection((host, port), timeout=min(timeout_s, self.timeout_s)).close()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise RagexpError(f"{setting}.base_url: cannot reach {self.base_url} ({reason}); "
+                              f"start the server or set {setting}.base_url=...") from None

@@ -1,0 +1,107 @@
+"""Reading an LLM's JSON reply tolerantly, then strictly: the object may sit in a code fence or
+among prose; its fields are then checked against what the judge asked for. A reply that cannot
+be read raises `Unreadable` with the reason (the judge asks once more, then fails the question)."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class Unreadable(ValueError):
+    """The reply holds no JSON object with the expected fields; the message says what is wrong."""
+
+
+def json_objects(text: str) -> list[dict]:
+    """Every JSON object in `text` (whole, in a ```json fence, or surrounded by prose), outermost
+    first, in order."""
+    decoder = json.JSONDecoder()
+    found, position = [], 0
+    while (start := text.find("{", position)) >= 0:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            position = start + 1
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        position = end
+    return found
+
+
+def read_reply(text: str, read: Callable[[dict], T]) -> T:
+    """`read(obj)` of the first JSON object in `text` it accepts; else Unreadable with its complaint
+    about the first object (or that there is none)."""
+    objects = json_objects(text)
+    if not objects:
+        shown = " ".join(text.split())[:80]
+        raise Unreadable(f"no JSON object in the reply ({shown!r})" if shown else "empty reply")
+    first_error = None
+    for obj in objects:
+        try:
+            return read(obj)
+        except Unreadable as err:
+            first_error = first_error or err
+    raise first_error
+
+
+def field(obj: dict, name: str) -> Any:
+    if name not in obj:
+        raise Unreadable(f"missing field {name!r}")
+    return obj[name]
+
+
+def number(obj: dict, name: str) -> float:
+    value = field(obj, name)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise Unreadable(f"{name} is not a number: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Unreadable(f"{name} is not a number: {value!r}")
+    return float(value)
+
+
+def clamped(value: float, low: float, high: float) -> tuple[float, bool]:
+    """`value` moved into [low, high], and whether it had to be."""
+    inside = min(high, max(low, value))
+    return inside, inside != value
+
+
+def boolean(obj: dict, name: str) -> bool:
+    value = field(obj, name)
+    words = {"true": True, "yes": True, "supported": True, "false": False, "no": False,
+             "not_supported": False, "unsupported": False}
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower().replace(" ", "_") in words:
+        return words[value.strip().lower().replace(" ", "_")]
+    raise Unreadable(f"{name} is not true or false: {value!r}")
+
+
+def text(obj: dict, name: str) -> str:
+    value = field(obj, name)
+    if not isinstance(value, str):
+        raise Unreadable(f"{name} is not a string: {value!r}")
+    return value.strip()
+
+
+def items(obj: dict, name: str) -> list:
+    value = field(obj, name)
+    if not isinstance(value, list):
+        raise Unreadable(f"{name} is not a list: {value!r}")
+    return value
+
+
+def integer(value: Any, name: str) -> int:
+    """A whole number given as a number or a string ("3")."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise Unreadable(f"{name} is not a whole number: {value!r}")
+    return int(value)

@@ -1,0 +1,76 @@
+"""The run-wide side of LLM use (the `llm` config node): one cache, one price table, one budget
+and one tally for every LLM component of a run."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from ragexp.llm.cache import ResponseCache
+from ragexp.llm.client import ChatClient
+from ragexp.llm.component import UsesLLM
+from ragexp.llm.estimate import Estimate, RoleEstimate
+from ragexp.llm.usage import Prices, Usage
+from ragexp.types import Answer, Hit, Question
+
+log = logging.getLogger(__name__)
+
+
+class LLMSession:
+    """`cache_dir` (relative to the working directory; null: no cache) holds every request and
+    reply; `prices` is the price table (model -> input/output dollars per million tokens);
+    `budget_usd` stops new requests once that much is spent; `dry_run` makes no request at all
+    (`estimate` says what the run would send)."""
+
+    def __init__(self, cache_dir: str | None = ".ragexp-cache/llm", prices: dict | None = None,
+                 budget_usd: float | None = None, dry_run: bool = False, cache_enabled: bool = True):
+        self.cache_dir, self.dry_run = (cache_dir if cache_enabled else None), bool(dry_run)
+        self.prices = Prices(prices)
+        self.usage = Usage(budget_usd)
+        self.components: dict[str, UsesLLM] = {}
+        self._cache: ResponseCache | None = None
+
+    def connect(self, **components) -> None:
+        """Gives each LLM component (keyword = its role: generator=..., judge=...) a client, after
+        checking its settings, its API key and that its endpoint can be reached; other components
+        are left alone. In a dry run nothing is checked beyond the settings and no client is made."""
+        for role, component in components.items():
+            if not isinstance(component, UsesLLM):
+                continue
+            setting, endpoint = f"{role}.endpoint", component.endpoint
+            endpoint.check(setting)
+            self.components[role] = component
+            if self.dry_run:
+                continue
+            key = endpoint.api_key(setting)
+            endpoint.probe(setting)
+            if not self.prices.known(endpoint.model):
+                log.warning("no price for model %r in llm.prices: its cost is counted as 0", endpoint.model)
+            component.client = ChatClient(endpoint, role, key, self.usage, self.prices, self.cache())
+            for name in component.counters:
+                self.usage.count(name, role, 0)
+
+    def cache(self) -> ResponseCache | None:
+        if self.cache_dir and self._cache is None:
+            self._cache = ResponseCache(Path(self.cache_dir))
+        return self._cache
+
+    def stats(self) -> dict[str, float]:
+        """Tokens, cost and request counts of the run: only when some component uses an LLM."""
+        return self.usage.stats() if self.components else {}
+
+    def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]]) -> Estimate:
+        """What a run would send: each component's requests for each question that has an expected
+        answer (the others fail before any request), the expected answer standing in for the
+        generated one."""
+        todo = [(q, tuple(h)) for q, h in zip(questions, hits) if q.answers]
+        roles = tuple(
+            RoleEstimate.of(role, component.endpoint, self.prices,
+                            [r for q, h in todo for r in component.planned_requests(q, h, Answer(q.expected))])
+            for role, component in self.components.items()
+        )
+        return Estimate(name, len(todo), roles, self.usage.budget_usd)
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()

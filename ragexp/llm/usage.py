@@ -1,0 +1,84 @@
+"""What a run's LLM traffic cost: tokens from each reply's `usage`, dollars from the price table,
+request / retry / failure counts, and the budget that stops new requests once it is spent."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+
+from ragexp.errors import BudgetExhausted, RagexpError
+
+log = logging.getLogger(__name__)
+
+
+class Prices:
+    """Model -> {input, output}: US dollars per million tokens. A model not in the table costs 0
+    (with one warning), e.g. a local server."""
+
+    def __init__(self, table: dict | None):
+        self.table: dict[str, tuple[float, float]] = {}
+        for model, price in (table or {}).items():
+            try:
+                entry = (float(price["input"]), float(price["output"]))
+            except (KeyError, TypeError, ValueError):
+                raise RagexpError(f"llm.prices.{model} must have numeric input and output prices "
+                                  "(US dollars per million tokens)") from None
+            if min(entry) < 0:
+                raise RagexpError(f"llm.prices.{model}: prices must be >= 0, got {entry}")
+            self.table[str(model)] = entry
+
+    def known(self, model: str) -> bool:
+        return model in self.table
+
+    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        price_in, price_out = self.table.get(model, (0.0, 0.0))
+        return (input_tokens * price_in + output_tokens * price_out) / 1e6
+
+
+class Usage:
+    """Thread-safe tallies of one run, by role ("generator", "judge"): tokens and cost of the
+    requests sent (cached replies cost nothing), plus run-wide requests, retries, failures and
+    cache hits, and counters a component adds (clamped values, re-asks)."""
+
+    ROLES = ("generator", "judge")
+
+    def __init__(self, budget_usd: float | None = None):
+        if budget_usd is not None and (not isinstance(budget_usd, (int, float)) or budget_usd < 0):
+            raise RagexpError(f"budget_usd must be a number of dollars >= 0 or null, got {budget_usd!r}")
+        self.budget_usd = budget_usd
+        self.spent_usd = 0.0
+        self.tokens: Counter = Counter()  # (role, "input"|"output") -> tokens
+        self.cost: Counter = Counter()  # role -> dollars
+        self.counts: Counter = Counter()  # "requests", "retries", "failures", "cache_hits", (role, name)
+        self._lock = threading.Lock()
+
+    def check_budget(self) -> None:
+        with self._lock:
+            if self.budget_usd is not None and self.spent_usd >= self.budget_usd:
+                raise BudgetExhausted(f"budget: budget_usd={self.budget_usd:g} spent")
+
+    def spend(self, role: str, input_tokens: int, output_tokens: int, cost: float) -> None:
+        with self._lock:
+            self.tokens[role, "input"] += input_tokens
+            self.tokens[role, "output"] += output_tokens
+            self.cost[role] += cost
+            self.spent_usd += cost
+
+    def count(self, name: str, role: str | None = None, n: int = 1) -> None:
+        with self._lock:
+            self.counts[(role, name) if role else name] += n
+
+    def stats(self) -> dict[str, float]:
+        """The run's aggregates: <role>_input_tokens, <role>_output_tokens, <role>_cost_usd,
+        llm_requests, llm_retries, llm_failures, llm_cache_hits, and <role>_<counter>."""
+        with self._lock:
+            stats: dict[str, float] = {}
+            for role in self.ROLES:
+                stats[f"{role}_input_tokens"] = self.tokens[role, "input"]
+                stats[f"{role}_output_tokens"] = self.tokens[role, "output"]
+                stats[f"{role}_cost_usd"] = round(self.cost[role], 8)
+            for name in ("requests", "retries", "failures", "cache_hits"):
+                stats[f"llm_{name}"] = self.counts[name]
+            for key, n in sorted((k, v) for k, v in self.counts.items() if isinstance(k, tuple)):
+                stats[f"{key[0]}_{key[1]}"] = n
+            return stats
