@@ -1,6 +1,7 @@
 """LLM generation and judging end to end: the real CLI (`python -m ragexp`) against the real
 OpenAI-protocol server on 127.0.0.1 (started here), through the real openai client."""
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,17 @@ def test_a_cached_rerun_and_a_weights_sweep_make_no_request(server, tmp_path):
     again = run_cli(*args, "hydra.run.dir=again", cwd=tmp_path, env=ENV)
     assert again.returncode == 0, again.stderr
     assert len(server.chat_requests()) == sent
+    assert "answers_cached=4" in again.stdout and "judgements_cached=4" in again.stdout  # the stage cache
     [rerun] = json.loads((tmp_path / "again" / "results.json").read_text()).values()
+    assert rerun["llm_requests"] == 0 and rerun["judge_cost_usd"] == 0
+    assert rerun["overall_score"] == results_of(tmp_path)["overall_score"]
+
+    for stage in ("answers", "judgements"):  # without the stage cache, the request cache answers
+        shutil.rmtree(tmp_path / ".ragexp-cache" / stage)
+    third = run_cli(*args, "hydra.run.dir=third", cwd=tmp_path, env=ENV)
+    assert third.returncode == 0, third.stderr
+    assert len(server.chat_requests()) == sent
+    [rerun] = json.loads((tmp_path / "third" / "results.json").read_text()).values()
     assert rerun["llm_requests"] == 0 and rerun["llm_cache_hits"] == 8 and rerun["judge_cost_usd"] == 0
     assert rerun["overall_score"] == results_of(tmp_path)["overall_score"]
 
