@@ -30,9 +30,16 @@ def build(node: DictConfig, **kwargs):
         raise RagexpError(str(err).replace("\n", " ")) from None
 
 
+def listed(ids: list[str], limit: int = 10) -> str:
+    return ", ".join(ids[:limit]) + (" ..." if len(ids) > limit else "")
+
+
 def data_notes(dataset: Dataset) -> list[str]:
     """Problems in the data that are reported with the run instead of stopping it."""
     notes = []
+    if dataset.skipped_rows:
+        notes.append(f"{len(dataset.skipped_rows)} malformed rows skipped (dataset.on_error=skip): "
+                     + "; ".join(dataset.skipped_rows[:5]) + (" ..." if len(dataset.skipped_rows) > 5 else ""))
     if dataset.skipped_documents:
         notes.append(f"{len(dataset.skipped_documents)} empty documents skipped: {', '.join(dataset.skipped_documents[:10])}")
     for what, missing in (
@@ -40,8 +47,15 @@ def data_notes(dataset: Dataset) -> list[str]:
         ("no golden documents", [q.qid for q in dataset.questions if not q.golden]),
     ):
         if missing:
-            notes.append(f"{len(missing)} questions with {what}: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
-    return notes
+            notes.append(f"{len(missing)} questions with {what}: {listed(missing)}")
+    unanswerable = [q for q in dataset.questions if not q.answerable]
+    if unanswerable:
+        notes.append(f"{len(unanswerable)} questions marked unanswerable (expected answer: {unanswerable[0].expected!r})")
+    corpus = {d.doc_id for d in dataset.documents}
+    unknown = sorted({d for q in dataset.questions for d, g in q.golden.items() if g > 0 and d not in corpus})
+    if unknown:
+        notes.append(f"{len(unknown)} golden document ids are not in the corpus: {listed(unknown)}")
+    return [*notes, *dataset.notes]
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult:
