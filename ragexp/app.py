@@ -62,10 +62,12 @@ def execute(cfg: DictConfig) -> float | None:
     except RagexpError as err:
         print(f"ragexp: error: {err}", file=sys.stderr)
         sys.exit(2)
-    if result.aggregates.get("failed_questions") == result.aggregates["total_questions"]:
+    aggregates = result.aggregates
+    retrieval_scored = aggregates["total_questions"] - aggregates.get("retrieval_excluded_questions", 0)
+    if aggregates.get("failed_questions") == aggregates["total_questions"] and not retrieval_scored:
         print(f"ragexp: error: all {len(result.questions)} questions failed; see the reasons above", file=sys.stderr)
         sys.exit(1)
-    return result.aggregates.get(cfg.get("objective", "overall_score"))
+    return aggregates.get(cfg.get("objective", "overall_score"))
 
 
 def overrides_files(output_dir: Path) -> tuple[Path, ...]:

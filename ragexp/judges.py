@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ragexp.metrics.generation import coherence_offline, conciseness_offline
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
 
@@ -14,7 +15,32 @@ def to_scale(share: float) -> float:
     return round(1.0 + 9.0 * float(np.clip(share, 0.0, 1.0)), 3)
 
 
-class OfflineJudge:
+class Judge:
+    """What the pipeline needs from a judge (one class per option under conf/judge/):
+
+    - `name`, attached to every score it gives;
+    - `metrics`: the names of the scores `judge()` returns for every judged question;
+    - `scales`: each metric's (lowest, highest) value, e.g. (1, 10) for the single-call metrics
+      and (0, 1) for the RAG triad's. Targets, the quality gate and the generation scorecard
+      compare metrics across judges through it; a metric without a scale gets no target and
+      cannot be gated on another scale;
+    - `judge(question, hits, answer) -> Judgement`.
+
+    Generation metrics (specification 6.4.3): a judge that asks an LLM returns `conciseness` and
+    `coherence` (its 1-5 ratings mapped to 0-1 as (score - 1) / 4, scale (0, 1)); a judge without
+    an LLM may return estimates named `conciseness_offline` and `coherence_offline`. The
+    scorecard takes the LLM's when present, else the estimates.
+    """
+
+    name: str
+    metrics: tuple[str, ...] = ()
+    scales: dict[str, tuple[float, float]] = {}
+
+    def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
+        raise NotImplementedError
+
+
+class OfflineJudge(Judge):
     """Scores without an LLM, by embedding similarity (labelled `offline-<embedder>` everywhere):
 
     - context_relevance = 1 + 9 * (share of retrieved sentences whose cosine with the question
@@ -22,10 +48,16 @@ class OfflineJudge:
     - answer_similarity = 1 + 9 * max(0, cosine(generated answer, expected answer));
     - faithfulness = 1 + 9 * (share of answer sentences supported by some context sentence:
       cosine at least `support_threshold`, or contained verbatim in the context);
-    - hallucination = some answer sentence is supported by no context sentence.
+    - hallucination = some answer sentence is supported by no context sentence;
+    - claim_hallucination_rate = unsupported answer sentences / answer sentences (0-1; the
+      specification's hallucination rate with sentences as claims);
+    - conciseness_offline, coherence_offline: see ragexp.metrics.generation (0-1 estimates).
     """
 
-    metrics = ("context_relevance", "answer_similarity", "faithfulness")
+    metrics = ("context_relevance", "answer_similarity", "faithfulness",
+               "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
+    scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
+              "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
 
     def __init__(self, embedder, relevance_threshold: float = 0.35, support_threshold: float = 0.8, name: str | None = None):
         self.embedder = embedder
@@ -58,5 +90,8 @@ class OfflineJudge:
             "context_relevance": to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
             "answer_similarity": to_scale(similarity),
             "faithfulness": to_scale(sum(supported) / len(supported) if supported else 1.0),
+            "claim_hallucination_rate": round(unsupported / len(supported), 4) if supported else 0.0,
+            "conciseness_offline": round(conciseness_offline(answer.text), 4),
+            "coherence_offline": round(coherence_offline(a), 4),
         }
         return Judgement(self.name, scores, hallucination=unsupported > 0, reasoning=reasoning)

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from omegaconf import DictConfig
 
 from ragexp.datasets import fingerprint
 from ragexp.errors import RagexpError
+from ragexp.metrics.generation import scorecard
 from ragexp.progress import progress
-from ragexp.scoring import aggregate
+from ragexp.scoring import aggregate, aggregate_scales
+from ragexp.targets import assess
 from ragexp.types import Dataset, QuestionResult, RunResult
 
 log = logging.getLogger(__name__)
@@ -58,14 +61,27 @@ def data_notes(dataset: Dataset) -> list[str]:
     return [*notes, *dataset.notes]
 
 
+def retrieval_notes(results: list[QuestionResult], rule: str) -> list[str]:
+    """Questions left out of the retrieval means, by reason: said, never silent."""
+    reasons: dict[str, list[str]] = {}
+    for r in results:
+        if r.retrieval_excluded:
+            reasons.setdefault(r.retrieval_excluded, []).append(r.question.qid)
+    return [f"{len(ids)} questions excluded from retrieval metrics (relevance={rule}: {why}): {listed(ids)}"
+            for why, ids in reasons.items()]
+
+
 def run(cfg: DictConfig, name: str = "run") -> RunResult:
     weights = build(cfg.weights)  # checked first: a bad weight set fails before any work
+    metric_set, rule = build(cfg.metrics), build(cfg.relevance)
     dataset = build(cfg.dataset).load()
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     chunker, retriever = build(cfg.chunker), build(cfg.retriever)
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
+    answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
+    scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, metric_set.names)
     notes = data_notes(dataset)
     for note in notes:
         log.warning(note)
@@ -73,20 +89,56 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
     chunks = chunker.chunk(dataset.documents)
     log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
     retriever.index(chunks)
-    hits = retriever.search([q.text for q in dataset.questions])
+    rule.prepare(chunks)
+    top_k = retriever.top_k
+    ranked = retriever.search([q.text for q in dataset.questions], max(top_k, metric_set.depth))
 
     results = []
-    for question, question_hits in progress(zip(dataset.questions, hits), desc="answering and judging",
+    for question, question_hits in progress(zip(dataset.questions, ranked), desc="answering and judging",
                                             total=len(dataset.questions)):
-        results.append(answer_and_judge(question, tuple(question_hits), generator, judge))
+        judged = rule.judge(question, question_hits)
+        result = answer_and_judge(question, tuple(question_hits[:top_k]), generator, judge)
+        results.append(replace(
+            result,
+            retrieval=metric_set.retrieval_scores(judged.ranking, rule.level) if judged.ranking else {},
+            retrieval_excluded=judged.excluded,
+            generation=answer_scores(result, metric_set, scales),
+        ))
+    notes += retrieval_notes(results, rule.name)
+    aggregates = aggregate(results, weights)
     return RunResult(
         name=name,
-        aggregates=aggregate(results, weights),
+        aggregates=aggregates,
         questions=tuple(results),
         judge=judge.name,
         dataset_fingerprint=fingerprint(dataset),
         notes=tuple(notes),
+        scales={k: s for k, s in scales.items() if k in aggregates},
+        statuses=assess(aggregates, scales),
     )
+
+
+def answer_scores(result: QuestionResult, metric_set, scales: dict) -> dict[str, float]:
+    """The answer against the expected answers, and the specification's generation scorecard
+    from the judge's faithfulness, conciseness and coherence on 0-1 (see metrics.generation)."""
+    if result.answer is None or not result.question.answers:
+        return {}
+    scores = metric_set.answer_scores(result.answer.text, result.question.answers)
+    if result.judgement is not None:
+        unit = {}
+        judged = result.judgement.scores
+        for part, names in (("faithfulness", ("faithfulness",)), ("conciseness", ("conciseness", "conciseness_offline")),
+                            ("coherence", ("coherence", "coherence_offline"))):
+            name = next((n for n in names if n in judged and f"avg_{n}" in scales), None)
+            if name is not None:
+                lo, hi = scales[f"avg_{name}"]
+                unit[part] = (judged[name] - lo) / (hi - lo)
+        if "correctness" in scores:
+            unit["correctness"] = scores["correctness"]
+        card = scorecard(unit)
+        if card is not None:
+            scores["generation_score"] = round(card, 4)
+    return scores
 
 
 def answer_and_judge(question, hits, generator, judge) -> QuestionResult:

@@ -20,8 +20,12 @@ def write_results(result: RunResult, folder: Path) -> Path:
 
 def question_table(result: RunResult) -> dict[str, list]:
     """One row per question (column -> values), for `mlflow.log_table`."""
+    from ragexp.metrics.names import metric_key
+
     rows = []
     metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
+    answer_metrics = list(dict.fromkeys(m for r in result.questions for m in r.generation))
+    retrieval = list(dict.fromkeys(m for r in result.questions for m in r.retrieval))
     for r in result.questions:
         j = r.judgement
         rows.append({
@@ -37,6 +41,9 @@ def question_table(result: RunResult) -> dict[str, list]:
             **{metric: (j.scores.get(metric) if j else None) for metric in metrics},
             "hallucination": j.hallucination if j else None,
             "reasoning": j.reasoning if j else "",
+            **{metric: r.generation.get(metric) for metric in answer_metrics},
+            **{metric_key(name): r.retrieval.get(name) for name in retrieval},
+            "retrieval_excluded": r.retrieval_excluded,
             "status": "failed" if r.failed else "judged",
             "failure_reason": r.failure,
         })
@@ -44,12 +51,13 @@ def question_table(result: RunResult) -> dict[str, list]:
 
 
 def summary(result: RunResult) -> str:
-    """A short table for the console."""
+    """A short table for the console: each aggregate, with good / ok / warning where the
+    specification sets a target; the failures, and the notes."""
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
     width = max(len(k) for k in result.aggregates)
     for key, value in result.aggregates.items():
         shown = f"{value:d}" if isinstance(value, int) else f"{value:.3f}"
-        lines.append(f"  {key:<{width}}  {shown:>8}")
+        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}".rstrip())
     failures: dict[str, int] = {}
     for r in result.questions:
         if r.failed:
