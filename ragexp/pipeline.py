@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 from ragexp.datasets import fingerprint
 from ragexp.errors import RagexpError
 from ragexp.metrics.generation import scorecard
+from ragexp.metrics.names import MetricName
 from ragexp.progress import progress
 from ragexp.scoring import aggregate, aggregate_scales
 from ragexp.targets import assess
@@ -72,8 +73,9 @@ def retrieval_notes(results: list[QuestionResult], rule: str) -> list[str]:
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult:
-    weights = build(cfg.weights)  # checked first: a bad weight set fails before any work
-    metric_set, rule = build(cfg.metrics), build(cfg.relevance)
+    weights = build(cfg.weights)  # checked first: a bad weight set or gate fails before any work
+    gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
+    metric_set.require(gate.retrieval_metrics())
     dataset = build(cfg.dataset).load()
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
@@ -82,6 +84,9 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
     scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, metric_set.names)
+    produced = [f"avg_{m}" for m in (*judge.metrics, *answer_metrics)] + [MetricName.parse(n).key for n in metric_set.names]
+    gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
+                "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     notes = data_notes(dataset)
     for note in notes:
         log.warning(note)
@@ -106,6 +111,9 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
         ))
     notes += retrieval_notes(results, rule.name)
     aggregates = aggregate(results, weights)
+    verdict = gate.evaluate(aggregates, scales) if gate.active else None
+    if verdict is not None:
+        aggregates["gate_passed"] = int(verdict.passed)
     return RunResult(
         name=name,
         aggregates=aggregates,
@@ -115,6 +123,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
         notes=tuple(notes),
         scales={k: s for k, s in scales.items() if k in aggregates},
         statuses=assess(aggregates, scales),
+        gate=verdict,
     )
 
 

@@ -52,7 +52,7 @@ def question_table(result: RunResult) -> dict[str, list]:
 
 def summary(result: RunResult) -> str:
     """A short table for the console: each aggregate, with good / ok / warning where the
-    specification sets a target; the failures, and the notes."""
+    specification sets a target; the failures, the notes and the quality gate's verdict."""
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
     width = max(len(k) for k in result.aggregates)
     for key, value in result.aggregates.items():
@@ -64,4 +64,7 @@ def summary(result: RunResult) -> str:
             failures[r.failure] = failures.get(r.failure, 0) + 1
     lines += [f"  failed ({count}): {reason}" for reason, count in failures.items()]
     lines += [f"  note: {note}" for note in result.notes]
+    if result.gate is not None:
+        lines.append(f"gate {result.gate.name!r}: {'passed' if result.gate.passed else 'FAILED'}")
+        lines += [f"  {check}" for check in result.gate.checks]
     return "\n".join(lines)
