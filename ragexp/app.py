@@ -70,9 +70,9 @@ def execute(cfg: DictConfig) -> float | None:
         sys.exit(1)
     if result.gate is not None and not result.gate.passed and not in_multirun():
         # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.callbacks)
-        failed = sum(1 for check in result.gate.checks if check.endswith("FAILED"))
-        print(f"ragexp: error: quality gate {result.gate.name!r} failed ({failed} of "
-              f"{len(result.gate.checks)} thresholds missed; see above)", file=sys.stderr)
+        missed = [check.removesuffix(": FAILED") for check in result.gate.checks if check.endswith("FAILED")]
+        print(f"ragexp: error: quality gate {result.gate.name!r} failed ({len(missed)} of {len(result.gate.checks)} "
+              f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
         sys.exit(GATE_FAILED)
     return aggregates.get(cfg.get("objective", "overall_score"))
 

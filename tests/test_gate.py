@@ -89,9 +89,10 @@ def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
 
     proc = run_cli(*GATE_ARGS, "gate.thresholds.mrr.min=1.01", "run_name=gated", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
-    assert "ragexp: error: quality gate 'production' failed (1 of 3 thresholds missed" in proc.stderr
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
     assert f"mrr = {results['mrr']:.4f} >= 1.01: FAILED" in proc.stdout
+    assert (f"ragexp: error: quality gate 'production' failed (1 of 3 thresholds missed): "
+            f"mrr = {results['mrr']:.4f} >= 1.01") in proc.stderr
     _, [run] = mlflow_runs(tmp_path)
     assert run.data.metrics["gate_passed"] == 0 and run.data.tags["gate"] == "production"
     assert run.data.metrics["mrr"] == pytest.approx(results["mrr"])
