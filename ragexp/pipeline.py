@@ -73,13 +73,11 @@ def retrieval_notes(results: list[QuestionResult], rule: str) -> list[str]:
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult:
-    weights = build(cfg.weights)  # checked first: a bad weight set or gate fails before any work
+    # every component is built and checked against the others before any work (building is cheap)
+    weights = build(cfg.weights)
     gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
     metric_set.require(gate.retrieval_metrics())
-    dataset = build(cfg.dataset).load()
-    if not dataset.questions:
-        raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
-    chunker, retriever = build(cfg.chunker), build(cfg.retriever)
+    loader, chunker, retriever = build(cfg.dataset), build(cfg.chunker), build(cfg.retriever)
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
@@ -87,6 +85,9 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult:
     produced = [f"avg_{m}" for m in (*judge.metrics, *answer_metrics)] + [MetricName.parse(n).key for n in metric_set.names]
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
+    dataset = loader.load()
+    if not dataset.questions:
+        raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     notes = data_notes(dataset)
     for note in notes:
         log.warning(note)

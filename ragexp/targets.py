@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName
 
 
@@ -29,7 +30,7 @@ class Target:
             return True
         try:
             name = MetricName.parse(key)
-        except Exception:
+        except RagexpError:
             return False
         return name.cutoff is not None and name.base == self.metric
 

@@ -24,7 +24,7 @@ class MetricSet:
 
     def __init__(self, retrieval: Sequence[str] = ("hit_rate@5", "mrr", "ndcg@10"), ndcg_gain: str = "linear",
                  depth: int = 50, embedder=None):
-        self.names = [str(MetricName.parse(n, "metrics.retrieval")) for n in retrieval]
+        self.names = list(dict.fromkeys(str(MetricName.parse(n, "metrics.retrieval")) for n in retrieval))
         for name in self.names:
             measure(name, setting="metrics.retrieval")
         gain_function(ndcg_gain)
