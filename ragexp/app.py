@@ -11,6 +11,7 @@ from ragexp.errors import RagexpError
 
 log = logging.getLogger("ragexp")
 
+GATE_FAILED = 3  # exit status of a run (or sweep) that missed a quality-gate threshold
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -66,10 +67,25 @@ def execute(cfg: DictConfig) -> float | None:
     except RagexpError as err:
         print(f"ragexp: error: {err}", file=sys.stderr)
         sys.exit(2)
-    if result.aggregates.get("failed_questions") == result.aggregates["total_questions"]:
+    aggregates = result.aggregates
+    retrieval_scored = aggregates["total_questions"] - aggregates.get("retrieval_excluded_questions", 0)
+    if aggregates.get("failed_questions") == aggregates["total_questions"] and not retrieval_scored:
         print(f"ragexp: error: all {len(result.questions)} questions failed; see the reasons above", file=sys.stderr)
         sys.exit(1)
-    return result.aggregates.get(cfg.get("objective", "overall_score"))
+    if result.gate is not None and not result.gate.passed and not in_multirun():
+        # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.callbacks)
+        missed = [check.removesuffix(": FAILED") for check in result.gate.checks if check.endswith("FAILED")]
+        print(f"ragexp: error: quality gate {result.gate.name!r} failed ({len(missed)} of {len(result.gate.checks)} "
+              f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
+        sys.exit(GATE_FAILED)
+    return aggregates.get(cfg.get("objective", "overall_score"))
+
+
+def in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def overrides_files(output_dir: Path) -> tuple[Path, ...]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ def read_sweep(sweep_dir: str | Path) -> dict:
 class SweepTracking(Callback):
     """`on_multirun_start` opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them;
-    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run and closes it."""
+    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run and closes it,
+    then exits with status 3 when a job missed a quality-gate threshold (`gate_passed` = 0)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.pipeline import build
@@ -56,3 +58,10 @@ class SweepTracking(Callback):
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged)
+        failed = [name for name, values in merged.items() if values.get("gate_passed") == 0]
+        if failed:
+            from ragexp.app import GATE_FAILED
+
+            print(f"ragexp: error: quality gate failed in {len(failed)} of {len(merged)} jobs: {', '.join(failed)}",
+                  file=sys.stderr)
+            sys.exit(GATE_FAILED)

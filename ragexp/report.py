@@ -20,9 +20,13 @@ def write_results(result: RunResult, folder: Path) -> Path:
 
 def question_table(result: RunResult) -> dict[str, list]:
     """One row per question (column -> values), for `mlflow.log_table`."""
+    from ragexp.metrics.names import metric_key
+
     rows = []
     metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
     details = list(dict.fromkeys(k for r in result.questions if r.judgement for k in r.judgement.details))
+    answer_metrics = list(dict.fromkeys(m for r in result.questions for m in r.generation))
+    retrieval = list(dict.fromkeys(m for r in result.questions for m in r.retrieval))
     for r in result.questions:
         j = r.judgement
         rows.append({
@@ -39,6 +43,9 @@ def question_table(result: RunResult) -> dict[str, list]:
             "hallucination": j.hallucination if j else None,
             "reasoning": j.reasoning if j else "",
             **{key: cell(j.details.get(key)) if j else None for key in details},
+            **{metric: r.generation.get(metric) for metric in answer_metrics},
+            **{metric_key(name): r.retrieval.get(name) for name in retrieval},
+            "retrieval_excluded": r.retrieval_excluded,
             "status": "failed" if r.failed else "judged",
             "failure_reason": r.failure,
         })
@@ -51,12 +58,13 @@ def cell(value):
 
 
 def summary(result: RunResult) -> str:
-    """A short table for the console."""
+    """A short table for the console: each aggregate, with good / ok / warning where the
+    specification sets a target; the failures, the notes and the quality gate's verdict."""
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
     width = max(len(k) for k in result.aggregates)
     for key, value in result.aggregates.items():
         shown = f"{value:d}" if isinstance(value, int) else f"{value:.4f}" if key.endswith("_usd") else f"{value:.3f}"
-        lines.append(f"  {key:<{width}}  {shown:>8}")
+        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}".rstrip())
     failures: dict[str, int] = {}
     for r in result.questions:
         if r.failed:
@@ -65,4 +73,7 @@ def summary(result: RunResult) -> str:
     lines += [f"  note: {note}" for note in result.notes]
     if result.counters:
         lines.append("  work: " + ", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())))
+    if result.gate is not None:
+        lines.append(f"gate {result.gate.name!r}: {'passed' if result.gate.passed else 'FAILED'}")
+        lines += [f"  {check}" for check in result.gate.checks]
     return "\n".join(lines)

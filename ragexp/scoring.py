@@ -5,7 +5,10 @@ import statistics
 from typing import Sequence
 
 from ragexp.errors import RagexpError
+from ragexp.metrics.names import MetricName
 from ragexp.types import Judgement, QuestionResult
+
+UNIT = (0.0, 1.0)
 
 
 class Weights:
@@ -41,22 +44,48 @@ def summarise(judgements: Sequence[Judgement], weights: Weights) -> dict[str, fl
             "overall_score": weights.overall(averages, rate)}
 
 
+def mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4)
+
+
 def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, float]:
     """The specification's aggregates over judged questions: avg_<metric> for each judge metric,
     hallucination_rate, the counts and overall_score; failed questions are only counted.
-    With no judged question there is nothing to average: only the counts are returned.
-    When the judge judged each question N > 1 times, each aggregate is the mean of the N runs'
-    aggregates, and <aggregate>_std their standard deviation (the judge's own noise)."""
+    Then the means of the answer metrics (avg_<metric>, over the questions that have them) and of
+    the retrieval metrics (keyed `ndcg_at_10`, over the questions with something relevant to
+    find; the others are counted in retrieval_excluded_questions). Nothing to average: no key.
+    When the judge judged each question N > 1 times, each judge aggregate is the mean of the N
+    runs' aggregates, and <aggregate>_std their standard deviation (the judge's own noise)."""
     judged = [r.judgement for r in results if r.judgement is not None]
     counts = {"total_questions": len(results), "failed_questions": len(results) - len(judged)}
-    if not judged:
-        return counts
-    repeats = min(len(j.repeats) for j in judged)
-    if repeats < 2:
-        means, spread = summarise(judged, weights), {}
-    else:
-        runs = [summarise([j.repeats[r] for j in judged], weights) for r in range(repeats)]
-        means = {k: statistics.fmean(run[k] for run in runs) for k in runs[0]}
-        spread = {f"{k}_std": round(statistics.stdev(run[k] for run in runs), 4) for k in runs[0]}
-    overall = round(means.pop("overall_score"), 4)
-    return {**{k: round(v, 4) for k, v in means.items()}, **counts, "overall_score": overall, **spread}
+    aggregates: dict[str, float] = dict(counts)
+    if judged:
+        repeats = min(len(j.repeats) for j in judged)
+        if repeats < 2:
+            means, spread = summarise(judged, weights), {}
+        else:
+            runs = [summarise([j.repeats[r] for j in judged], weights) for r in range(repeats)]
+            means = {k: statistics.fmean(run[k] for run in runs) for k in runs[0]}
+            spread = {f"{k}_std": round(statistics.stdev(run[k] for run in runs), 4) for k in runs[0]}
+        overall = round(means.pop("overall_score"), 4)
+        aggregates = {**{k: round(v, 4) for k, v in means.items()}, **counts, "overall_score": overall, **spread}
+    for metric in dict.fromkeys(m for r in results for m in r.generation):
+        aggregates[f"avg_{metric}"] = mean([r.generation[metric] for r in results if metric in r.generation])
+    scored = [r for r in results if r.retrieval]
+    for name in dict.fromkeys(n for r in scored for n in r.retrieval):
+        aggregates[MetricName.parse(name).key] = mean([r.retrieval[name] for r in scored if name in r.retrieval])
+    aggregates["retrieval_excluded_questions"] = len(results) - len(scored)
+    return aggregates
+
+
+def aggregate_scales(judge_scales: dict[str, tuple[float, float]], weights: Weights,
+                     answer_metrics: Sequence[str], retrieval_metrics: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """The scale of each aggregate that has a known one (targets and the gate compare on it)."""
+    scales = {f"avg_{m}": tuple(s) for m, s in judge_scales.items()}
+    scales["hallucination_rate"] = UNIT
+    weighted = {tuple(judge_scales[m]) for m in weights.weights if m in judge_scales}
+    if len(weighted) == 1 and all(m in judge_scales for m in weights.weights):
+        scales["overall_score"] = weighted.pop()
+    scales.update({f"avg_{m}": UNIT for m in answer_metrics})
+    scales.update({MetricName.parse(n).key: UNIT for n in retrieval_metrics})
+    return scales

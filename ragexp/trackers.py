@@ -103,7 +103,10 @@ class MlflowTracker(NoTracker):
 
         client = self.client()
         tags = {"git_commit": git_commit(), "dataset_fingerprint": result.dataset_fingerprint,
-                "ragexp_version": __version__, "judge": result.judge}
+                "ragexp_version": __version__, "judge": result.judge,
+                **{f"target.{key}": status for key, status in result.statuses.items()}}
+        if result.gate is not None:
+            tags["gate"] = result.gate.name
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
         run_id = client.create_run(self._experiment_id, run_name=result.name, tags=tags).info.run_id

@@ -19,6 +19,7 @@ class Question:
     answers: tuple[str, ...]
     golden: dict[str, int] = field(default_factory=dict)  # doc_id -> relevance grade
     kind: str = ""
+    answerable: bool = True  # False: the corpus holds no answer (SQuAD 2.0); `answers` is then the abstention
 
     @property
     def expected(self) -> str:
@@ -31,6 +32,8 @@ class Dataset:
     documents: tuple[Document, ...]
     questions: tuple[Question, ...]
     skipped_documents: tuple[str, ...] = ()  # ids of empty documents left out of the corpus
+    skipped_rows: tuple[str, ...] = ()  # "file:line: reason" of malformed rows left out (on_error=skip)
+    notes: tuple[str, ...] = ()  # other facts about the data the loader reports with the run
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,22 @@ class QuestionResult:
     answer: Answer | None = None
     judgement: Judgement | None = None
     failure: str = ""
+    retrieval: dict[str, float] = field(default_factory=dict)  # canonical metric name -> value, e.g. "ndcg@10"
+    retrieval_excluded: str = ""  # why this question has no retrieval metrics (nothing relevant to find)
+    generation: dict[str, float] = field(default_factory=dict)  # answer vs expected answers, scorecard
 
     @property
     def failed(self) -> bool:
         return self.judgement is None
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """A quality gate applied to a run's aggregates: passed, or the thresholds it missed."""
+
+    name: str
+    passed: bool
+    checks: tuple[str, ...]  # one line per threshold: "mrr = 0.412 >= 0.8: FAILED"
 
 
 @dataclass(frozen=True)
@@ -94,3 +109,6 @@ class RunResult:
     dataset_fingerprint: str
     notes: tuple[str, ...] = ()  # data problems found on the way (reported, not fatal)
     counters: dict[str, int] = field(default_factory=dict)  # work done vs served from cache
+    scales: dict[str, tuple[float, float]] = field(default_factory=dict)  # aggregate -> (lowest, highest), when known
+    statuses: dict[str, str] = field(default_factory=dict)  # aggregate -> good / ok / warning (specification targets)
+    gate: GateVerdict | None = None

@@ -62,7 +62,7 @@ def test_aggregates_follow_the_specification():
 
 def test_all_failed_gives_counts_and_no_averages():
     agg = aggregate([QuestionResult(QUESTION, failure="x")], Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3))
-    assert agg == {"total_questions": 1, "failed_questions": 1}
+    assert agg == {"total_questions": 1, "failed_questions": 1, "retrieval_excluded_questions": 1}  # no retrieval scores
 
 
 def test_weights_must_sum_to_one_and_match_the_judge():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragexp.datasets import existing_path, read_jsonl
+from ragexp.datasets import Loader, Rows, RowError, existing_path, read_jsonl
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
 
@@ -11,16 +11,15 @@ SAMPLE_PATH = Path(__file__).parent / "sample"
 DOC_SUFFIXES = (".md", ".txt")
 
 
-class FolderDataset:
+class FolderDataset(Loader):
     """`path/docs/*.md|*.txt` (document id = file stem) and `path/questions.jsonl` with
     `id`, `question`, `answer`, `golden_docs`, optional `kind`. `path: null` is the bundled sample."""
 
-    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "sample"):
-        self.path = path
-        self.limit = limit
-        self.name = name
+    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "sample",
+                 on_error: str = "stop", qrels: str | None = None):
+        super().__init__(path, limit, name, on_error, qrels)
 
-    def load(self) -> Dataset:
+    def read(self, rows: Rows) -> Dataset:
         root = existing_path(self.path, "dataset.path") if self.path else SAMPLE_PATH
         docs_dir = existing_path(root / "docs", "dataset.path")
         documents, skipped = [], []
@@ -34,24 +33,29 @@ class FolderDataset:
                 skipped.append(file.stem)
         if not documents:
             raise RagexpError(f"dataset.path: no non-empty .md or .txt files in {docs_dir}")
-        questions = []
+        questions: list[Question] = []
         qfile = existing_path(root / "questions.jsonl", "dataset.path")
-        for number, row in read_jsonl(qfile):
-            if self.limit is not None and len(questions) >= self.limit:
+        for number, row in read_jsonl(qfile, rows):
+            if self.full(questions):
                 break
-            if not isinstance(row.get("id"), (str, int)) or not isinstance(row.get("question"), str):
-                raise RagexpError(f"{qfile}:{number}: each row needs \"id\" and \"question\"")
-            answer = row.get("answer") or ""
-            golden = row.get("golden_docs") or []
-            if not isinstance(answer, str) or not isinstance(golden, list):
-                raise RagexpError(f"{qfile}:{number}: \"answer\" must be a string and \"golden_docs\" a list")
-            questions.append(
-                Question(
-                    qid=str(row["id"]),
-                    text=row["question"],
-                    answers=(answer,) if answer.strip() else (),
-                    golden={str(doc_id): 1 for doc_id in golden},
-                    kind=str(row.get("kind", "")),
-                )
-            )
+            try:
+                questions.append(question(row))
+            except RowError as err:
+                rows.malformed(f"{qfile}:{number}", str(err))
         return Dataset(self.name, tuple(documents), tuple(questions), tuple(skipped))
+
+
+def question(row: dict) -> Question:
+    if not isinstance(row.get("id"), (str, int)) or not isinstance(row.get("question"), str):
+        raise RowError('each row needs "id" and "question"')
+    answer = row.get("answer") or ""
+    golden = row.get("golden_docs") or []
+    if not isinstance(answer, str) or not isinstance(golden, list):
+        raise RowError('"answer" must be a string and "golden_docs" a list')
+    return Question(
+        qid=str(row["id"]),
+        text=row["question"],
+        answers=(answer,) if answer.strip() else (),
+        golden={str(doc_id): 1 for doc_id in golden},
+        kind=str(row.get("kind", "")),
+    )

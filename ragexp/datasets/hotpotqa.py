@@ -1,43 +1,45 @@
 """HotpotQA in the IRCoT JSONL form: corpus = every paragraph, golden = supporting paragraphs."""
 from __future__ import annotations
 
-from ragexp.datasets import existing_path, read_jsonl
-from ragexp.errors import RagexpError
+from ragexp.datasets import Loader, Rows, existing_path, read_jsonl
 from ragexp.types import Dataset, Document, Question
 
 
-class HotpotQADataset:
+class HotpotQADataset(Loader):
     """Reads `dev_subsampled.jsonl` (or any file in that form). A paragraph's title is its
     document id. The corpus is the union of the paragraphs of every question in the file,
     also when `limit` keeps only the first questions, so retrieval difficulty does not
     depend on the limit."""
 
-    def __init__(self, path: str, limit: int | None = None, name: str = "hotpotqa"):
-        self.path = path
-        self.limit = limit
-        self.name = name
+    def __init__(self, path: str, limit: int | None = None, name: str = "hotpotqa",
+                 on_error: str = "stop", qrels: str | None = None):
+        super().__init__(path, limit, name, on_error, qrels)
 
-    def load(self) -> Dataset:
+    def read(self, rows: Rows) -> Dataset:
         file = existing_path(self.path, "dataset.path")
         if file.is_dir():
             file = existing_path(file / "dev_subsampled.jsonl", "dataset.path")
         paragraphs: dict[str, str] = {}
         skipped: set[str] = set()
-        questions = []
-        for number, row in read_jsonl(file):
+        questions: list[Question] = []
+        for number, row in read_jsonl(file, rows):
             try:
                 contexts = row["contexts"]
                 golden = {c["title"]: 1 for c in contexts if c.get("is_supporting")}
-                for c in contexts:
-                    if c["paragraph_text"].strip():
-                        paragraphs.setdefault(c["title"], c["paragraph_text"])
-                    else:
-                        skipped.add(c["title"])
+                texts = {c["title"]: c["paragraph_text"] for c in contexts}
+                if not all(isinstance(t, str) for t in (*texts, *texts.values())):
+                    raise TypeError("title/paragraph_text")
                 spans = [s for a in row.get("answers_objects", []) for s in a.get("spans", []) if s.strip()]
                 question = Question(str(row["question_id"]), row["question_text"], tuple(spans), golden)
             except (KeyError, TypeError, AttributeError) as err:
-                raise RagexpError(f"{file}:{number}: malformed HotpotQA row (missing or wrong field {err})") from None
-            if self.limit is None or len(questions) < self.limit:
+                rows.malformed(f"{file}:{number}", f"malformed HotpotQA row (missing or wrong field {err})")
+                continue
+            for title, text in texts.items():
+                if text.strip():
+                    paragraphs.setdefault(title, text)
+                else:
+                    skipped.add(title)
+            if not self.full(questions):
                 questions.append(question)
         documents = tuple(Document(doc_id=t, text=p, title=t) for t, p in paragraphs.items())
         return Dataset(self.name, documents, tuple(questions), tuple(sorted(skipped - paragraphs.keys())))

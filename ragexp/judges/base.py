@@ -5,6 +5,7 @@ import statistics
 from typing import Sequence
 
 from ragexp.errors import RagexpError
+from ragexp.judges.judge import Judge
 from ragexp.llm.client import ChatRequest, parse_json_mode
 from ragexp.llm.component import AsksForJSON, check_sampling
 from ragexp.llm.endpoint import Endpoint
@@ -12,7 +13,7 @@ from ragexp.llm.prompts import Template
 from ragexp.types import Answer, Hit, Judgement, Question
 
 
-class LLMJudgeBase(AsksForJSON):
+class LLMJudgeBase(AsksForJSON, Judge):
     """An LLM judge named `<kind>-<model>` unless `name` is set. `repeats` > 1 judges each
     question that many times (each repeat is its own cached request): the judgement holds the
     mean scores and every repeat, and the run logs each aggregate's standard deviation."""

@@ -20,6 +20,7 @@ class LLMJudge(LLMJudgeBase):
     The prompts are templates with the fields {question}, {context}, {expected}, {generated}."""
 
     metrics = ("context_relevance", "answer_similarity", "faithfulness")
+    scales = {metric: (1.0, 10.0) for metric in metrics}
     fields = ("question", "context", "expected", "generated")
     kind = "llm"
 

@@ -5,6 +5,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ragexp.judges.judge import Judge
+from ragexp.metrics.generation import coherence_offline, conciseness_offline
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
 
@@ -14,7 +16,7 @@ def to_scale(share: float) -> float:
     return round(1.0 + 9.0 * float(np.clip(share, 0.0, 1.0)), 3)
 
 
-class OfflineJudge:
+class OfflineJudge(Judge):
     """Scores without an LLM, by embedding similarity (labelled `offline-<embedder>` everywhere):
 
     - context_relevance = 1 + 9 * (share of retrieved sentences whose cosine with the question
@@ -22,10 +24,16 @@ class OfflineJudge:
     - answer_similarity = 1 + 9 * max(0, cosine(generated answer, expected answer));
     - faithfulness = 1 + 9 * (share of answer sentences supported by some context sentence:
       cosine at least `support_threshold`, or contained verbatim in the context);
-    - hallucination = some answer sentence is supported by no context sentence.
+    - hallucination = some answer sentence is supported by no context sentence;
+    - claim_hallucination_rate = unsupported answer sentences / answer sentences (0-1; the
+      specification's hallucination rate with sentences as claims);
+    - conciseness_offline, coherence_offline: see ragexp.metrics.generation (0-1 estimates).
     """
 
-    metrics = ("context_relevance", "answer_similarity", "faithfulness")
+    metrics = ("context_relevance", "answer_similarity", "faithfulness",
+               "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
+    scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
+              "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
 
     def __init__(self, embedder, relevance_threshold: float = 0.35, support_threshold: float = 0.8, name: str | None = None):
         self.embedder = embedder
@@ -58,5 +66,8 @@ class OfflineJudge:
             "context_relevance": to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
             "answer_similarity": to_scale(similarity),
             "faithfulness": to_scale(sum(supported) / len(supported) if supported else 1.0),
+            "claim_hallucination_rate": round(unsupported / len(supported), 4) if supported else 0.0,
+            "conciseness_offline": round(conciseness_offline(answer.text), 4),
+            "coherence_offline": round(coherence_offline(a), 4),
         }
         return Judgement(self.name, scores, hallucination=unsupported > 0, reasoning=reasoning)

@@ -35,6 +35,7 @@ class TriadJudge(LLMJudgeBase):
     `prompts` holds a `system` and a `user` template per step (see STEPS for the fields)."""
 
     metrics = ("context_relevance", "faithfulness", "answer_relevance")
+    scales = {metric: (0.0, 1.0) for metric in metrics}
     kind = "triad"
 
     def __init__(self, endpoint: Endpoint, prompts: dict, reask_prompt: str, temperature: float = 0.0,

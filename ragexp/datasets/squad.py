@@ -1,0 +1,75 @@
+"""SQuAD v1.1 / v2.0 JSON: each paragraph (context) is a document; unanswerable questions are kept."""
+from __future__ import annotations
+
+import json
+
+from ragexp.datasets import Loader, RowError, Rows, required_path
+from ragexp.errors import RagexpError
+from ragexp.types import Dataset, Document, Question
+
+
+class SquadDataset(Loader):
+    """A SQuAD file (`{"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}`).
+
+    - Each paragraph is a document with id `<title>/<paragraph index>`; the corpus is every
+      paragraph of the file, also with `limit`.
+    - A question's golden document is its paragraph; its expected answers are the distinct
+      `answers[].text`.
+    - A SQuAD 2.0 question with `is_impossible: true` (or no answers) is kept, marked
+      `kind: unanswerable` and `answerable: false`; its expected answer is `unanswerable_answer`
+      ("I don't know"), so answer metrics reward abstaining. Its paragraph stays its golden
+      document (the topic it was written against); the `span` relevance rule leaves it out.
+    - A malformed entry is named by file and JSON path (`data[3].paragraphs[2].qas[5]`): a SQuAD
+      file is one JSON document, often on one line, so a line number would not locate it.
+    """
+
+    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "squad",
+                 on_error: str = "stop", qrels: str | None = None, unanswerable_answer: str = "I don't know"):
+        super().__init__(path, limit, name, on_error, qrels)
+        self.unanswerable_answer = unanswerable_answer
+
+    def read(self, rows: Rows) -> Dataset:
+        file = required_path(self.path, "a SQuAD .json file")
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise RagexpError(f"{file}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+            raise RagexpError(f'{file}: not a SQuAD file (expected {{"data": [...]}} at the top)')
+        documents, skipped, questions = [], [], []
+        for i, article in enumerate(data["data"]):
+            where = f"{file}: data[{i}]"
+            if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
+                rows.malformed(where, 'an article needs "paragraphs" (a list)')
+                continue
+            title = str(article.get("title", i))
+            for j, paragraph in enumerate(article["paragraphs"]):
+                context = paragraph.get("context") if isinstance(paragraph, dict) else None
+                if not isinstance(context, str) or not isinstance(paragraph.get("qas", []), list):
+                    rows.malformed(f"{where}.paragraphs[{j}]", 'a paragraph needs "context" (a string) and "qas" (a list)')
+                    continue
+                doc_id = f"{title}/{j}"
+                if context.strip():
+                    documents.append(Document(doc_id, context, title))
+                else:
+                    skipped.append(doc_id)
+                for k, qa in enumerate(paragraph.get("qas", [])):
+                    if self.full(questions):
+                        break
+                    try:
+                        questions.append(self.question(qa, doc_id))
+                    except RowError as err:
+                        rows.malformed(f"{where}.paragraphs[{j}].qas[{k}]", str(err))
+        return Dataset(self.name, tuple(documents), tuple(questions), tuple(skipped))
+
+    def question(self, qa, doc_id: str) -> Question:
+        if not isinstance(qa, dict) or not isinstance(qa.get("id"), (str, int)) or not isinstance(qa.get("question"), str):
+            raise RowError('a question needs "id" and "question"')
+        answers = qa.get("answers", [])
+        if not isinstance(answers, list) or not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):
+            raise RowError('"answers" must be a list of {"text": ...}')
+        texts = tuple(dict.fromkeys(a["text"] for a in answers if a["text"].strip()))
+        if qa.get("is_impossible") or not texts:
+            return Question(str(qa["id"]), qa["question"], (self.unanswerable_answer,), {doc_id: 1},
+                            kind="unanswerable", answerable=False)
+        return Question(str(qa["id"]), qa["question"], texts, {doc_id: 1}, kind="answerable")

@@ -1,0 +1,60 @@
+"""The metrics ragexp computes itself from the golden data (`metrics=default`): retrieval
+metrics of each question's ranking and answer metrics against the expected answers.
+Judge metrics (faithfulness, ...) come from the judge; see ragexp.judges."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from ragexp.errors import RagexpError
+from ragexp.metrics.generation import exact_match, token_f1
+from ragexp.metrics.names import MetricName, metric_key
+from ragexp.metrics.retrieval import Measure, Ranking, gain_function, measure
+
+__all__ = ["MetricName", "MetricSet", "metric_key"]
+
+GENERATION = ("correctness", "exact_match", "token_f1")
+
+
+class MetricSet:
+    """`retrieval`: metric names with optional cutoffs (hit_rate@5, mrr, ndcg@10, recall@10,
+    precision@5, map), scored on the first `depth` retrieved chunks (at least the retriever's
+    top_k); `ndcg_gain`: linear (trec_eval) or exponential (2^grade - 1). `embedder` gives
+    `correctness`, the cosine of the generated and the best-matching expected answer (0-1,
+    negative cosines count 0); exact_match and token_f1 follow SQuAD."""
+
+    def __init__(self, retrieval: Sequence[str] = ("hit_rate@5", "mrr", "ndcg@10"), ndcg_gain: str = "linear",
+                 depth: int = 50, embedder=None):
+        self.names = list(dict.fromkeys(str(MetricName.parse(n, "metrics.retrieval")) for n in retrieval))
+        for name in self.names:
+            measure(name, setting="metrics.retrieval")
+        gain_function(ndcg_gain)
+        if depth < 1:
+            raise RagexpError(f"metrics.depth must be at least 1, got {depth}")
+        self.ndcg_gain, self.depth, self.embedder = ndcg_gain, depth, embedder
+
+    def require(self, names: Iterable[str]) -> None:
+        """Also computes these retrieval metrics (e.g. the ones a quality gate checks)."""
+        for name in names:
+            canonical = str(MetricName.parse(name))
+            if canonical not in self.names:
+                self.names.append(canonical)
+
+    def measures(self, level: int) -> list[Measure]:
+        return [measure(name, level, self.ndcg_gain) for name in self.names]
+
+    def answer_metrics(self) -> list[str]:
+        """The names `answer_scores` gives (correctness only with an embedder)."""
+        return [m for m in GENERATION if m != "correctness" or self.embedder is not None]
+
+    def retrieval_scores(self, ranking: Ranking, level: int) -> dict[str, float]:
+        return {str(m.name): m.value(ranking) for m in self.measures(level)}
+
+    def answer_scores(self, prediction: str, answers: Sequence[str]) -> dict[str, float]:
+        scores = {}
+        if self.embedder is not None:
+            vectors = self.embedder.embed([prediction or " ", *answers])
+            cosine = float(max(vectors[1:] @ vectors[0])) if prediction.strip() else 0.0
+            scores["correctness"] = round(max(0.0, cosine), 4)
+        scores["exact_match"] = exact_match(prediction, answers)
+        scores["token_f1"] = round(token_f1(prediction, answers), 4)
+        return scores

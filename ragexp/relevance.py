@@ -1,0 +1,85 @@
+"""Relevance across chunking: golden relevance is per document (graded) or per answer string;
+retrieval returns chunks. A rule turns one question's retrieved chunks into a `Ranking` that
+the retrieval metrics score (one YAML option under conf/relevance/ per rule)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ragexp.errors import RagexpError
+from ragexp.metrics.retrieval import UNJUDGED, Ranking
+from ragexp.types import Chunk, Hit, Question
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A question's ranking, or why it has none (`excluded`: nothing relevant to find)."""
+
+    ranking: Ranking | None
+    excluded: str = ""
+
+
+class RelevanceRule:
+    name: str
+    level: int = 1
+
+    def prepare(self, chunks: Sequence[Chunk]) -> None:
+        """Sees the whole chunked corpus once, before any question."""
+
+    def judge(self, question: Question, hits: Sequence[Hit]) -> Judged:
+        raise NotImplementedError
+
+
+class DocRelevance(RelevanceRule):
+    """`doc`: a document's rank is the rank of its best (first) retrieved chunk, and it keeps its
+    golden grade; the ranked list of distinct documents is scored. Grades >= `level` count as
+    relevant (trec_eval's -l); every judged document, retrieved or not, forms the ideal ranking."""
+
+    def __init__(self, level: int = 1, name: str = "doc"):
+        if level < 1:
+            raise RagexpError(f"relevance.level must be at least 1, got {level}")
+        self.level, self.name = level, name
+
+    def judge(self, question: Question, hits: Sequence[Hit]) -> Judged:
+        pool = tuple(g for g in question.golden.values() if g >= 0)
+        if not any(g >= self.level for g in pool):
+            why = "no golden documents" if not question.golden else f"no golden document with grade >= {self.level}"
+            return Judged(None, why)
+        docs = tuple(dict.fromkeys(hit.chunk.doc_id for hit in hits))
+        grades = tuple(question.golden[d] if question.golden.get(d, UNJUDGED) >= 0 else UNJUDGED for d in docs)
+        return Judged(Ranking(grades, pool, docs))
+
+
+def answer_pattern(answer: str) -> re.Pattern | None:
+    """Matches `answer` as a whole-word phrase, case-insensitive, any whitespace between words."""
+    words = answer.split()
+    if not words:
+        return None
+    return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)", re.IGNORECASE)
+
+
+class SpanRelevance(RelevanceRule):
+    """`span`: a chunk is relevant (grade 1) when it contains one of the question's expected
+    answer strings (case-insensitive, whole words, any whitespace); the ranked list of chunks is
+    scored, and every chunk of the corpus that contains an answer forms the ideal ranking.
+    Questions marked unanswerable, and answers found in no chunk, have nothing to find."""
+
+    def __init__(self, name: str = "span"):
+        self.name = name
+        self.chunks: tuple[Chunk, ...] = ()
+
+    def prepare(self, chunks: Sequence[Chunk]) -> None:
+        self.chunks = tuple(chunks)
+
+    def judge(self, question: Question, hits: Sequence[Hit]) -> Judged:
+        if not question.answerable:
+            return Judged(None, "unanswerable question")
+        patterns = [p for p in map(answer_pattern, question.answers) if p]
+        if not patterns:
+            return Judged(None, "no expected answer")
+        relevant = {c.chunk_id for c in self.chunks if any(p.search(c.text) for p in patterns)}
+        if not relevant:
+            return Judged(None, "no chunk contains an expected answer")
+        ids = tuple(hit.chunk.chunk_id for hit in hits)
+        return Judged(Ranking(tuple(1 if cid in relevant else 0 for cid in ids), (1,) * len(relevant), ids))

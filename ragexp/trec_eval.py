@@ -1,0 +1,170 @@
+"""`python -m ragexp.trec_eval QRELS RUN [-m MEASURE ...] [-q] [-l LEVEL]`: trec_eval's numbers
+for any TREC run file, computed by ragexp's own retrieval metrics (ragexp.metrics.retrieval).
+
+QRELS lines are `qid iter docno rel`, RUN lines `qid Q0 docno rank score tag`. As in trec_eval, a
+run is ordered by score (descending), ties broken by docno in reverse byte order (the rank
+column is ignored); only queries in both files are evaluated; documents not in the qrels are
+non-relevant; a negative grade means "judged as unjudged" and counts nowhere. Measures use
+trec_eval's names (`-m P.5,10 -m ndcg_cut.10 -m map -m recip_rank -m recall -m success`); without
+`-m`, all of them at trec_eval's default cutoffs. Output: `measure<TAB>qid<TAB>value` lines,
+per query with `-q`, then the mean over queries (qid `all`)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragexp.errors import RagexpError
+from ragexp.metrics.names import MetricName
+from ragexp.metrics.retrieval import UNJUDGED, Measure, Ranking, measure
+
+LONG_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+# trec_eval measure family -> (ragexp metric family, default cutoffs; () = the whole ranking)
+FAMILIES: dict[str, tuple[str, tuple[int, ...]]] = {
+    "map": ("map", ()),
+    "recip_rank": ("mrr", ()),
+    "P": ("precision", LONG_CUTOFFS),
+    "recall": ("recall", LONG_CUTOFFS),
+    "ndcg_cut": ("ndcg", LONG_CUTOFFS),
+    "success": ("hit_rate", (1, 5, 10)),
+    "map_cut": ("map", LONG_CUTOFFS),
+}
+DEFAULT = ("map", "recip_rank", "P", "recall", "ndcg_cut", "success")
+
+
+@dataclass(frozen=True)
+class TrecMeasure:
+    """A measure as trec_eval names it (`ndcg_cut_10`) and ragexp computes it (`ndcg@10`)."""
+
+    label: str
+    measure: Measure
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """qid -> {docno: grade} from a TREC qrels file; a malformed line names file:line."""
+    qrels: dict[str, dict[str, int]] = {}
+    file = Path(path)
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise RagexpError(f"{path}: cannot read the qrels file ({err.strerror})") from None
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 4:
+            raise RagexpError(f"{file}:{number}: a qrels line is 'qid iter docno rel', got {len(fields)} fields")
+        qid, _, docno, rel = fields[:4]  # trec_eval ignores anything after the fourth field
+        try:
+            grade = int(rel)
+        except ValueError:
+            raise RagexpError(f"{file}:{number}: relevance {rel!r} is not an integer") from None
+        if docno in qrels.setdefault(qid, {}):
+            raise RagexpError(f"{file}:{number}: document {docno} judged twice for query {qid}")
+        qrels[qid][docno] = grade
+    return qrels
+
+
+def read_run(path: str | Path) -> dict[str, list[str]]:
+    """qid -> docnos in trec_eval's order: score descending, ties by docno descending."""
+    scored: dict[str, dict[str, float]] = {}
+    file = Path(path)
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise RagexpError(f"{path}: cannot read the run file ({err.strerror})") from None
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 6:
+            raise RagexpError(f"{file}:{number}: a run line is 'qid Q0 docno rank score tag', got {len(fields)} fields")
+        qid, _, docno, _, score = fields[:5]  # trec_eval ignores anything after the tag
+        try:
+            value = float(score)
+        except ValueError:
+            raise RagexpError(f"{file}:{number}: score {score!r} is not a number") from None
+        if docno in scored.setdefault(qid, {}):
+            raise RagexpError(f"{file}:{number}: document {docno} retrieved twice for query {qid}")
+        scored[qid][docno] = value
+    return {
+        qid: [d for d, _ in sorted(docs.items(), key=lambda item: (item[1], item[0].encode()), reverse=True)]
+        for qid, docs in scored.items()
+    }
+
+
+def ranking(docnos: list[str], judged: dict[str, int]) -> Ranking:
+    grades = tuple(judged[d] if judged.get(d, UNJUDGED) >= 0 else UNJUDGED for d in docnos)
+    return Ranking(grades, tuple(g for g in judged.values() if g >= 0), tuple(docnos))
+
+
+def parse_measures(specs: list[str] | None, level: int, gain: str) -> list[TrecMeasure]:
+    """`-m` arguments (`P.5,10`, `map`, `ndcg_cut`) -> measures, in the order given."""
+    chosen: list[TrecMeasure] = []
+    for spec in specs or list(DEFAULT):
+        for item in (spec.split() if spec else []):
+            family, _, params = item.partition(".")
+            if family in ("all", "all_trec"):
+                chosen += parse_measures(list(DEFAULT), level, gain)
+                continue
+            if family not in FAMILIES:
+                raise RagexpError(f"-m {item}: unknown measure; use {', '.join(FAMILIES)} (with .k1,k2 cutoffs) or all")
+            base, defaults = FAMILIES[family]
+            try:
+                cutoffs = tuple(int(c) for c in params.split(",")) if params else defaults
+            except ValueError:
+                raise RagexpError(f"-m {item}: cutoffs must be positive integers") from None
+            if params and not defaults:
+                raise RagexpError(f"-m {item}: {family} takes no cutoffs")
+            for cutoff in cutoffs or (None,):
+                label = family if cutoff is None else f"{family}_{cutoff}"
+                chosen.append(TrecMeasure(label, measure(MetricName(base, cutoff), level, gain, setting=f"-m {item}")))
+    return chosen
+
+
+def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[str]], measures: list[TrecMeasure]
+             ) -> dict[str, dict[str, float]]:
+    """qid -> {label: value} for each query in both files, plus "all": the means."""
+    queries = sorted(set(qrels) & set(run), key=str.encode)
+    if not queries:
+        raise RagexpError("no query has both relevance judgements and results")
+    per_query = {}
+    for qid in queries:
+        judged = ranking(run[qid], qrels[qid])
+        per_query[qid] = {m.label: m.measure.value(judged) for m in measures}
+    per_query["all"] = {m.label: sum(per_query[q][m.label] for q in queries) / len(queries) for m in measures}
+    return per_query
+
+
+def lines(results: dict[str, dict[str, float]], per_query: bool) -> list[str]:
+    out = []
+    for qid, values in results.items():
+        if qid == "all" or per_query:
+            out += [f"{label:<22}\t{qid}\t{value:.4f}" for label, value in values.items()]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragexp.trec_eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("qrels", help="TREC qrels file: qid iter docno rel")
+    parser.add_argument("run", help="TREC run file: qid Q0 docno rank score tag")
+    parser.add_argument("-m", dest="measures", action="append",
+                        help=f"measure, e.g. P.5,10 or ndcg_cut.10 (repeatable; default: {' '.join(DEFAULT)})")
+    parser.add_argument("-q", dest="per_query", action="store_true", help="print each query's values too")
+    parser.add_argument("-l", dest="level", type=int, default=1, help="lowest grade that counts as relevant (default 1)")
+    parser.add_argument("--gain", choices=("linear", "exponential"), default="linear",
+                        help="NDCG gain: the grade (trec_eval) or 2^grade - 1")
+    args = parser.parse_args(argv)
+    try:
+        measures = parse_measures(args.measures, args.level, args.gain)
+        results = evaluate(read_qrels(args.qrels), read_run(args.run), measures)
+    except RagexpError as err:
+        print(f"ragexp.trec_eval: error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(lines(results, args.per_query)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

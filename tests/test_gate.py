@@ -1,0 +1,109 @@
+"""Targets (good / ok / warning) and the quality gate: thresholds, scales, and the exit status of
+the real CLI both ways."""
+import json
+
+import pytest
+
+from conftest import run_cli
+from ragexp.errors import RagexpError
+from ragexp.gate import Gate
+from ragexp.targets import assess
+
+ONE_TEN, UNIT = (1.0, 10.0), (0.0, 1.0)
+
+
+@pytest.mark.parametrize("key,scale,value,status", [
+    ("avg_faithfulness", ONE_TEN, 9.0, "good"), ("avg_faithfulness", ONE_TEN, 7.0, "ok"),
+    ("avg_faithfulness", ONE_TEN, 6.99, "warning"), ("avg_context_relevance", ONE_TEN, 8.0, "good"),
+    ("avg_answer_similarity", ONE_TEN, 5.9, "warning"), ("hallucination_rate", UNIT, 0.1, "good"),
+    ("hallucination_rate", UNIT, 0.2, "ok"), ("hallucination_rate", UNIT, 0.21, "warning"),
+    ("avg_faithfulness", UNIT, 0.9, "good"), ("avg_faithfulness", UNIT, 0.8, "ok"),  # the triad's 0-1 table
+    ("avg_faithfulness", UNIT, 0.69, "warning"), ("hit_rate_at_5", UNIT, 0.6, "good"),
+    ("hit_rate_at_1", UNIT, 0.59, "warning"), ("mrr", UNIT, 0.49, "warning"), ("ndcg_at_10", UNIT, 0.6, "ok"),
+    ("avg_claim_hallucination_rate", UNIT, 0.07, "ok"),
+])
+def test_targets_follow_the_specification_tables(key, scale, value, status):
+    assert assess({key: value}, {key: scale}) == {key: status}
+
+
+def test_no_target_without_a_known_matching_scale():
+    assert assess({"avg_faithfulness": 9.5}, {}) == {}
+    assert assess({"avg_faithfulness": 9.5}, {"avg_faithfulness": (0.0, 100.0)}) == {}
+    assert assess({"map": 0.9, "total_questions": 3}, {"map": UNIT}) == {}
+
+
+PRODUCTION = {"hit_rate_at_5": {"min": 0.7}, "mrr": {"min": 0.8}, "faithfulness": {"min": 0.9, "scale": [0, 1]}}
+
+
+def test_gate_maps_a_unit_threshold_onto_the_judges_scale():
+    gate = Gate("production", PRODUCTION)
+    scales = {"hit_rate_at_5": UNIT, "mrr": UNIT, "avg_faithfulness": ONE_TEN}
+    passed = gate.evaluate({"hit_rate_at_5": 0.7, "mrr": 0.9, "avg_faithfulness": 9.1}, scales)
+    assert passed.passed and len(passed.checks) == 3
+    failed = gate.evaluate({"hit_rate_at_5": 0.9, "mrr": 0.9, "avg_faithfulness": 9.0}, scales)  # 9.0 < 1 + 9 * 0.9
+    assert not failed.passed
+    assert "avg_faithfulness = 9.0000 >= 9.1 (0.9 on the 0-1 scale): FAILED" in failed.checks
+    same_scale = gate.evaluate({"hit_rate_at_5": 0.9, "mrr": 0.9, "avg_faithfulness": 0.91}, {**scales, "avg_faithfulness": UNIT})
+    assert same_scale.passed
+
+
+def test_gate_with_max_bounds_and_missing_metrics():
+    gate = Gate("custom", {"hallucination_rate": {"max": 0.1}, "ndcg@10": {"min": 0.5}})
+    verdict = gate.evaluate({"hallucination_rate": 0.15, "ndcg_at_10": 0.6}, {})
+    assert not verdict.passed and verdict.checks == ("hallucination_rate = 0.1500 <= 0.1: FAILED", "ndcg_at_10 = 0.6000 >= 0.5: ok")
+    assert gate.retrieval_metrics() == ["ndcg@10"]
+    assert not gate.evaluate({"hallucination_rate": 0.0}, {}).passed  # ndcg@10 not computed: fails, as in the spec
+
+
+def test_gate_settings_are_checked_before_any_work():
+    with pytest.raises(RagexpError, match=r"gate.thresholds.mrr: write \{min: X\}"):
+        Gate("g", {"mrr": {"at_least": 0.5}})
+    with pytest.raises(RagexpError, match="gate.thresholds.mrr.min: 'high' is not a number"):
+        Gate("g", {"mrr": {"min": "high"}})
+    gate = Gate("g", {"answer_relevance": {"min": 0.8, "scale": [0, 1]}})
+    with pytest.raises(RagexpError, match="gate.thresholds.answer_relevance: this run does not produce answer_relevance"):
+        gate.check(["avg_faithfulness", "mrr"], {})
+    with pytest.raises(RagexpError, match="cannot be mapped"):
+        gate.check(["avg_answer_relevance"], {})
+    gate.check(["avg_answer_relevance"], {"avg_answer_relevance": UNIT})
+    assert not Gate().active
+
+
+GATE_ARGS = ["dataset.limit=2", "retriever=bm25", "gate=production", "~gate.thresholds.answer_relevance"]
+
+
+def test_passing_gate_exits_zero(tmp_path):
+    proc = run_cli(*GATE_ARGS, "gate.thresholds.mrr.min=0", "gate.thresholds.hit_rate_at_5.min=0", "tracker=none",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
+    assert results["gate_passed"] == 1
+    assert "gate 'production': passed" in proc.stdout
+    assert f"mrr = {results['mrr']:.4f} >= 0: ok" in proc.stdout
+    faithfulness_check = f"avg_faithfulness = {results['avg_faithfulness']:.4f} >= 9.1 (0.9 on the 0-1 scale)"
+    assert faithfulness_check in proc.stdout
+
+
+def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
+    from test_cli import mlflow_runs
+
+    proc = run_cli(*GATE_ARGS, "gate.thresholds.mrr.min=1.01", "run_name=gated", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
+    assert f"mrr = {results['mrr']:.4f} >= 1.01: FAILED" in proc.stdout
+    assert (f"ragexp: error: quality gate 'production' failed (1 of 3 thresholds missed): "
+            f"mrr = {results['mrr']:.4f} >= 1.01") in proc.stderr
+    _, [run] = mlflow_runs(tmp_path)
+    assert run.data.metrics["gate_passed"] == 0 and run.data.tags["gate"] == "production"
+    assert run.data.metrics["mrr"] == pytest.approx(results["mrr"])
+    assert run.data.tags["target.avg_faithfulness"] in ("good", "ok", "warning")
+
+
+def test_a_sweep_runs_every_job_then_exits_non_zero_when_one_missed_the_gate(tmp_path):
+    proc = run_cli("-m", *GATE_ARGS, "gate.thresholds.mrr.min=0,1.01", "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    [sweep] = tmp_path.glob("multirun/*/*")
+    merged = json.loads((sweep / "results.json").read_text())
+    assert {name: r["gate_passed"] for name, r in merged.items()} == {
+        "gate.thresholds.mrr.min=0": 1, "gate.thresholds.mrr.min=1.01": 0}
+    assert "quality gate failed in 1 of 2 jobs: gate.thresholds.mrr.min=1.01" in proc.stderr

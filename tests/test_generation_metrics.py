@@ -1,0 +1,56 @@
+"""Answer metrics (SQuAD exact match and F1, correctness), the offline estimates and the scorecard."""
+import numpy as np
+import pytest
+
+from ragexp.judges import OfflineJudge
+from ragexp.metrics import MetricSet
+from ragexp.metrics.generation import (coherence_offline, conciseness_offline, exact_match, normalize_answer, scorecard,
+                                       token_f1)
+from ragexp.types import Answer, Chunk, Hit, Question
+
+
+def test_squad_normalisation_exact_match_and_f1():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert exact_match("the Eiffel Tower.", ["Eiffel Tower", "Paris"]) == 1
+    assert exact_match("Eiffel", ["Eiffel Tower"]) == 0
+    # prediction "tower in paris" vs "the eiffel tower": common {tower}: P = 1/3, R = 1/2
+    assert token_f1("tower in Paris", ["the Eiffel Tower"]) == pytest.approx(2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2))
+    assert token_f1("tower in Paris", ["the Eiffel Tower", "in Paris"]) == pytest.approx(2 * (2 / 3) * 1 / (2 / 3 + 1))
+    assert token_f1("", ["x"]) == 0 and token_f1("I don't know.", ["I don't know"]) == 1
+
+
+def test_offline_conciseness_and_coherence_estimates():
+    assert conciseness_offline("port 7400") == 1.0
+    # 8 words, distinct non-stopwords: port, 7400, default -> 3 / 8
+    assert conciseness_offline("the port is 7400 the port is default") == pytest.approx(3 / 8)
+    same = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    assert coherence_offline(same[:1]) == 1.0
+    assert coherence_offline(same) == pytest.approx((1.0 + 0.0) / 2)
+
+
+def test_scorecard_uses_the_specification_weights():
+    assert scorecard({"faithfulness": 1.0, "correctness": 0.5, "conciseness": 0.0, "coherence": 1.0}) == \
+        pytest.approx(0.5 + 0.3 * 0.5 + 0.1 * 1.0)
+    assert scorecard({"faithfulness": 0.5, "conciseness": 1.0, "coherence": 0.0}) == pytest.approx(0.6 * 0.5 + 0.2)
+    assert scorecard({"faithfulness": 1.0}) is None
+
+
+def test_correctness_is_the_best_cosine_with_an_expected_answer(minilm):
+    metrics = MetricSet(embedder=minilm)
+    right = metrics.answer_scores("The server listens on port 7400.", ["Bananas are yellow.", "It listens on port 7400."])
+    wrong = metrics.answer_scores("Bananas are yellow.", ["It listens on port 7400."])
+    assert right["correctness"] > 0.7 > wrong["correctness"] >= 0
+    assert right["exact_match"] == 0 and 0 < right["token_f1"] < 1
+    assert set(MetricSet().answer_scores("x", ["x"])) == {"exact_match", "token_f1"}  # no embedder, no cosine
+
+
+def test_offline_judge_declares_scales_and_gives_claim_level_hallucination(minilm):
+    context = [Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default."), 0.9, 1)]
+    question = Question("q", "Which port?", ("Port 7400.",), {"a": 1})
+    judge = OfflineJudge(minilm)
+    j = judge.judge(question, context, Answer("The Quarry server listens on port 7400 by default. "
+                                              "Its mascot is a purple giraffe named Steve."))
+    assert set(j.scores) == set(judge.metrics) == set(judge.scales)
+    assert j.scores["claim_hallucination_rate"] == pytest.approx(1 / 2)
+    assert (j.scores["faithfulness"] - 1) / 9 == pytest.approx(1 - j.scores["claim_hallucination_rate"])
+    assert 0 <= j.scores["coherence_offline"] <= 1 and 0 < j.scores["conciseness_offline"] <= 1

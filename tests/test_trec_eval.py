@@ -1,0 +1,121 @@
+"""Retrieval metrics against NIST trec_eval's own expected outputs (../shared/data/trec_eval_tests),
+through `python -m ragexp.trec_eval` and through the pipeline's relevance rule."""
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SHARED_DATA
+from ragexp import trec_eval
+from ragexp.metrics import MetricSet
+from ragexp.metrics.retrieval import Ranking, measure
+from ragexp.relevance import DocRelevance
+from ragexp.types import Chunk, Hit, Question
+
+TESTS = SHARED_DATA / "trec_eval_tests" / "test"
+pytestmark = pytest.mark.skipif(not TESTS.exists(), reason="../shared/data not present")
+
+# the measure families ragexp implements, as trec_eval names them, and the ragexp family
+FAMILIES = {"map": "map", "recip_rank": "mrr", "P": "precision", "recall": "recall", "ndcg_cut": "ndcg",
+            "success": "hit_rate", "map_cut": "map"}
+ALL = ["-m", "all", "-m", "map_cut"]
+
+
+def parse(text: str) -> dict[tuple[str, str], str]:
+    """trec_eval output -> {(measure, qid): printed value}."""
+    values = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3:
+            values[(fields[0].strip(), fields[1])] = fields[2]
+    return values
+
+
+def family(label: str) -> str:
+    for name in sorted(FAMILIES, key=len, reverse=True):
+        if label == name or label.startswith(name + "_") and label[len(name) + 1:].isdigit():
+            return name
+    return ""
+
+
+def run(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "ragexp.trec_eval", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("qrels,expected,flags", [
+    ("qrels.test", "out.test.a", []),                       # binary relevance, averages
+    ("qrels.test", "out.test.aq", ["-q"]),                  # and per query
+    ("qrels.rel_level", "out.test.aql", ["-q", "-l2"]),     # graded (-1..4), relevance level 2
+    ("qrels.test", "out.test.meas_params",                  # cutoffs given as parameters
+     ["-q", "-m", "P.5,7,3", "-m", "recall.20,2000", "-m", "ndcg_cut.10,20,23", "-m", "success.2,5,20"]),
+])
+def test_every_implemented_measure_equals_trec_eval(qrels, expected, flags):
+    reference = parse((TESTS / expected).read_text())
+    measures = flags if "-m" in flags else [*flags, *ALL]
+    ours = parse(run(str(TESTS / qrels), str(TESTS / "results.test"), *measures))
+    # every line trec_eval prints for a measure ragexp implements is printed, with the same 4 decimals
+    expected_lines = {k: v for k, v in reference.items() if family(k[0])}
+    assert expected_lines, "the reference file has none of the measures"
+    assert ours == expected_lines
+    compared = {family(label) for label, _ in ours}
+    if "-m" not in flags:
+        assert compared == set(FAMILIES)
+
+
+def test_ties_are_broken_by_docno_descending_and_ranks_ignored(tmp_path):
+    (tmp_path / "qrels").write_text("q1 0 a 1\nq1 0 b 0\nq1 0 c 1\n")
+    # a and b tie: trec_eval ranks b (greater docno) first; the rank column says otherwise and is ignored
+    (tmp_path / "run").write_text("q1 Q0 a 1 0.5 x\nq1 Q0 b 2 0.5 x\nq1 Q0 c 3 0.9 x\n")
+    out = parse(run(str(tmp_path / "qrels"), str(tmp_path / "run"), "-q", "-m", "recip_rank", "-m", "P.2", "-m", "map"))
+    # order: c (0.9), b, a -> relevant at ranks 1 and 3
+    assert out[("recip_rank", "q1")] == "1.0000"
+    assert out[("P_2", "q1")] == "0.5000"
+    assert out[("map", "q1")] == f"{(1 / 1 + 2 / 3) / 2:.4f}"
+
+
+def test_malformed_run_line_names_file_and_line(tmp_path):
+    (tmp_path / "qrels").write_text("q1 0 a 1\n")
+    (tmp_path / "run").write_text("q1 Q0 a 1 0.5 x\nq1 Q0 b 2\n")
+    proc = subprocess.run([sys.executable, "-m", "ragexp.trec_eval", str(tmp_path / "qrels"), str(tmp_path / "run")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'run'}:2: a run line is 'qid Q0 docno rank score tag'" in proc.stderr
+
+
+def test_specification_examples_with_exponential_gain():
+    # 6.3.3: ranked doc5 (2), doc1 (3), doc8 (1), doc3 (0), doc2 (unjudged): NDCG@5 = 7.92 / 9.39 = 0.84
+    ranking = Ranking(grades=(2, 3, 1, 0, -1), pool=(3, 2, 1, 0))
+    log2 = math.log2
+    assert measure("ndcg@5", gain="exponential").value(ranking) == pytest.approx(0.84, abs=0.005)
+    assert measure("ndcg@5", gain="exponential").value(ranking) == pytest.approx(
+        (3 / 1 + 7 / log2(3) + 1 / 2) / (7 / 1 + 3 / log2(3) + 1 / 2))
+    # trec_eval's linear gain: the grade itself
+    assert measure("ndcg@5").value(ranking) == pytest.approx((2 + 3 / log2(3) + 1 / 2) / (3 + 2 / log2(3) + 1 / 2))
+    # 6.3.2: first relevant at ranks 5, 1 and 4: MRR = (0.2 + 1.0 + 0.25) / 3 = 0.48
+    rankings = [Ranking((0, 0, 0, 0, 1), (1,)), Ranking((1, 0, 0), (1, 1)), Ranking((0, 0, 0, 1, 1), (1, 1))]
+    assert sum(measure("mrr").value(r) for r in rankings) / 3 == pytest.approx(0.4833, abs=1e-4)
+    # 6.3.1: one of two queries has a relevant doc in the top 5
+    assert measure("hit_rate@5").value(Ranking((1, 0, 1, 0, 0), (1, 1, 1))) == 1
+    assert measure("hit_rate@5").value(Ranking((0, 0, 0, 0, 0), (1, 1))) == 0
+
+
+@pytest.mark.parametrize("qrels,expected,level", [("qrels.test", "out.test.aq", 1), ("qrels.rel_level", "out.test.aql", 2)])
+def test_the_doc_rule_on_chunks_scores_like_trec_eval(qrels, expected, level):
+    """A run's documents as chunks (two chunks each, the second ranked later): the doc rule's
+    ranking of documents by their best chunk must give trec_eval's per-query values."""
+    judged, ranked = trec_eval.read_qrels(TESTS / qrels), trec_eval.read_run(TESTS / "results.test")
+    reference = parse((TESTS / expected).read_text())
+    metrics = MetricSet(["map", "mrr", "precision@10", "recall@100", "ndcg@20", "hit_rate@5"], depth=10_000)
+    labels = {"map": "map", "mrr": "recip_rank", "precision@10": "P_10", "recall@100": "recall_100",
+              "ndcg@20": "ndcg_cut_20", "hit_rate@5": "success_5"}
+    for qid, docs in ranked.items():
+        chunks = [Chunk(f"{d}#{n}", d, "text") for n in (0, 1) for d in docs]  # all first chunks, then all second ones
+        hits = [Hit(c, 1.0, rank) for rank, c in enumerate(chunks, 1)]
+        ranking = DocRelevance(level=level).judge(Question(qid, "q", ("a",), judged[qid]), hits).ranking
+        scores = metrics.retrieval_scores(ranking, level)
+        for name, label in labels.items():
+            assert f"{scores[name]:.4f}" == reference[(label, qid)], (qid, name)
