@@ -133,6 +133,28 @@ def test_concurrency_limit_and_requests_per_minute(server):
     assert times[-1] - times[0] >= 0.28
 
 
+def test_requests_per_minute_is_shared_by_processes(server):
+    """Parallel sweep jobs (hydra/launcher=joblib) are processes: they share one pace."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from ragexp.llm.client import ChatClient, ChatRequest\n"
+            "from ragexp.llm.endpoint import Endpoint\n"
+            "from ragexp.llm.usage import Prices, Usage\n"
+            "e = Endpoint(sys.argv[1], 'm', api_key_env=None, requests_per_minute=300)\n"
+            "c = ChatClient(e, 'judge', 'k', Usage(), Prices({}), None)\n"
+            "for n in range(4):\n"
+            "    c.complete(ChatRequest((('user', sys.argv[2] + str(n)),)))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, server.base_url, name]) for name in ("a", "b")]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    times = sorted(r["time"] for r in server.chat_requests())
+    assert len(times) == 8
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    # one start every 0.2 s across both processes; arrival jitters by the send time (unshared: gaps of ~0)
+    assert min(gaps) >= 0.1 and times[-1] - times[0] >= 7 * 0.2 * 0.9
+
+
 def test_the_cache_is_safe_for_concurrent_processes(tmp_path):
     import subprocess
     import sys

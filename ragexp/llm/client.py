@@ -95,7 +95,6 @@ class ChatClient:
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
         self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
-        self._next_start = 0.0  # requests_per_minute spacing
         self._json_format = True  # json_mode "auto": cleared when the endpoint rejects response_format
 
     def count(self, name: str, n: int = 1) -> None:
@@ -176,13 +175,12 @@ class ChatClient:
 
     def _wait_turn(self) -> None:
         with self._lock:
-            now = time.monotonic()
-            start = max(now, self._not_before)
-            if self.endpoint.requests_per_minute:
-                start = max(start, self._next_start)
-                self._next_start = start + 60.0 / self.endpoint.requests_per_minute
-        if start > now:
-            time.sleep(start - now)
+            delay = self._not_before - time.monotonic()
+        if self.endpoint.requests_per_minute:  # one pace for every process on this machine
+            key = hashlib.sha256(f"{self.endpoint.base_url}\0{self.endpoint.model}".encode()).hexdigest()[:24]
+            delay = max(delay, reserve_turn(key, 60.0 / self.endpoint.requests_per_minute) - time.time())
+        if delay > 0:
+            time.sleep(delay)
 
     def _back_off(self, attempt: int, server_wait: float | None, why: str) -> None:
         if server_wait is not None:  # the server said how long: every request to it waits
@@ -201,3 +199,25 @@ def describe(err) -> str:
         return "request timed out" if type(err).__name__ == "APITimeoutError" else f"connection error ({err})"
     message = getattr(err, "message", "") or str(err)
     return f"HTTP {status}" + (f" ({message[:200]})" if message else "")
+
+
+def reserve_turn(key: str, interval_s: float) -> float:
+    """The wall-clock time at which the caller may send its next request to the endpoint named by
+    `key`, spaced `interval_s` after the previous reservation by any process on this machine (a
+    file under the temporary folder, locked while read and moved on): parallel sweep jobs share
+    one requests-per-minute limit."""
+    import fcntl
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.gettempdir()) / "ragexp-pacing" / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
+        file.seek(0)
+        text = file.read().strip()
+        start = max(time.time(), float(text) if text else 0.0)
+        file.seek(0)
+        file.truncate()
+        file.write(repr(start + interval_s))
+    return start
