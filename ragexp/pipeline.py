@@ -101,7 +101,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
     cache = build(cfg.cache)
     use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
-    embedded_before = STATS["embedded_texts"]
+    embedded_before = dict(STATS)
     try:
         llm.connect(generator=generator, judge=judge)  # API keys and endpoints too
         dataset = loader.load()
@@ -113,17 +113,21 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
 
         # each stage's output is cached under a key of what determines it (see ragexp.cache)
         chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
-        chunks = cache.cached("chunks", chunks_key, lambda: chunker.chunk(dataset.documents))
+        clock = Clock()
+        chunks = clock.time("chunking", lambda: cache.cached("chunks", chunks_key, lambda: chunker.chunk(dataset.documents)))
         log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
         rule.prepare(chunks)
         queries, top_k = [q.text for q in dataset.questions], retriever.top_k
         depth = max(top_k, metric_set.depth)  # the metrics see deeper than the generator's top_k
 
         def retrieve():
-            retriever.index(chunks)
+            before = STATS["embedded_texts"]
+            clock.time("indexing", lambda: retriever.index(chunks))
+            STATS["index_embedded_texts"] += STATS["embedded_texts"] - before
             return retriever.search(queries, depth)
 
-        ranked = cache.cached("hits", key_of("hits", chunks_key, settings(cfg.retriever), queries, depth), retrieve)
+        hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
+        ranked = clock.time("retrieval", lambda: cache.cached("hits", hits_key, retrieve))
         hits = [tuple(question_hits[:top_k]) for question_hits in ranked]
         if llm.dry_run:
             return llm.estimate(name, dataset.questions, hits)
@@ -140,14 +144,10 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
             return cache.cached("judgements", key, lambda: judge.judge(question, hits, answer))
 
-        started = time.perf_counter()
-        answered = map_concurrently(lambda item: answer(generate, *item), zip(dataset.questions, hits),
-                                    concurrency(generator), desc="generating")
-        log.info("generated %d answers in %.1fs", len(answered), time.perf_counter() - started)
-        started = time.perf_counter()
-        judged_results = map_concurrently(lambda result: judged(judge_one, result), answered, concurrency(judge),
-                                          desc="judging")
-        log.info("judged %d answers in %.1fs", len(judged_results), time.perf_counter() - started)
+        answered = clock.time("generation", lambda: map_concurrently(
+            lambda item: answer(generate, *item), zip(dataset.questions, hits), concurrency(generator), desc="generating"))
+        judged_results = clock.time("judging", lambda: map_concurrently(
+            lambda result: judged(judge_one, result), answered, concurrency(judge), desc="judging"))
         results = []
         for result, question_ranked in zip(judged_results, ranked):
             relevance = rule.judge(result.question, question_ranked)
@@ -169,7 +169,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             judge=judge.name,
             dataset_fingerprint=fingerprint(dataset),
             notes=tuple(notes),
-            counters={**cache.stats, "embedded_texts": STATS["embedded_texts"] - embedded_before},
+            counters={**cache.stats, **{k: v - embedded_before.get(k, 0) for k, v in STATS.items()}},
+            timings=clock.seconds,
             scales={k: s for k, s in scales.items() if k in aggregates},
             statuses=assess(aggregates, scales),
             gate=verdict,
@@ -199,6 +200,20 @@ def answer_scores(result: QuestionResult, metric_set, scales: dict) -> dict[str,
         if card is not None:
             scores["generation_score"] = round(card, 4)
     return scores
+
+
+class Clock:
+    """Wall time per stage (seconds), logged as it goes and kept for the tracker."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def time(self, stage: str, work: Callable):
+        started = time.perf_counter()
+        value = work()
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.perf_counter() - started, 4)
+        log.info("%s: %.1fs", stage, self.seconds[stage])
+        return value
 
 
 def context(hits) -> list[tuple[str, str]]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import subprocess
 import time
@@ -55,6 +56,32 @@ class NoTracker:
         return "not tracked (tracker=none)"
 
 
+def retry_locked(call, *args, attempts: int = 8, **kwargs):
+    """`call(*args, **kwargs)`, retried with backoff while a SQLite store answers "database is
+    locked" (parallel sweep jobs writing to one mlflow.db); a failed write is rolled back, so a
+    retry does not log twice."""
+    for attempt in range(attempts):
+        try:
+            return call(*args, **kwargs)
+        except Exception as err:
+            if "database is locked" not in str(err) or attempt == attempts - 1:
+                raise
+            time.sleep(min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.5))
+
+
+class RetryingLocked:
+    """An MlflowClient whose calls go through `retry_locked`."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def __getattr__(self, name):
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+        return lambda *args, **kwargs: retry_locked(attribute, *args, **kwargs)
+
+
 class MlflowTracker(NoTracker):
     """One MLflow run per job (nested under the sweep's parent run in a multirun).
     `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
@@ -69,7 +96,7 @@ class MlflowTracker(NoTracker):
 
         if self.tracking_uri:
             mlflow.set_tracking_uri(self.tracking_uri)
-        client = mlflow.MlflowClient()
+        client = RetryingLocked(mlflow.MlflowClient())
         try:
             experiment = client.get_experiment_by_name(self.experiment)
             self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(self.experiment)
@@ -115,7 +142,8 @@ class MlflowTracker(NoTracker):
             for start in range(0, len(params), 100):
                 client.log_batch(run_id, params=params[start : start + 100])
             now = int(time.time() * 1000)
-            values = {**result.aggregates, **{f"work_{k}": v for k, v in result.counters.items()}}
+            values = {**result.aggregates, **{f"work_{k}": v for k, v in result.counters.items()},
+                      **{f"time_{k}_s": v for k, v in result.timings.items()}}
             metrics = [Metric(k, float(v), now, 0) for k, v in values.items()]
             client.log_batch(run_id, metrics=metrics)
             client.log_text(run_id, yaml.safe_dump(scrub(config), sort_keys=False), "config.yaml")
@@ -123,7 +151,7 @@ class MlflowTracker(NoTracker):
             for file in files:
                 client.log_artifact(run_id, str(file))
             if result.questions:
-                mlflow.log_table(question_table(result), "questions.json", run_id=run_id)
+                retry_locked(mlflow.log_table, question_table(result), "questions.json", run_id=run_id)
         except Exception:
             client.set_terminated(run_id, "FAILED")
             raise

@@ -6,7 +6,8 @@ from hydra.utils import instantiate
 
 from conftest import CONF, compose
 
-GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "experiment")
+GLOBAL = ("experiment", "cluster", "search")  # @package _global_ options, added with +group=option
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in GLOBAL)
 OPTIONS = [(group, yml.stem) for group in GROUPS for yml in sorted((CONF / group).glob("*.yaml"))]
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
@@ -44,3 +45,18 @@ def test_weights_that_do_not_sum_to_one_are_an_error():
 
     with pytest.raises(RagexpError, match="sum to 1"):
         build(compose("weights.answer_similarity=0.5").weights)
+
+
+PLUGIN = {"slurm": "hydra_plugins.hydra_submitit_launcher", "ray": "hydra_plugins.hydra_ray_launcher",
+          "optuna": "hydra_plugins.hydra_optuna_sweeper"}
+SCALE_OUT = [(group, p.stem) for group in ("cluster", "search") for p in sorted((CONF / group).glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("group,name", SCALE_OUT, ids=[f"+{g}={n}" for g, n in SCALE_OUT])
+def test_scale_out_configs_compose_with_their_plugin(group, name):
+    import importlib.util
+
+    if importlib.util.find_spec(PLUGIN[name]) is None:
+        pytest.skip(f"{PLUGIN[name]} is an optional extra, not installed here")
+    cfg = compose(f"+{group}={name}")
+    assert cfg.objective == "overall_score"

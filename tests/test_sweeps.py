@@ -1,0 +1,19 @@
+"""Sweeps run in parallel processes (hydra/launcher=joblib) share the cache and the MLflow store."""
+from conftest import run_cli
+from test_cli import mlflow_runs
+
+
+def test_a_parallel_sweep_loses_no_run(tmp_path):
+    proc = run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", "retriever=bm25", "dataset.limit=3",
+                   "chunker=fixed,recursive,sentence,markdown", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "database is locked" not in proc.stderr
+    client, runs = mlflow_runs(tmp_path)
+    [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(c.info.run_name for c in children) == [
+        "chunker=fixed", "chunker=markdown", "chunker=recursive", "chunker=sentence"]
+    assert all(c.info.status == "FINISHED" and c.data.metrics["total_questions"] == 3 for c in children)
+    # the four processes wrote into one cache folder, each its own chunks
+    assert (tmp_path / ".ragexp-cache" / "embeddings.sqlite").exists()
+    assert len(list((tmp_path / ".ragexp-cache" / "chunks").rglob("*.pkl"))) == 4
