@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-full clean
+.PHONY: install run test test-full bench clean
 
 install: $(STAMP)
 
@@ -29,3 +29,7 @@ test-full: install
 
 clean:
 	rm -rf outputs multirun/[0-9]* .pytest_cache
+
+# speed and memory figures on ../shared/data/hotpotqa_ircot_dev500 -> bench/results.json, bench/results.md
+bench: install
+	$(PY) bench/run.py

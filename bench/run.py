@@ -1,0 +1,157 @@
+"""`make bench`: ragexp's speed and memory figures on ../shared/data/hotpotqa_ircot_dev500.
+
+Writes bench/results.json and bench/results.md and prints them. Each figure is measured once,
+in one run on this machine:
+1. cold vs warm time of a 6-job sweep (3 chunkers x 2 retrievers, dataset.limit=200), and the
+   embedding calls of the warm one (goal: warm >= 20x faster, 0 embeddings, 0 LLM requests);
+2. how many times chunking and corpus embedding ran in the cold sweep (goal: 3 each, not 6);
+3. the default pipeline on all 500 questions divided by embedding the same texts alone with the
+   same model (goal: <= 1.5), and that run's peak memory (RSS);
+4. wall time of `python -m ragexp --help` (goal: < 1.5 s);
+5. judged questions per second against a local OpenAI-protocol server with 200 ms latency at
+   concurrency 1, 8, 32 (goal: >= 80% of concurrency / latency)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HOTPOT = (ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500").resolve()
+SWEEP = ["chunker=fixed,recursive,sentence", "retriever=dense,bm25"]
+
+
+def ragexp(*args: str, cwd: Path) -> tuple[float, str]:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - started, proc.stdout + proc.stderr
+
+
+def work_lines(stdout: str) -> list[dict[str, int]]:
+    """The `work:` line each job prints: what it computed or took from the cache."""
+    return [{k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)} for line in re.findall(r"work: (.*)", stdout)]
+
+
+def sweep(work_dir: Path) -> dict:
+    args = ["-m", *SWEEP, "dataset=hotpotqa", f"dataset.path={HOTPOT}", "dataset.limit=200", "tracker=none"]
+    cold_s, cold_out = ragexp(*args, cwd=work_dir)
+    warm_s, warm_out = ragexp(*args, cwd=work_dir)
+    cold, warm = work_lines(cold_out), work_lines(warm_out)
+    return {
+        "jobs": len(cold),
+        "cold_s": round(cold_s, 1),
+        "warm_s": round(warm_s, 1),
+        "speedup": round(cold_s / warm_s, 1),
+        "chunking_runs": sum(w.get("chunks_computed", 0) for w in cold),
+        "corpus_embedding_runs": sum(1 for w in cold if w.get("index_embedded_texts", 0) > 0),
+        "warm_embedded_texts": sum(w.get("embedded_texts", 0) for w in warm),
+        "warm_stage_computations": sum(v for w in warm for k, v in w.items() if k.endswith("_computed")),
+    }
+
+
+def full_run_vs_embedding() -> dict:
+    """The default pipeline on all 500 questions, in this process (cache off), then the texts it
+    embedded, embedded again alone with the same model."""
+    from hydra import compose, initialize_config_dir
+
+    from ragexp import embedders
+    from ragexp.pipeline import run
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["dataset=hotpotqa", f"dataset.path={HOTPOT}",
+                                                       "tracker=none", "cache.enabled=false"])
+    started = time.perf_counter()
+    result = run(cfg)
+    run_s = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    [(key, memo)] = embedders._MEMO.items()
+    texts = list(memo)
+    model = embedders.load_sentence_transformer(key.split(":", 1)[1], "cpu")
+    started = time.perf_counter()
+    ordered = sorted(texts, key=len, reverse=True)
+    for start in range(0, len(ordered), 64):
+        model.encode(ordered[start : start + 64], batch_size=64, show_progress_bar=False)
+    embed_s = time.perf_counter() - started
+    return {"questions": result.aggregates["total_questions"], "overall_score": result.aggregates.get("overall_score"),
+            "run_s": round(run_s, 1), "embedded_texts": len(texts), "embedding_alone_s": round(embed_s, 1),
+            "ratio": round(run_s / embed_s, 2), "peak_rss_mb": round(peak_mb), "stage_s": result.timings}
+
+
+def help_time(work_dir: Path) -> dict:
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "ragexp", "--help"], cwd=work_dir, capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return {"best_s": round(min(times), 3), "median_s": round(sorted(times)[2], 3)}
+
+
+def judge_throughput(work_dir: Path) -> dict:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_server import OpenAIServer
+
+    figures = {}
+    with OpenAIServer(latency=0.2) as server:
+        for concurrency in (1, 8, 32):
+            _, out = ragexp("dataset=hotpotqa", f"dataset.path={HOTPOT}", "dataset.limit=200", "retriever=bm25",
+                            "tracker=none", "cache.enabled=false", "judge=local",
+                            f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.max_concurrency={concurrency}",
+                            cwd=work_dir)
+            judged = len(server.chat_requests())
+            server.requests = []
+            seconds = float(re.search(r"judging: ([\d.]+)s", out).group(1))  # the pipeline's stage clock
+            per_second = judged / seconds
+            figures[concurrency] = {"requests": judged, "judging_s": round(seconds, 2), "per_second": round(per_second, 1),
+                                    "share_of_ideal": round(per_second / (concurrency / 0.2), 3)}
+    return figures
+
+
+def main() -> None:
+    if not HOTPOT.exists():
+        raise SystemExit(f"bench: {HOTPOT} not found (the benchmark reads ../shared/data)")
+    work_dir = Path(tempfile.mkdtemp(prefix="ragexp-bench-"))
+    results = {"machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d %H:%M")}
+    results["help"] = help_time(work_dir)
+    results["sweep"] = sweep(work_dir)
+    results["judge_throughput"] = judge_throughput(work_dir)
+    results["full_run"] = full_run_vs_embedding()
+    shutil.rmtree(work_dir, ignore_errors=True)
+    out = ROOT / "bench"
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "results.md").write_text(markdown(results))
+    print(markdown(results))
+
+
+def markdown(r: dict) -> str:
+    s, f, h = r["sweep"], r["full_run"], r["help"]
+    rows = [
+        ("6-job sweep, cold", f"{s['cold_s']} s", ""),
+        ("6-job sweep, warm", f"{s['warm_s']} s ({s['speedup']}x faster)", ">= 20x"),
+        ("warm sweep: texts embedded / stages computed", f"{s['warm_embedded_texts']} / {s['warm_stage_computations']}", "0 / 0"),
+        ("chunking runs in the sweep", str(s["chunking_runs"]), "3"),
+        ("corpus embedding runs in the sweep", str(s["corpus_embedding_runs"]), "3"),
+        (f"default pipeline, {f['questions']} questions", f"{f['run_s']} s", ""),
+        (f"embedding its {f['embedded_texts']} texts alone", f"{f['embedding_alone_s']} s", ""),
+        ("pipeline / embedding", str(f["ratio"]), "<= 1.5"),
+        ("peak RSS of that run", f"{f['peak_rss_mb']} MB", ""),
+        ("python -m ragexp --help", f"{h['best_s']} s (median {h['median_s']} s)", "< 1.5 s"),
+    ]
+    for c, t in r["judge_throughput"].items():
+        rows.append((f"judged questions/s at concurrency {c} (200 ms latency)",
+                     f"{t['per_second']} ({t['share_of_ideal']:.0%} of {int(c) / 0.2:g})", ">= 80%"))
+    lines = [f"ragexp benchmark, {r['date']}, {r['machine']}", "", "| figure | measured | goal |", "| --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
