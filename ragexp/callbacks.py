@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from omegaconf import DictConfig
 
 
 SWEEP_FILE = "sweep.json"
+log = logging.getLogger("ragexp")
 
 
 def swept_keys(config: DictConfig) -> list[str]:
@@ -31,7 +33,9 @@ def read_sweep(sweep_dir: str | Path) -> dict:
 class SweepTracking(Callback):
     """`on_multirun_start` opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them;
-    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run and closes it."""
+    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
+    and makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
+    report/ and logged to the parent run)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.pipeline import build
@@ -56,3 +60,18 @@ class SweepTracking(Callback):
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged)
+            self.leaderboard(sweep_dir)
+
+    def leaderboard(self, sweep_dir: Path) -> None:
+        """The sweep's comparison report. The sweep is already saved: a failure here is reported, not raised."""
+        try:
+            from ragexp.compare import make
+            from ragexp.compare.report import leaderboard_table
+
+            board, files, _ = make([self.parent_id], getattr(self.tracker, "tracking_uri", None),
+                                   out_dir=sweep_dir / "report")
+            print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
+                  + leaderboard_table(board).markdown())
+        except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
+            log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
+                        type(err).__name__, err, self.parent_id)

@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,3 +33,15 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) 
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory):
+    """One small real sweep shared by the sweep, compare and browser tests: `python -m ragexp -m
+    retriever=dense,bm25 dataset.limit=6`, logged to an MLflow sqlite store in its own folder, its
+    leaderboard report made by the multirun callback."""
+    cwd = tmp_path_factory.mktemp("small-sweep")
+    proc = run_cli("-m", "retriever=dense,bm25", "dataset.limit=6", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    [sweep_dir] = cwd.glob("multirun/*/*")
+    return SimpleNamespace(cwd=cwd, proc=proc, sweep_dir=sweep_dir, uri=f"sqlite:///{cwd / 'mlflow.db'}")
