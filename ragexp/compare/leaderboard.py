@@ -87,18 +87,12 @@ def build(selection: Selection, objective: str | None = None, maximize: bool = T
     for run in runs:
         specs = specs_for(run)
         values = {}
-        for metric in run.metrics:
-            spec = specs.get(metric)
-            if metric in COUNTS or spec is None:
-                values[metric] = Interval(run.metrics[metric], *NO_CI)
-                continue
-            ci = bootstrap_ci(spec.matrix(run.table), spec.statistic(int(spec.usable(run.table).sum())),
-                              resamples, seed, level)
-            values[metric] = Interval(run.metrics[metric], ci.low, ci.high)
-        for metric, spec in specs.items():
-            if metric not in values:
-                x = spec.matrix(run.table)
-                values[metric] = bootstrap_ci(x, spec.statistic(len(x)), resamples, seed, level)
+        for metric, spec in specs.items():  # a logged aggregate keeps its logged value, with the table's CI
+            x = spec.matrix(run.table)
+            ci = bootstrap_ci(x, spec.statistic(len(x)), resamples, seed, level)
+            values[metric] = Interval(run.metrics.get(metric, ci.estimate), ci.low, ci.high)
+        for metric, value in run.metrics.items():
+            values.setdefault(metric, Interval(value, *NO_CI))
         entries.append(Entry(run, shown[run.run_id], values, specs, per_question_overall(run, specs.get(objective))))
     sign = 1.0 if maximize else -1.0
     entries.sort(key=lambda e: (math.isnan(e.value(objective)), -sign * np.nan_to_num(e.value(objective))))

@@ -145,8 +145,8 @@ def select(targets: list[str], uri: str | None = None, all_runs: bool = False) -
     runs = finished(found, notes)
     if all_runs:
         runs = latest_per_configuration(runs, notes)
-    experiment_id = (parent or (found[0] if found else None))
-    experiment = client.get_experiment(experiment_id.info.experiment_id).name if experiment_id else "?"
+    anchor = parent or (found[0] if found else None)
+    experiment = client.get_experiment(anchor.info.experiment_id).name if anchor else "?"
     selection = Selection(resolved, experiment, runs, to_run(parent) if parent else None, notes)
     load_tables(client, selection)
     if len(selection.runs) < 1:
