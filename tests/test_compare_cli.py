@@ -101,6 +101,21 @@ def test_rerun_prints_a_command_that_reruns_the_job(small_sweep, tmp_path, capsy
     assert again == json.loads((job / "results.json").read_text())
 
 
+@pytest.mark.parametrize("target", ["experiment", "experiment --all", "parent", "run ids"])
+def test_targets_experiment_parent_or_run_ids(small_sweep, tmp_path, target):
+    from ragexp.compare.__main__ import main
+
+    _, parent, children = logged_runs(small_sweep.uri)
+    args = {"experiment": ["ragexp"], "experiment --all": ["ragexp", "--all"], "parent": [parent.info.run_id],
+            "run ids": list(children)}[target]
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", small_sweep.uri, *args, "--no-log", "--no-plots", "--resamples", "200",
+                 "--out", str(out)]) == 0
+    data = json.loads((out / "leaderboard.json").read_text())
+    assert {e["run_id"] for e in data["entries"]} == set(children)
+    assert data["parent_run_id"] == (parent.info.run_id if target in ("experiment", "parent") else None)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--tracking-uri", "sqlite:///{tmp}/nothing.db"], "no MLflow store at sqlite:///{tmp}/nothing.db"),
     (["--tracking-uri", "{uri}", "0123456789abcdef0123456789abcdef"], "no run 0123456789abcdef0123456789abcdef in"),

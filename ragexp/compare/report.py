@@ -35,9 +35,12 @@ def fmt(value: float) -> str:
         return "—"
     if value == 0:
         return "0"
-    if abs(value) >= 1000:
+    size = abs(value)
+    if size >= 1000:
         return f"{value:,.0f}"
-    return f"{value:.3f}" if abs(value) >= 1 else f"{value:.3g}"
+    if size >= 1:
+        return f"{value:#.4g}".rstrip(".")  # 7.360, 16.20, 123.4
+    return f"{value:.3f}" if size >= 0.01 else f"{value:.3g}"
 
 
 def fmt_ci(interval: Interval | None) -> str:
