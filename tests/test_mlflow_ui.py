@@ -4,7 +4,6 @@ child runs with their differing params and overall_score, and the parent's repor
 Screenshots are saved in the test's tmp dir (mlflow-ui-runs.png, mlflow-ui-report.png; the path is
 printed, `pytest -s` shows it). The browser only talks to 127.0.0.1: anything else is blocked."""
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -75,7 +74,6 @@ def mlflow_server(small_sweep, tmp_path):
 @pytest.fixture
 def page(tmp_path):
     need(Path(CHROMIUM).exists(), CHROMIUM)
-    need(shutil.which("chromium") is not None or Path(CHROMIUM).exists(), "chromium")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -170,5 +168,5 @@ def test_experiment_page_lists_the_sweep_and_the_report_opens(mlflow_server, pag
     assert found.get_by_text("Paired comparisons with the best").count()
     assert found.locator("img[src^='data:image/png;base64,']").count() >= 2
     page.screenshot(path=str(tmp_path / "mlflow-ui-report.png"))
-    print(f"screenshots: {tmp_path / 'mlflow-ui-runs.png'}, {tmp_path / 'mlflow-ui-report.png'}")
-    assert not [u for u in page.blocked if "127.0.0.1" in u]
+    print(f"screenshots: {tmp_path / 'mlflow-ui-runs.png'}, {tmp_path / 'mlflow-ui-report.png'}; "
+          f"requests to other hosts blocked: {len(page.blocked)}")
