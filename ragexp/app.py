@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -50,6 +51,7 @@ def execute(cfg: DictConfig) -> float | None:
     from ragexp.pipeline import build, run
     from ragexp.report import summary, write_results
 
+    started = time.time()
     try:
         tracker = build(cfg.tracker)
         result = run(cfg, run_name(cfg))
@@ -61,7 +63,8 @@ def execute(cfg: DictConfig) -> float | None:
         print(summary(result))
         # the logged config re-runs this job as it is: its name included
         config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}
-        run_id = tracker.log_run(result, config, sweep_info().get("parent_run_id"), files=overrides_files(output_dir))
+        run_id = tracker.log_run(result, config, sweep_info().get("parent_run_id"), files=overrides_files(output_dir),
+                                 started=started)
         print(f"results: {results_file}")
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
     except RagexpError as err:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from omegaconf import DictConfig
 
 
 SWEEP_FILE = "sweep.json"
+log = logging.getLogger("ragexp")
 
 
 def swept_keys(config: DictConfig) -> list[str]:
@@ -32,8 +34,10 @@ def read_sweep(sweep_dir: str | Path) -> dict:
 class SweepTracking(Callback):
     """`on_multirun_start` opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them;
-    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run and closes it,
-    then exits with status 3 when a job missed a quality-gate threshold (`gate_passed` = 0)."""
+    `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
+    makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
+    report/ and logged to the parent run), then exits with status 3 when a job missed a
+    quality-gate threshold (`gate_passed` = 0)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.pipeline import build
@@ -58,6 +62,8 @@ class SweepTracking(Callback):
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged)
+            self.leaderboard(sweep_dir)
+
         failed = [name for name, values in merged.items() if values.get("gate_passed") == 0]
         if failed:
             from ragexp.app import GATE_FAILED
@@ -65,3 +71,17 @@ class SweepTracking(Callback):
             print(f"ragexp: error: quality gate failed in {len(failed)} of {len(merged)} jobs: {', '.join(failed)}",
                   file=sys.stderr)
             sys.exit(GATE_FAILED)
+
+    def leaderboard(self, sweep_dir: Path) -> None:
+        """The sweep's comparison report. The sweep is already saved: a failure here is reported, not raised."""
+        try:
+            from ragexp.compare import make
+            from ragexp.compare.report import leaderboard_table
+
+            board, files, _ = make([self.parent_id], getattr(self.tracker, "tracking_uri", None),
+                                   out_dir=sweep_dir / "report")
+            print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
+                  + leaderboard_table(board).markdown())
+        except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
+            log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
+                        type(err).__name__, err, self.parent_id)

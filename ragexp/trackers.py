@@ -49,7 +49,7 @@ class NoTracker:
         pass
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
-                files: tuple[Path, ...] = ()) -> str | None:
+                files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
         return None
 
     def where(self) -> str:
@@ -121,7 +121,10 @@ class MlflowTracker(NoTracker):
             client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
-                files: tuple[Path, ...] = ()) -> str | None:
+                files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+        """`started`: when the job began (time.time()): the run's start time, and its wall time
+        logged as the metric `job_time_s` (what `python -m ragexp.compare` plots quality against
+        when no cost is logged)."""
         import mlflow
         import yaml
         from mlflow.entities import Metric, Param
@@ -136,7 +139,8 @@ class MlflowTracker(NoTracker):
             tags["gate"] = result.gate.name
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
-        run_id = client.create_run(self._experiment_id, run_name=result.name, tags=tags).info.run_id
+        start_ms = int(started * 1000) if started else None
+        run_id = client.create_run(self._experiment_id, run_name=result.name, tags=tags, start_time=start_ms).info.run_id
         try:
             params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
             for start in range(0, len(params), 100):
@@ -145,6 +149,8 @@ class MlflowTracker(NoTracker):
             values = {**result.aggregates, **{f"work_{k}": v for k, v in result.counters.items()},
                       **{f"time_{k}_s": v for k, v in result.timings.items()}}
             metrics = [Metric(k, float(v), now, 0) for k, v in values.items()]
+            if started:
+                metrics.append(Metric("job_time_s", round(time.time() - started, 2), now, 0))
             client.log_batch(run_id, metrics=metrics)
             client.log_text(run_id, yaml.safe_dump(scrub(config), sort_keys=False), "config.yaml")
             client.log_text(run_id, json.dumps(results_json(result), indent=2), "results.json")

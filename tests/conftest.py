@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,3 +60,15 @@ def llm_args(server, judge: str = "llm", model: str = "gpt-4o-mini", generator: 
                  f"generator.endpoint.model={model}", f"generator.endpoint.api_key_env={TEST_KEY_ENV}",
                  "generator.endpoint.backoff_s=0.01"]
     return args + [f"{k}={v}" for k, v in settings.items()]
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory):
+    """One small real sweep shared by the sweep, compare and browser tests: `python -m ragexp -m
+    retriever=dense,bm25 dataset.limit=6`, logged to an MLflow sqlite store in its own folder, its
+    leaderboard report made by the multirun callback."""
+    cwd = tmp_path_factory.mktemp("small-sweep")
+    proc = run_cli("-m", "retriever=dense,bm25", "dataset.limit=6", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    [sweep_dir] = cwd.glob("multirun/*/*")
+    return SimpleNamespace(cwd=cwd, proc=proc, sweep_dir=sweep_dir, uri=f"sqlite:///{cwd / 'mlflow.db'}")

@@ -55,22 +55,8 @@ def test_default_run_is_logged_to_mlflow(tmp_path):
     assert results["e2e"]["overall_score"] == pytest.approx(metrics["overall_score"])
 
 
-def test_logged_config_reruns_the_same_job(tmp_path):
-    first = run_cli("dataset.limit=5", "retriever=bm25", "chunker=sentence", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    client, [run] = mlflow_runs(tmp_path)
-    config_dir = Path(client.download_artifacts(run.info.run_id, "config.yaml", str(tmp_path / "logged"))).parent
-    again = run_cli("--config-path", str(config_dir), "--config-name", "config", "hydra.run.dir=rerun", cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    first_results = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text())
-    assert list(first_results) == ["sample-sentence-minilm-bm25-extractive"]
-    assert json.loads((tmp_path / "rerun" / "results.json").read_text()) == first_results
-
-
-def test_multirun_makes_one_parent_and_a_child_per_job(tmp_path):
-    proc = run_cli("-m", "retriever=dense,bm25", "dataset.limit=4", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    client, runs = mlflow_runs(tmp_path)
+def test_multirun_makes_one_parent_and_a_child_per_job(small_sweep):
+    client, runs = mlflow_runs(small_sweep.cwd)
     parents = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(parents) == 1 and len(children) == 2 and len(runs) == 3
@@ -78,8 +64,7 @@ def test_multirun_makes_one_parent_and_a_child_per_job(tmp_path):
     assert {c.info.run_name for c in children} == {"retriever=dense", "retriever=bm25"}
     assert {c.data.params["retriever._target_"].rsplit(".", 1)[1] for c in children} == {"DenseRetriever", "BM25Retriever"}
     assert parents[0].info.status == "FINISHED"
-    [sweep] = tmp_path.glob("multirun/*/*")
-    merged = json.loads((sweep / "results.json").read_text())
+    merged = json.loads((small_sweep.sweep_dir / "results.json").read_text())
     assert set(merged) == {"retriever=dense", "retriever=bm25"}
 
 
@@ -141,7 +126,7 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
         code = ("import runpy, sys\n"
                 f"sys.argv = ['ragexp', '{flag}']\n"
                 "try:\n    runpy.run_module('ragexp', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-                "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'sentence_transformers', 'qdrant_client', 'openai') if m in sys.modules))")
+                "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'matplotlib', 'sentence_transformers', 'qdrant_client', 'openai') if m in sys.modules))")
         proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
         assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     help_text = run_cli("--help", cwd=tmp_path).stdout

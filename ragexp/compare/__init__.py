@@ -1,0 +1,36 @@
+"""`python -m ragexp.compare`: which configurations of a sweep are really better.
+
+`make(...)` reads the runs from MLflow (source), builds the leaderboard with bootstrap CIs and
+paired tests (metrics, stats, leaderboard), writes the report with its plots (report, plots)
+and logs it to the sweep's parent run. Nothing heavy is imported until it is called."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def default_folder(selection) -> Path:
+    """The sweep's own folder (report/ beside its jobs) when it is on this machine, else
+    ./ragexp-compare/<parent run id or a hash of the run ids>/."""
+    parent = selection.parent
+    sweep_dir = Path(parent.tags.get("sweep_dir", "")) if parent is not None else None
+    if sweep_dir is not None and str(sweep_dir) not in ("", ".") and sweep_dir.is_dir():
+        return sweep_dir / "report"
+    name = parent.run_id[:8] if parent is not None else "runs-" + hashlib.sha256(
+        " ".join(sorted(r.run_id for r in selection.runs)).encode()).hexdigest()[:8]
+    return Path("ragexp-compare") / name
+
+
+def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, all_runs: bool = False,
+         objective: str | None = None, maximize: bool = True, level: float = 0.95, alpha: float = 0.05,
+         resamples: int = 10_000, seed: int = 0, out_dir: Path | None = None, plots: bool = True,
+         log: bool = True):
+    """Leaderboard + report for `targets` (see source.select); returns (leaderboard, files, logged run id)."""
+    from ragexp.compare import leaderboard, report, source
+
+    selection = source.select(list(targets or []), tracking_uri, all_runs=all_runs)
+    board = leaderboard.build(selection, objective, maximize, level, alpha, resamples, seed)
+    folder = Path(out_dir) if out_dir else default_folder(selection)
+    files = report.write(board, folder, with_plots=plots)
+    logged = report.log_to_parent(board, folder) if log else None
+    return board, files, logged

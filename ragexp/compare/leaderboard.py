@@ -1,0 +1,252 @@
+"""The leaderboard: one entry per configuration, its aggregates with bootstrap CIs over questions,
+and a paired test of its objective against the best configuration's, Holm-corrected."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragexp.compare.metrics import COUNTS, MetricSpec, per_question_overall, specs_for
+from ragexp.compare.source import Run, Selection
+from ragexp.compare.stats import Interval, PairedTest, bootstrap_ci, holm, paired_test
+from ragexp.errors import RagexpError
+
+IGNORED_PARAMS = {"run_name"}
+NO_CI = (math.nan, math.nan)
+
+
+@dataclass
+class Comparison:
+    """A configuration against the best, on the questions both answered."""
+
+    test: PairedTest | None
+    shared: int  # questions in both runs
+    failed: int  # of those, failed (no value) in either run: left out of the test, counted here
+    unmatched: int  # questions in only one of the two runs
+    p_holm: float = math.nan
+    note: str = ""
+
+
+@dataclass
+class Entry:
+    run: Run
+    params: dict[str, str]
+    values: dict[str, Interval]
+    specs: dict[str, MetricSpec]
+    question_scores: np.ndarray  # per-question objective (overall: see metrics.per_question_overall)
+    comparison: Comparison | None = None
+    verdict: str = ""
+    judge_sd: float | None = None  # mean over questions of the judge's sd across repeats (objective's scale)
+    judge_sd_of_mean: float | None = None  # what that spread does to the run's mean
+
+    @property
+    def label(self) -> str:
+        return self.run.name
+
+    def value(self, metric: str) -> float:
+        interval = self.values.get(metric)
+        return interval.estimate if interval is not None else math.nan
+
+
+@dataclass
+class Leaderboard:
+    selection: Selection
+    objective: str
+    maximize: bool
+    level: float
+    alpha: float
+    resamples: int
+    seed: int
+    entries: list[Entry]
+    param_columns: list[str]
+    metrics: list[str]
+    cost_metric: str | None = None
+    time_metric: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Entry:
+        return self.entries[0]
+
+    @property
+    def has_judge_spread(self) -> bool:
+        return any(e.judge_sd is not None for e in self.entries)
+
+
+def build(selection: Selection, objective: str | None = None, maximize: bool = True, level: float = 0.95,
+          alpha: float = 0.05, resamples: int = 10_000, seed: int = 0) -> Leaderboard:
+    runs = selection.runs
+    objective = objective or common_objective(runs)
+    if not any(objective in r.metrics for r in runs):
+        logged = sorted({m for r in runs for m in r.metrics})
+        raise RagexpError(f"objective {objective!r} is not logged by any run (metrics: {', '.join(logged)}); "
+                          "choose one with --objective")
+    columns, shown = differing_params(runs, sweep_order(selection))
+    entries = []
+    for run in runs:
+        specs = specs_for(run)
+        values = {}
+        for metric, spec in specs.items():  # a logged aggregate keeps its logged value, with the table's CI
+            x = spec.matrix(run.table)
+            ci = bootstrap_ci(x, spec.statistic(len(x)), resamples, seed, level)
+            values[metric] = Interval(run.metrics.get(metric, ci.estimate), ci.low, ci.high)
+        for metric, value in run.metrics.items():
+            values.setdefault(metric, Interval(value, *NO_CI))
+        entries.append(Entry(run, shown[run.run_id], values, specs, per_question_overall(run, specs.get(objective))))
+    sign = 1.0 if maximize else -1.0
+    entries.sort(key=lambda e: (math.isnan(e.value(objective)), -sign * np.nan_to_num(e.value(objective))))
+    board = Leaderboard(selection, objective, maximize, level, alpha, resamples, seed, entries, columns,
+                        metric_order(entries, objective), notes=list(selection.notes))
+    board.cost_metric = next((m for m in board.metrics if "cost" in m), None)
+    board.time_metric = next((m for m in board.metrics if "latency" in m or "time" in m or m.endswith("_s")), None)
+    compare_with_best(board)
+    for entry in entries:
+        judge_spread(entry, objective)
+    fingerprints = {r.tags.get("dataset_fingerprint") for r in runs}
+    if len(fingerprints) > 1:
+        board.notes.append(f"the runs used {len(fingerprints)} different datasets (dataset_fingerprint tags): "
+                           "paired tests use the questions they share")
+    return board
+
+
+def common_objective(runs: list[Run]) -> str:
+    """The `objective` the runs were configured with, when they agree; else overall_score."""
+    chosen = {r.params.get("objective") for r in runs} - {None}
+    return chosen.pop() if len(chosen) == 1 else "overall_score"
+
+
+def metric_order(entries: list[Entry], objective: str) -> list[str]:
+    names = list(dict.fromkeys(m for e in entries for m in e.values))
+    logged = sorted(m for m in names if not m.startswith("mean ") and m not in COUNTS and m != objective)
+    derived = sorted(m for m in names if m.startswith("mean "))
+    return [objective] + logged + derived
+
+
+def compare_with_best(board: Leaderboard) -> None:
+    best = board.best
+    spec_best = best.specs.get(board.objective)
+    best.verdict = "best"
+    tested = []
+    for entry in board.entries[1:]:
+        spec = entry.specs.get(board.objective)
+        if spec_best is None or spec is None or not spec.same_as(spec_best):
+            why = ("no per-question values reproduce the logged objective" if spec is None or spec_best is None
+                   else "the objective is computed differently (different weights)")
+            entry.comparison = Comparison(None, 0, 0, 0, note=why)
+            entry.verdict = "not tested"
+            continue
+        entry.comparison = paired(entry.run, best.run, spec, board)
+        if entry.comparison.test is not None:
+            tested.append(entry)
+        else:
+            entry.verdict = "not tested"
+    for entry, adjusted in zip(tested, holm([e.comparison.test.p_value for e in tested])):
+        entry.comparison.p_holm = adjusted
+        entry.verdict = "worse" if adjusted < board.alpha else "≈ best"
+
+
+def paired(run: Run, best: Run, spec: MetricSpec, board: Leaderboard) -> Comparison:
+    a_rows, b_rows = first_rows(run), first_rows(best)
+    a_usable, b_usable = spec.usable(run.table), spec.usable(best.table)
+    shared = [q for q in b_rows if q in a_rows]
+    both = [q for q in shared if a_usable[a_rows[q]] and b_usable[b_rows[q]]]
+    unmatched = len(set(a_rows) ^ set(b_rows))
+    failed = len(shared) - len(both)
+    if not both:
+        return Comparison(None, len(shared), failed, unmatched, note="no question answered by both runs")
+    everything = np.ones(len(run.table), dtype=bool)
+    a = spec.matrix(run.table, everything)[[a_rows[q] for q in both]]
+    b = spec.matrix(best.table, np.ones(len(best.table), dtype=bool))[[b_rows[q] for q in both]]
+    test = paired_test(a, b, spec.statistic(len(both)), board.resamples, board.seed, board.level)
+    return Comparison(test, len(shared), failed, unmatched)
+
+
+def first_rows(run: Run) -> dict[str, int]:
+    """question id -> row of its first occurrence in the run's table."""
+    rows: dict[str, int] = {}
+    for i, q in enumerate(run.table["question_id"].astype(str)):
+        rows.setdefault(q, i)
+    return rows
+
+
+def judge_spread(entry: Entry, objective: str) -> None:
+    """With judge repeats, `<metric>_std` columns give the judge's spread per question: combined with
+    the objective's weights (as if the judge's errors on the metrics were fully correlated)."""
+    spec, table = entry.specs.get(objective), entry.run.table
+    if spec is None or not all(f"{c}_std" in table for c in spec.columns[: len(spec.weights) or 1]):
+        return
+    from ragexp.compare.metrics import numeric
+
+    mask = spec.usable(table)
+    weighted = spec.columns[: len(spec.weights)] if spec.kind == "overall" else spec.columns[:1]
+    weights = spec.weights if spec.kind == "overall" else (1.0,)
+    sd = sum(w * numeric(table[f"{c}_std"])[mask] for c, w in zip(weighted, weights))
+    sd = sd[~np.isnan(sd)]
+    if len(sd) == 0:
+        return
+    entry.judge_sd = float(sd.mean())
+    try:
+        repeats = int(entry.run.params.get("judge.repeats", ""))
+    except ValueError:
+        repeats = 0
+    if repeats > 1:
+        entry.judge_sd_of_mean = float(np.sqrt(np.sum(sd**2) / repeats) / len(sd))
+
+
+def sweep_order(selection: Selection) -> list[str]:
+    """Keys swept on the command line, in order (from the parent run's tag), to lead the columns."""
+    overrides = (selection.parent.tags.get("sweep_overrides", "") if selection.parent else "").split()
+    return [o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o]
+
+
+def differing_params(runs: list[Run], lead: list[str]) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The params that tell the runs apart. A component whose class differs is one column (its Hydra
+    choice from the overrides, else the class name); its other settings are shown only where they
+    differ between runs of the same class."""
+    keys = list(dict.fromkeys(k for r in runs for k in r.params if k not in IGNORED_PARAMS))
+    differ = [k for k in keys if len({r.params.get(k) for r in runs}) > 1 and not copy_of_other(runs, k, keys)]
+    groups = [k[: -len("._target_")] for k in differ if k.endswith("._target_")]
+    columns = []
+    shown_groups = []
+    for key in differ:
+        owners = [g for g in groups if key.startswith(g + ".") and key != f"{g}._target_"]
+        if owners and not differs_within(runs, key, min(owners, key=len)):
+            continue
+        if key.endswith("._target_"):
+            shown_groups.append(key[: -len("._target_")])
+            columns.append(shown_groups[-1])
+        else:
+            columns.append(key)
+    groups = shown_groups
+    columns.sort(key=lambda c: (lead.index(c) if c in lead else len(lead), c))
+    shown = {}
+    for run in runs:
+        choices = dict(o.lstrip("+~").split("=", 1) for o in run.overrides if "=" in o)
+        row = {}
+        for column in columns:
+            if column in groups:
+                target = run.params.get(f"{column}._target_")
+                row[column] = choices.get(column) or (target.rsplit(".", 1)[-1] if target else "—")
+            else:
+                row[column] = run.params.get(column, "—")
+        shown[run.run_id] = row
+    return columns, shown
+
+
+def copy_of_other(runs: list[Run], key: str, keys: list[str]) -> bool:
+    """`retriever.embedder.name` is a copy of `embedder.name` (an interpolation) when they agree
+    wherever the key is set."""
+    parts = key.split(".")
+    for i in range(1, len(parts)):
+        other = ".".join(parts[i:])
+        if other in keys and all(r.params.get(other) == r.params[key] for r in runs if key in r.params):
+            return True
+    return False
+
+
+def differs_within(runs: list[Run], key: str, group: str) -> bool:
+    by_class: dict[str | None, set] = {}
+    for run in runs:
+        by_class.setdefault(run.params.get(f"{group}._target_"), set()).add(run.params.get(key))
+    return any(len(values) > 1 for values in by_class.values())

@@ -1,0 +1,164 @@
+"""PNG plots of a leaderboard (matplotlib's Agg canvas via `Figure`, no pyplot, no display)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ragexp.compare.leaderboard import Leaderboard
+from ragexp.compare.metrics import COUNTS
+
+BEST, OTHER, WORSE = "#d95f02", "#1b9e77", "#7570b3"
+
+
+def figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def colour(verdict: str) -> str:
+    return BEST if verdict == "best" else WORSE if verdict == "worse" else OTHER
+
+
+def draw_all(board: Leaderboard, folder: Path) -> dict[str, Path]:
+    """Every plot that applies to this leaderboard, as {name: file}; the caption of each is in report.py."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = {}
+    for name, draw in (("metrics", metrics_plot), ("distribution", distribution_plot),
+                       ("quality_vs_cost", quality_vs_cost_plot), ("heatmap", heatmap_plot)):
+        fig = draw(board)
+        if fig is not None:
+            made[name] = folder / f"{name}.png"
+            fig.savefig(made[name])
+    return made
+
+
+def legend(ax) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="o", linestyle="", color=c, label=label)
+               for c, label in ((BEST, "best"), (OTHER, "≈ best / not tested"), (WORSE, "significantly worse"))]
+    ax.legend(handles=handles, fontsize=7, loc="best")
+
+
+def whiskers(interval) -> list | None:
+    """errorbar's [[below], [above]] for a CI around the logged value (which rounding can put a hair outside)."""
+    if math.isnan(interval.low):
+        return None
+    return [[max(0.0, interval.estimate - interval.low)], [max(0.0, interval.high - interval.estimate)]]
+
+
+def labels(board: Leaderboard) -> list[str]:
+    return [e.label for e in board.entries]
+
+
+def metrics_plot(board: Leaderboard):
+    """One panel per aggregate: each configuration's value with its 95% CI as whiskers."""
+    metrics = [m for m in board.metrics if m not in COUNTS]
+    columns = min(3, len(metrics))
+    rows = math.ceil(len(metrics) / columns)
+    n = len(board.entries)
+    fig = figure(4.2 * columns + 1.5, rows * (0.32 * n + 1.3))
+    axes = np.atleast_1d(fig.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
+    y = np.arange(n)[::-1]
+    for ax, metric in zip(axes, metrics):
+        for yi, entry in zip(y, board.entries):
+            interval = entry.values.get(metric)
+            if interval is None or math.isnan(interval.estimate):
+                continue
+            ax.errorbar(interval.estimate, yi, xerr=whiskers(interval), fmt="o", color=colour(entry.verdict), capsize=3)
+        ax.set_title(metric, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_yticks(y, labels(board), fontsize=8)
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
+    legend(axes[0])
+    fig.suptitle(f"Aggregates per configuration, {board.level:.0%} bootstrap CI over questions", fontsize=11)
+    return fig
+
+
+def distribution_plot(board: Leaderboard):
+    """Per-question objective per configuration: box (quartiles), whiskers, points, mean as a diamond."""
+    data = [e.question_scores for e in board.entries]
+    if not any(len(d) for d in data):
+        return None
+    n = len(board.entries)
+    fig = figure(8, 0.45 * n + 1.6)
+    ax = fig.subplots()
+    y = np.arange(n)[::-1]
+    present = [i for i, d in enumerate(data) if len(d)]
+    ax.boxplot([data[i] for i in present], positions=y[present], orientation="horizontal", widths=0.6,
+               showfliers=False, medianprops={"color": "black"})
+    rng = np.random.default_rng(0)
+    for i in present:
+        jitter = rng.uniform(-0.15, 0.15, len(data[i]))
+        ax.scatter(data[i], y[i] + jitter, s=8, alpha=0.35, color=colour(board.entries[i].verdict))
+        ax.scatter([np.mean(data[i])], [y[i]], marker="D", color="black", zorder=3, s=25)
+    ax.set_yticks(y, labels(board), fontsize=8)
+    ax.set_xlabel(f"per-question {board.objective}")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(f"Distribution of per-question {board.objective} (diamond: mean)", fontsize=11)
+    return fig
+
+
+def quality_vs_cost_plot(board: Leaderboard):
+    """Objective (with CI) against the first cost metric logged, else the first time/latency metric."""
+    axis = board.cost_metric or board.time_metric
+    if axis is None:
+        return None
+    fig = figure(7, 5)
+    ax = fig.subplots()
+    for entry in board.entries:
+        x, q = entry.value(axis), entry.values.get(board.objective)
+        if q is None or math.isnan(x) or math.isnan(q.estimate):
+            continue
+        ax.errorbar(x, q.estimate, yerr=whiskers(q), fmt="o", color=colour(entry.verdict), capsize=3)
+        ax.annotate(entry.label, (x, q.estimate), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    ax.margins(x=0.3)
+    legend(ax)
+    ax.set_xlabel(axis)
+    ax.set_ylabel(board.objective)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{board.objective} against {axis}", fontsize=11)
+    return fig
+
+
+def grid_axes(board: Leaderboard) -> tuple[str, str] | None:
+    """The two params of a two-group grid (e.g. chunker x retriever), when the runs form one."""
+    columns = board.param_columns
+    if len(columns) != 2:
+        return None
+    cells = [(e.params[columns[0]], e.params[columns[1]]) for e in board.entries]
+    if len(set(cells)) != len(cells) or any(len({c[i] for c in cells}) < 2 for i in (0, 1)):
+        return None
+    return columns[0], columns[1]
+
+
+def heatmap_plot(board: Leaderboard):
+    axes = grid_axes(board)
+    if axes is None:
+        return None
+    rows = list(dict.fromkeys(sorted(e.params[axes[0]] for e in board.entries)))
+    columns = list(dict.fromkeys(sorted(e.params[axes[1]] for e in board.entries)))
+    grid = np.full((len(rows), len(columns)), np.nan)
+    for entry in board.entries:
+        grid[rows.index(entry.params[axes[0]]), columns.index(entry.params[axes[1]])] = entry.value(board.objective)
+    fig = figure(1.6 * len(columns) + 3, 0.8 * len(rows) + 2)
+    ax = fig.subplots()
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis" if board.maximize else "viridis_r", aspect="auto")
+    fig.colorbar(image, ax=ax, label=board.objective)
+    ax.set_xticks(range(len(columns)), columns)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel(axes[1])
+    ax.set_ylabel(axes[0])
+    best = (board.best.params[axes[0]], board.best.params[axes[1]])
+    middle = np.nanmean(grid)
+    for (i, j), value in np.ndenumerate(grid):
+        if not np.isnan(value):
+            text = f"{value:.3f}" + ("\n(best)" if (rows[i], columns[j]) == best else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=9,
+                    color="black" if (value >= middle) == board.maximize else "white")
+    ax.set_title(f"{board.objective}: {axes[0]} x {axes[1]}", fontsize=11)
+    return fig

@@ -1,0 +1,293 @@
+"""The comparison report: Markdown, self-contained HTML (plots inlined) and JSON, written to a
+folder (the sweep's `report/`) and logged as artifacts of the sweep's parent run."""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragexp.compare.leaderboard import Entry, Leaderboard
+from ragexp.compare.stats import Interval
+
+ARTIFACT_DIR = "report"
+CAPTIONS = {
+    "metrics": "Each aggregate per configuration: the run's logged value, whiskers = {level} bootstrap CI over "
+               "questions (no whiskers where the per-question table does not reproduce the aggregate). "
+               "Orange: best; green: not significantly different from the best; purple: significantly worse.",
+    "distribution": "Per-question {objective} per configuration (box: quartiles; dots: questions; diamond: mean). "
+                    "A question's overall score is the run's weighted sum of its metric scores (the run's "
+                    "`weights.*`), set to 0 when the judge found a hallucination: the question-level form of "
+                    "the run's `(1 - hallucination_rate)` penalty. The diamond can therefore differ from the "
+                    "run's overall_score, which multiplies the mean weighted score by (1 - hallucination_rate); "
+                    "the CIs and tests above use the run's own formula on resampled questions.",
+    "quality_vs_cost": "{objective} (whiskers: {level} CI) against {axis} per configuration.",
+    "heatmap": "{objective} over the grid of the two swept settings; the best cell says so.",
+}
+
+
+def fmt(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    if value == 0:
+        return "0"
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 1:
+        return f"{value:#.4g}".rstrip(".")  # 7.360, 16.20, 123.4
+    return f"{value:.3f}" if size >= 0.01 else f"{value:.3g}"
+
+
+def fmt_ci(interval: Interval | None) -> str:
+    if interval is None:
+        return "—"
+    if math.isnan(interval.low):
+        return fmt(interval.estimate)
+    return f"{fmt(interval.estimate)} [{fmt(interval.low)}, {fmt(interval.high)}]"
+
+
+def fmt_p(p: float) -> str:
+    if p is None or math.isnan(p):
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    highlight: int | None = None  # row drawn as the best
+
+    def markdown(self) -> str:
+        cell = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+        lines = ["| " + " | ".join(cell(h) for h in self.headers) + " |",
+                 "| " + " | ".join("---" for _ in self.headers) + " |"]
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        head = "".join(f"<th>{inline(h)}</th>" for h in self.headers)
+        body = "".join(
+            f"<tr{' class=best' if i == self.highlight else ''}>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>"
+            for i, row in enumerate(self.rows))
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def inline(text: str) -> str:
+    """The few Markdown inline forms used here (`code`, **bold**) as HTML."""
+    escaped = html.escape(str(text))
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", escaped)
+
+
+def verdict_mark(entry: Entry) -> str:
+    return "**best**" if entry.verdict == "best" else entry.verdict
+
+
+def leaderboard_table(board: Leaderboard) -> Table:
+    extra = [m for m in (board.cost_metric, board.time_metric) if m and m != board.objective]
+    headers = ["#", "configuration", *board.param_columns, f"{board.objective} [{board.level:.0%} CI]",
+               "Δ vs best [CI]", "p (Holm)", "verdict", "failed / questions", *extra]
+    rows = []
+    for rank, entry in enumerate(board.entries, start=1):
+        c = entry.comparison
+        delta = fmt_ci(c.test.difference) if c and c.test else "—"
+        rows.append([str(rank), entry.label, *[entry.params.get(p, "—") for p in board.param_columns],
+                     fmt_ci(entry.values.get(board.objective)), delta, fmt_p(c.p_holm) if c else "—",
+                     verdict_mark(entry), failed_of(entry), *[fmt_ci(entry.values.get(m)) for m in extra]])
+    return Table(headers, rows, highlight=0)
+
+
+def failed_of(entry: Entry) -> str:
+    failed, total = entry.value("failed_questions"), entry.value("total_questions")
+    if math.isnan(total):
+        total = float(len(entry.run.table))
+        failed = float((entry.run.table.get("status") == "failed").sum()) if "status" in entry.run.table else 0.0
+    return f"{failed:.0f} / {total:.0f}"
+
+
+def aggregates_table(board: Leaderboard) -> Table:
+    metrics = [m for m in board.metrics]
+    rows = [[e.label, *[fmt_ci(e.values.get(m)) for m in metrics]] for e in board.entries]
+    return Table(["configuration", *metrics], rows, highlight=0)
+
+
+def comparisons_table(board: Leaderboard) -> Table:
+    headers = ["configuration", "questions compared", "failed in either run", "in one run only",
+               f"Δ {board.objective} vs best [CI]", "p", "p (Holm)", "verdict"]
+    if board.has_judge_spread:
+        headers += ["judge sd / question", "judge sd of the mean"]
+    rows = []
+    for entry in board.entries:
+        c = entry.comparison
+        if c is None:
+            row = [entry.label, "—", "—", "—", "(the best)", "—", "—", verdict_mark(entry)]
+        elif c.test is None:
+            row = [entry.label, str(c.shared), str(c.failed), str(c.unmatched), f"not tested: {c.note}", "—", "—",
+                   verdict_mark(entry)]
+        else:
+            row = [entry.label, str(c.test.n), str(c.failed), str(c.unmatched), fmt_ci(c.test.difference),
+                   fmt_p(c.test.p_value), fmt_p(c.p_holm), verdict_mark(entry)]
+        if board.has_judge_spread:
+            row += [fmt(entry.judge_sd) if entry.judge_sd is not None else "—",
+                    fmt(entry.judge_sd_of_mean) if entry.judge_sd_of_mean is not None else "—"]
+        rows.append(row)
+    return Table(headers, rows, highlight=0)
+
+
+def rerun_table(board: Leaderboard) -> Table:
+    return Table(["configuration", "run id"], [[e.label, f"`{e.run.run_id}`"] for e in board.entries])
+
+
+def method(board: Leaderboard) -> str:
+    direction = "higher" if board.maximize else "lower"
+    return (f"Objective `{board.objective}` ({direction} is better). Intervals: {board.level:.0%} percentile "
+            f"bootstrap over questions, {board.resamples:,} resamples, seed {board.seed}; each aggregate is "
+            "recomputed from the run's per-question table and its logged value is shown. Each configuration "
+            "is compared with the best on the questions both judged: a paired permutation test (the two runs' "
+            f"scores swapped at random per question, {board.resamples:,} times) gives the p-value, a paired "
+            "bootstrap the CI of the difference; p-values are Holm-corrected over the "
+            f"{max(0, len(board.entries) - 1)} comparisons. **≈ best**: not significantly different from the "
+            f"best at α = {board.alpha}. Questions that failed in either run of a pair are left out of its test "
+            "and counted in the comparisons table.")
+
+
+def header_lines(board: Leaderboard) -> list[str]:
+    selection = board.selection
+    tags = {r.tags.get("judge") for r in selection.runs} - {None}
+    questions = sorted({len(r.table) for r in selection.runs})
+    lines = [f"Experiment `{selection.experiment}` at `{selection.tracking_uri}`"
+             + (f", sweep parent run `{selection.parent.run_id}`" if selection.parent else "")
+             + f"; {len(board.entries)} configurations; questions per run: {', '.join(map(str, questions))}"
+             + (f"; judge: {', '.join(sorted(tags))}" if tags else "") + "."]
+    lines.append(f"Made {time.strftime('%Y-%m-%d %H:%M:%S')} by `python -m ragexp.compare`.")
+    return lines
+
+
+def blocks(board: Leaderboard, plots: dict[str, Path]) -> list[tuple]:
+    """The report as a list of blocks, rendered to Markdown and to HTML alike."""
+    out: list[tuple] = [("h1", f"ragexp leaderboard: {board.selection.title}")]
+    out += [("p", line) for line in header_lines(board)]
+    out += [("p", method(board)), ("h2", "Leaderboard"), ("table", leaderboard_table(board)),
+            ("h2", "Paired comparisons with the best"), ("table", comparisons_table(board))]
+    if board.has_judge_spread:
+        out.append(("p", "Judge spread: the mean, over questions, of the judge's standard deviation across its "
+                         "repeats (`<metric>_std` columns, combined with the objective's weights as if fully "
+                         "correlated), and what it implies for the run's mean (sd / sqrt(repeats), over questions). "
+                         "A difference smaller than this is within the judge's own noise."))
+    out += [("h2", f"All aggregates ({board.level:.0%} CI)"), ("table", aggregates_table(board))]
+    if plots:
+        out.append(("h2", "Plots"))
+        axis = board.cost_metric or board.time_metric
+        for name, path in plots.items():
+            caption = CAPTIONS[name].format(level=f"{board.level:.0%}", objective=board.objective, axis=axis)
+            out.append(("img", name, path, caption))
+    out += [("h2", "Re-running a configuration"),
+            ("p", "`python -m ragexp.compare --rerun RUN_ID` prints the command that downloads the run's "
+                  "logged `config.yaml` and runs it again."),
+            ("table", rerun_table(board))]
+    if board.notes:
+        out += [("h2", "Notes"), ("list", board.notes)]
+    return out
+
+
+def markdown(parts: list[tuple]) -> str:
+    text = []
+    for block in parts:
+        kind = block[0]
+        if kind == "h1":
+            text.append(f"# {block[1]}")
+        elif kind == "h2":
+            text.append(f"## {block[1]}")
+        elif kind == "p":
+            text.append(block[1])
+        elif kind == "table":
+            text.append(block[1].markdown())
+        elif kind == "img":
+            text.append(f"![{block[1]}](plots/{block[2].name})\n\n*{block[3]}*")
+        elif kind == "list":
+            text.append("\n".join(f"- {item}" for item in block[1]))
+    return "\n\n".join(text) + "\n"
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
+th{background:#f3f3f3}tr.best td{background:#fdebd9;font-weight:600}code{background:#f3f3f3;padding:1px 3px}
+figure{margin:1.5em 0}figcaption{font-size:13px;color:#555;max-width:900px}img{max-width:100%}"""
+
+
+def html_page(parts: list[tuple], title: str) -> str:
+    body = []
+    for block in parts:
+        kind = block[0]
+        if kind in ("h1", "h2"):
+            body.append(f"<{kind}>{inline(block[1])}</{kind}>")
+        elif kind == "p":
+            body.append(f"<p>{inline(block[1])}</p>")
+        elif kind == "table":
+            body.append(block[1].html())
+        elif kind == "img":
+            data = base64.b64encode(block[2].read_bytes()).decode()
+            body.append(f'<figure><img alt="{block[1]}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{inline(block[3])}</figcaption></figure>")
+        elif kind == "list":
+            body.append("<ul>" + "".join(f"<li>{inline(item)}</li>" for item in block[1]) + "</ul>")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def as_json(board: Leaderboard) -> dict:
+    def interval(i: Interval | None):
+        return None if i is None else [None if math.isnan(v) else v for v in (i.estimate, i.low, i.high)]
+
+    entries = []
+    for e in board.entries:
+        c = e.comparison
+        entries.append({
+            "run_id": e.run.run_id, "label": e.label, "params": e.params, "verdict": e.verdict,
+            "values": {m: interval(v) for m, v in e.values.items()},
+            "comparison": None if c is None else {
+                "difference": interval(c.test.difference) if c.test else None,
+                "p_value": c.test.p_value if c.test else None, "p_holm": None if math.isnan(c.p_holm) else c.p_holm,
+                "questions_compared": c.test.n if c.test else 0, "failed_in_either": c.failed,
+                "in_one_run_only": c.unmatched, "note": c.note},
+            "judge_sd": e.judge_sd, "judge_sd_of_mean": e.judge_sd_of_mean,
+        })
+    return {"objective": board.objective, "maximize": board.maximize, "level": board.level, "alpha": board.alpha,
+            "resamples": board.resamples, "seed": board.seed, "param_columns": board.param_columns,
+            "parent_run_id": board.selection.parent.run_id if board.selection.parent else None,
+            "tracking_uri": board.selection.tracking_uri, "entries": entries, "notes": board.notes}
+
+
+def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str, Path]:
+    """report.md, report.html, leaderboard.json and plots/*.png in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = {}
+    if with_plots:
+        from ragexp.compare.plots import draw_all
+
+        plots = draw_all(board, folder / "plots")
+    parts = blocks(board, plots)
+    files = {"markdown": folder / "report.md", "html": folder / "report.html", "json": folder / "leaderboard.json"}
+    files["markdown"].write_text(markdown(parts), encoding="utf-8")
+    files["html"].write_text(html_page(parts, f"ragexp leaderboard: {board.selection.title}"), encoding="utf-8")
+    files["json"].write_text(json.dumps(as_json(board), indent=2) + "\n", encoding="utf-8")
+    return {**files, **plots}
+
+
+def log_to_parent(board: Leaderboard, folder: Path) -> str | None:
+    """Logs the report folder as `report/` of the sweep's parent run; returns the run id."""
+    parent = board.selection.parent
+    if parent is None:
+        return None
+    import mlflow
+
+    client = mlflow.MlflowClient(board.selection.tracking_uri)
+    client.log_artifacts(parent.run_id, str(folder), ARTIFACT_DIR)
+    client.set_tag(parent.run_id, "ragexp.report", f"{ARTIFACT_DIR}/report.html")
+    return parent.run_id

@@ -1,0 +1,202 @@
+"""Which runs to compare, read from MLflow: a sweep's child runs, an experiment's runs, or run ids.
+
+Each run comes with its params, metrics, tags, command-line overrides and its per-question
+table (the `questions.json` artifact that `mlflow.log_table` wrote), read from the artifact
+directly so that no global tracking URI is needed."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragexp.errors import RagexpError
+
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+SWEEP_ROLE = "ragexp.role"
+PARENT = "mlflow.parentRunId"
+TABLE = "questions.json"
+
+
+@dataclass
+class Run:
+    run_id: str
+    name: str
+    experiment_id: str
+    start_time: int
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    overrides: list[str] = field(default_factory=list)
+    table: Any = None  # pandas.DataFrame, one row per question
+
+
+@dataclass
+class Selection:
+    """The runs of one comparison, and the sweep (parent run) they belong to, if any."""
+
+    tracking_uri: str
+    experiment: str
+    runs: list[Run]
+    parent: Run | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        if self.parent is not None:
+            return f"{self.parent.name} (experiment {self.experiment!r})"
+        return f"{len(self.runs)} runs of experiment {self.experiment!r}"
+
+
+def tracking_uri(uri: str | None) -> str:
+    """The store to read: `uri`, else $MLFLOW_TRACKING_URI, else MLflow's default (sqlite:///mlflow.db here).
+    A local sqlite store that does not exist is an error, not a new empty store."""
+    import mlflow
+
+    if uri:
+        mlflow.set_tracking_uri(uri)
+    resolved = mlflow.get_tracking_uri()
+    if resolved.startswith("sqlite:///"):
+        path = Path(resolved[len("sqlite:///"):])
+        if not path.exists():
+            raise RagexpError(f"no MLflow store at {resolved} (no file {path.resolve()}); run in the folder where "
+                              "you ran ragexp, or give --tracking-uri URI")
+    return resolved
+
+
+def client_for(uri: str | None):
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow
+
+    resolved = tracking_uri(uri)
+    return mlflow.MlflowClient(resolved), resolved
+
+
+def to_run(info) -> Run:
+    return Run(run_id=info.info.run_id, name=info.info.run_name or info.info.run_id[:8],
+               experiment_id=info.info.experiment_id, start_time=info.info.start_time or 0,
+               params=dict(info.data.params), metrics=dict(info.data.metrics), tags=dict(info.data.tags))
+
+
+def all_experiment_ids(client) -> list[str]:
+    return [e.experiment_id for e in client.search_experiments()]
+
+
+def latest_sweep(client, experiment_ids: list[str]):
+    runs = client.search_runs(experiment_ids, filter_string=f"tags.`{SWEEP_ROLE}` = 'sweep'",
+                              order_by=["attributes.start_time DESC"], max_results=1) if experiment_ids else []
+    return runs[0] if runs else None
+
+
+def get_run(client, run_id: str, uri: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id)
+    except MlflowException:
+        raise RagexpError(f"no run {run_id} in {uri}") from None
+
+
+def children(client, parent) -> list:
+    return client.search_runs([parent.info.experiment_id], filter_string=f"tags.`{PARENT}` = '{parent.info.run_id}'",
+                              order_by=["attributes.start_time ASC"], max_results=5000)
+
+
+def select(targets: list[str], uri: str | None = None, all_runs: bool = False) -> Selection:
+    """targets: [] (the latest sweep in the store), [EXPERIMENT] (its latest sweep; every run with
+    `all_runs`), [PARENT_RUN_ID] (that sweep) or [RUN_ID, RUN_ID, ...] (those runs)."""
+    client, resolved = client_for(uri)
+    parent = None
+    if not targets:
+        parent = latest_sweep(client, all_experiment_ids(client))
+        if parent is None:
+            raise RagexpError(f"no sweep found in {resolved}; run one (python -m ragexp -m ...) or name runs to compare")
+        found = children(client, parent)
+    elif len(targets) == 1 and not RUN_ID.match(targets[0]):
+        experiment = client.get_experiment_by_name(targets[0])
+        if experiment is None:
+            names = ", ".join(sorted(e.name for e in client.search_experiments()))
+            raise RagexpError(f"no experiment or run {targets[0]!r} in {resolved} (experiments: {names or 'none'})")
+        if all_runs:
+            found = [r for r in client.search_runs([experiment.experiment_id], max_results=5000)
+                     if r.data.tags.get(SWEEP_ROLE) != "sweep"]
+        else:
+            parent = latest_sweep(client, [experiment.experiment_id])
+            if parent is None:
+                raise RagexpError(f"no sweep found in experiment {targets[0]!r} at {resolved}; "
+                                  "compare all its runs with --all")
+            found = children(client, parent)
+    else:
+        bad = [t for t in targets if not RUN_ID.match(t)]
+        if bad:
+            raise RagexpError(f"not a run id: {bad[0]!r} (give one experiment name, a sweep's parent run id, or run ids)")
+        found = [get_run(client, t, resolved) for t in targets]
+        if len(found) == 1:
+            if found[0].data.tags.get(SWEEP_ROLE) != "sweep":
+                raise RagexpError(f"run {targets[0]} is a single job: give two or more run ids, or a sweep's parent run id")
+            parent = found[0]
+            found = children(client, parent)
+    notes: list[str] = []
+    runs = finished(found, notes)
+    if all_runs:
+        runs = latest_per_configuration(runs, notes)
+    anchor = parent or (found[0] if found else None)
+    experiment = client.get_experiment(anchor.info.experiment_id).name if anchor else "?"
+    selection = Selection(resolved, experiment, runs, to_run(parent) if parent else None, notes)
+    load_tables(client, selection)
+    if len(selection.runs) < 1:
+        raise RagexpError(f"nothing to compare in {selection.title}: no finished run with a per-question table")
+    return selection
+
+
+def finished(found: list, notes: list[str]) -> list[Run]:
+    runs = []
+    for info in found:
+        if info.info.status != "FINISHED":
+            notes.append(f"run {info.info.run_name} ({info.info.run_id[:8]}) is {info.info.status}: left out")
+        else:
+            runs.append(to_run(info))
+    return runs
+
+
+def latest_per_configuration(runs: list[Run], notes: list[str]) -> list[Run]:
+    """One run per distinct configuration (params other than run_name): the latest."""
+    latest: dict[tuple, Run] = {}
+    for run in sorted(runs, key=lambda r: r.start_time):
+        key = tuple(sorted((k, v) for k, v in run.params.items() if k != "run_name"))
+        if key in latest:
+            notes.append(f"run {latest[key].name} ({latest[key].run_id[:8]}) repeats the configuration of a later run: left out")
+        latest[key] = run
+    return sorted(latest.values(), key=lambda r: r.start_time)
+
+
+def load_tables(client, selection: Selection) -> None:
+    """Attach each run's per-question table and overrides; runs without a table are left out."""
+    kept = []
+    with tempfile.TemporaryDirectory(prefix="ragexp-compare-") as tmp:
+        for run in selection.runs:
+            names = {a.path for a in client.list_artifacts(run.run_id)}
+            if TABLE not in names:
+                selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {TABLE}: left out")
+                continue
+            run.table = read_table(Path(client.download_artifacts(run.run_id, TABLE, f"{tmp}/{run.run_id}")))
+            if "overrides.yaml" in names:
+                import yaml
+
+                path = client.download_artifacts(run.run_id, "overrides.yaml", f"{tmp}/{run.run_id}")
+                run.overrides = [str(o) for o in (yaml.safe_load(Path(path).read_text()) or [])]
+            kept.append(run)
+    selection.runs = kept
+
+
+def read_table(path: Path):
+    """The DataFrame `mlflow.log_table` stored as JSON ({"columns": [...], "data": [[...], ...]})."""
+    import pandas as pd
+
+    data = json.loads(path.read_text())
+    return pd.DataFrame(data["data"], columns=data["columns"])

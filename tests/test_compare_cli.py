@@ -1,0 +1,172 @@
+"""`python -m ragexp.compare` on a real sweep read back from MLflow, the report the multirun
+callback makes, the re-run command, and the one-line errors."""
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+AGGREGATES = ("overall_score", "avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate")
+
+
+def compare_cli(*args, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run([sys.executable, "-m", "ragexp.compare", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def logged_runs(uri: str):
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    [experiment] = [e for e in client.search_experiments() if e.name == "ragexp"]
+    runs = client.search_runs([experiment.experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
+    children = {r.info.run_id: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    return client, parent, children
+
+
+def test_the_sweep_ends_with_a_report_in_its_folder_and_its_parent_run(small_sweep):
+    report = small_sweep.sweep_dir / "report"
+    for name in ("report.md", "report.html", "leaderboard.json", "plots/metrics.png", "plots/distribution.png",
+                 "plots/quality_vs_cost.png"):  # quality against job_time_s, which every job logs
+        assert (report / name).stat().st_size > 0, name
+    assert "leaderboard (overall_score, 95% CIs; report:" in small_sweep.proc.stdout
+    assert "| 1 | retriever=" in small_sweep.proc.stdout
+    client, parent, _ = logged_runs(small_sweep.uri)
+    logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report/report.md", "report/report.html", "report/leaderboard.json", "report/plots"} <= logged
+    assert parent.data.tags["ragexp.report"] == "report/report.html"
+
+
+def test_leaderboard_reads_the_logged_numbers_from_another_folder(small_sweep, tmp_path):
+    proc = compare_cli("--tracking-uri", small_sweep.uri, "--out", "out", "--no-log", "--resamples", "2000",
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "| # | configuration | retriever | overall_score [95% CI] |" in proc.stdout
+    data = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
+    _, parent, children = logged_runs(small_sweep.uri)
+    assert data["parent_run_id"] == parent.info.run_id and data["param_columns"] == ["retriever"]
+    assert {e["run_id"] for e in data["entries"]} == set(children)
+    scores = [e["values"]["overall_score"][0] for e in data["entries"]]
+    assert scores == sorted(scores, reverse=True)
+    for entry in data["entries"]:
+        run = children[entry["run_id"]]
+        assert entry["label"] == run.info.run_name
+        assert entry["params"] == {"retriever": run.info.run_name.split("=")[1]}
+        for metric, value in run.data.metrics.items():
+            assert entry["values"][metric][0] == pytest.approx(value), metric
+        for metric in AGGREGATES:  # every aggregate is reproduced from the per-question table: it has a CI
+            estimate, low, high = entry["values"][metric]
+            assert low is not None and low - 1e-3 <= estimate <= high + 1e-3, metric
+    best, other = data["entries"]
+    assert best["verdict"] == "best" and best["comparison"] is None
+    assert other["verdict"] in ("≈ best", "worse") and other["comparison"]["questions_compared"] == 6
+    assert other["comparison"]["failed_in_either"] == 0
+    assert (tmp_path / "out" / "plots" / "metrics.png").exists()
+
+
+def test_default_target_is_the_latest_sweep_in_the_store_here(small_sweep, tmp_path):
+    proc = compare_cli("--out", str(tmp_path / "r"), "--no-log", "--no-plots", "--resamples", "500",
+                       cwd=small_sweep.cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"sweep {small_sweep.sweep_dir.parent.name}/{small_sweep.sweep_dir.name}")
+    assert not (tmp_path / "r" / "plots").exists()
+
+
+def test_rerun_prints_a_command_that_reruns_the_job(small_sweep, tmp_path, capsys):
+    """The README's re-run recipe (download the logged config.yaml, run it) as one printed command,
+    run by a shell in another folder: same results as the logged job."""
+    from ragexp.compare.__main__ import main
+
+    _, _, children = logged_runs(small_sweep.uri)
+    [(run_id, run)] = [(i, r) for i, r in children.items() if r.info.run_name == "retriever=bm25"]
+    assert main(["--rerun", run_id, "--tracking-uri", small_sweep.uri]) == 0
+    out = capsys.readouterr()
+    command = out.out.strip()
+    assert f"--run-id {run_id}" in command and "-m ragexp --config-path" in command
+    assert "re-runs 'retriever=bm25'" in out.err
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    [job] = [d for d in small_sweep.sweep_dir.iterdir() if (d / "results.json").exists()
+             and "retriever=bm25" in json.loads((d / "results.json").read_text())]
+    again = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text())
+    assert again == json.loads((job / "results.json").read_text())
+
+
+@pytest.mark.parametrize("target", ["experiment", "experiment --all", "parent", "run ids"])
+def test_targets_experiment_parent_or_run_ids(small_sweep, tmp_path, target):
+    from ragexp.compare.__main__ import main
+
+    _, parent, children = logged_runs(small_sweep.uri)
+    args = {"experiment": ["ragexp"], "experiment --all": ["ragexp", "--all"], "parent": [parent.info.run_id],
+            "run ids": list(children)}[target]
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", small_sweep.uri, *args, "--no-log", "--no-plots", "--resamples", "200",
+                 "--out", str(out)]) == 0
+    data = json.loads((out / "leaderboard.json").read_text())
+    assert {e["run_id"] for e in data["entries"]} == set(children)
+    assert data["parent_run_id"] == (parent.info.run_id if target in ("experiment", "parent") else None)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tracking-uri", "sqlite:///{tmp}/nothing.db"], "no MLflow store at sqlite:///{tmp}/nothing.db"),
+    (["--tracking-uri", "{uri}", "0123456789abcdef0123456789abcdef"], "no run 0123456789abcdef0123456789abcdef in"),
+    (["--tracking-uri", "{uri}", "no-such-experiment"], "no experiment or run 'no-such-experiment' in"),
+    (["--tracking-uri", "{uri}", "--objective", "bogus"], "objective 'bogus' is not logged by any run"),
+])
+def test_mistakes_are_one_clear_line(small_sweep, tmp_path, capsys, args, message):
+    from ragexp.compare.__main__ import main
+
+    fill = {"tmp": tmp_path, "uri": small_sweep.uri}
+    assert main([a.format(**fill) for a in args] + ["--no-log", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragexp.compare: error: " + message.format(**fill)) and err.count("\n") == 1
+
+
+def test_no_sweep_in_the_store(tmp_path, capsys):
+    from ragexp.compare.__main__ import main
+
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'empty.db'}"
+    mlflow.MlflowClient(uri).search_experiments()  # creates the empty store
+    assert main(["--tracking-uri", uri]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # after MLflow's own lines about creating the store
+    assert last == f"ragexp.compare: error: no sweep found in {uri}; run one (python -m ragexp -m ...) or name runs to compare"
+
+
+def test_rerun_of_a_sweep_parent_says_to_give_a_job(small_sweep, capsys):
+    from ragexp.compare.__main__ import main
+
+    _, parent, _ = logged_runs(small_sweep.uri)
+    assert main(["--rerun", parent.info.run_id, "--tracking-uri", small_sweep.uri]) == 2
+    assert "has no config.yaml artifact (a sweep's parent run); give the run id of one job" in capsys.readouterr().err
+
+
+def test_a_failing_report_does_not_fail_the_sweep(tmp_path, caplog):
+    from ragexp.callbacks import SweepTracking
+    from ragexp.trackers import MlflowTracker
+
+    callback = SweepTracking()
+    callback.tracker = MlflowTracker(tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")
+    callback.parent_id = "0" * 32
+    with caplog.at_level(logging.WARNING, logger="ragexp"):
+        callback.leaderboard(tmp_path)  # no exception
+    assert f"no leaderboard for this sweep (RagexpError: no MLflow store at" in caplog.text
+    assert f"python -m ragexp.compare {'0' * 32}" in caplog.text
+
+
+def test_compare_help_is_quick_and_light(tmp_path):
+    code = ("import runpy, sys\nsys.argv = ['x', '--help']\n"
+            "try:\n    runpy.run_module('ragexp.compare', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY', sorted(m for m in ('mlflow', 'matplotlib', 'pandas', 'torch') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert "HEAVY []" in proc.stdout and "--rerun RUN_ID" in proc.stdout, proc.stdout + proc.stderr

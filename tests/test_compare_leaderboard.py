@@ -1,0 +1,169 @@
+"""The leaderboard and report on runs made here (no MLflow): which params differ, which aggregates
+the per-question tables reproduce, paired tests against the best, failures counted, plots drawn."""
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragexp.compare.leaderboard import build
+from ragexp.compare.report import write
+from ragexp.compare.source import Run, Selection
+
+WEIGHTS = {"context_relevance": 0.3, "answer_similarity": 0.4, "faithfulness": 0.3}
+
+
+def make_run(name, chunker, retriever, shift=0.0, n=30, seed=0, failed=(), extra=None, hallucinate=(), params=None):
+    """A run as `source.select` returns it, with aggregates computed the way ragexp logs them."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        judged = i not in failed
+        row = {"question_id": f"q{i:03d}", "question": f"question {i}", "judge": "offline-minilm",
+               "status": "judged" if judged else "failed", "failure_reason": "" if judged else "judging failed: boom"}
+        for m in WEIGHTS:
+            row[m] = float(np.clip(rng.uniform(4, 9) + shift, 1, 10)) if judged else None
+        row["hallucination"] = (i in hallucinate) if judged else None
+        for column, values in (extra or {}).items():
+            row[column] = values[i] if judged else None
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    judged = table[table.status == "judged"]
+    metrics = {f"avg_{m}": round(judged[m].mean(), 4) for m in WEIGHTS}
+    rate = judged.hallucination.astype(float).mean()
+    metrics["hallucination_rate"] = round(rate, 4)
+    metrics["total_questions"], metrics["failed_questions"] = float(n), float(len(failed))
+    metrics["overall_score"] = round(sum(judged[m].mean() * w for m, w in WEIGHTS.items()) * (1 - rate), 4)
+    for column in extra or {}:
+        if not column.endswith("_std"):
+            metrics[column if column != "cost_usd" else "judge_cost_usd"] = (
+                round(judged[column].sum(), 6) if column == "cost_usd" else round(judged[column].mean(), 4))
+    run_params = {"run_name": name, "objective": "overall_score",
+                  "chunker._target_": f"ragexp.chunkers.{chunker}", "chunker.chunk_size": "512",
+                  "retriever._target_": f"ragexp.retrievers.{retriever}", "retriever.top_k": "5",
+                  "weights._target_": "ragexp.scoring.Weights", "weights.hallucination_penalty": "True",
+                  **{f"weights.{m}": str(w) for m, w in WEIGHTS.items()}}
+    if retriever == "DenseRetriever":
+        run_params["retriever.embedder.name"] = "minilm"
+    run_params.update(params or {})
+    run_id = f"{abs(hash(name)) % 16**32:032x}"
+    return Run(run_id, name, "1", seed, run_params, metrics, {"judge": "offline-minilm", "dataset_fingerprint": "f"},
+               overrides=[], table=table)
+
+
+def board_of(*runs, **kwargs):
+    return build(Selection("sqlite:///test.db", "ragexp", list(runs)), resamples=2000, **kwargs)
+
+
+def test_grid_leaderboard_ranks_tests_and_marks():
+    runs = [make_run("a", "RecursiveChunker", "DenseRetriever", shift=1.5, seed=1),
+            make_run("b", "RecursiveChunker", "BM25Retriever", shift=1.4, seed=4),
+            make_run("c", "FixedChunker", "DenseRetriever", shift=-1.0, seed=1),
+            make_run("d", "FixedChunker", "BM25Retriever", shift=0.0, seed=2)]
+    board = board_of(*runs)
+    assert [e.label for e in board.entries] == ["a", "b", "d", "c"]
+    # the embedder setting exists only for the dense retriever: it is not a difference of its own
+    assert board.param_columns == ["chunker", "retriever"]
+    assert board.entries[0].params == {"chunker": "RecursiveChunker", "retriever": "DenseRetriever"}
+    verdicts = {e.label: e.verdict for e in board.entries}
+    assert verdicts == {"a": "best", "b": "≈ best", "d": "worse", "c": "worse"}
+    for entry in board.entries:
+        ci = entry.values["overall_score"]
+        assert ci.estimate == entry.run.metrics["overall_score"] and ci.low < ci.estimate < ci.high
+        assert entry.values["avg_faithfulness"].low < entry.values["avg_faithfulness"].high
+        assert np.isnan(entry.values["total_questions"].low)  # counts have no CI
+    b = board.entries[1].comparison
+    assert b.test.n == 30 and b.failed == 0 and b.unmatched == 0
+    assert b.test.difference.contains(0.0) and b.p_holm >= b.test.p_value >= 0.05
+    c = board.entries[3].comparison
+    assert c.test.difference.high < 0 and c.p_holm < 0.05
+
+
+def test_failed_questions_are_counted_in_the_pair():
+    best = make_run("best", "RecursiveChunker", "BM25Retriever", shift=2.0, failed=(0, 1))
+    other = make_run("other", "FixedChunker", "BM25Retriever", failed=(1, 2, 3))
+    board = board_of(best, other)
+    c = board.entries[1].comparison
+    assert c.shared == 30 and c.failed == 4 and c.test.n == 26 and c.unmatched == 0
+    assert board.entries[1].values["overall_score"].estimate == other.metrics["overall_score"]
+
+
+def test_questions_in_one_run_only_are_counted():
+    board = board_of(make_run("long", "RecursiveChunker", "BM25Retriever", n=30, shift=1),
+                     make_run("short", "FixedChunker", "BM25Retriever", n=20))
+    c = board.entries[1].comparison
+    assert c.shared == 20 and c.unmatched == 10 and c.test.n == 20
+
+
+def test_unknown_metrics_are_taken_as_logged_with_cis_where_the_table_reproduces_them():
+    n = 30
+    rng = np.random.default_rng(3)
+    extra = {"hit_rate_at_5": rng.integers(0, 2, n).astype(float).tolist(), "latency_s": rng.uniform(0.1, 2, n).tolist(),
+             "cost_usd": rng.uniform(0.001, 0.002, n).tolist()}
+    run = make_run("x", "RecursiveChunker", "BM25Retriever", extra=extra, hallucinate=(4, 5))
+    run.metrics["mrr"] = 0.5  # logged, but no per-question column: shown without CI
+    other = make_run("y", "FixedChunker", "BM25Retriever", extra=extra, shift=-1)
+    board = board_of(run, other)
+    entry = board.entries[0]
+    assert entry.specs["hit_rate_at_5"].kind == "mean"
+    assert entry.specs["judge_cost_usd"].kind == "sum"  # a total, reproduced as a sum over questions
+    assert entry.specs["hallucination_rate"].columns == ("hallucination",)
+    assert entry.specs["overall_score"].penalty
+    assert "latency_s" in entry.values and "mean latency_s" not in entry.values
+    assert np.isnan(entry.values["mrr"].low)
+    assert entry.values["judge_cost_usd"].low < entry.values["judge_cost_usd"].estimate
+    assert board.cost_metric == "judge_cost_usd" and board.time_metric == "latency_s"
+    assert {"mrr", "hit_rate_at_5", "judge_cost_usd", "overall_score"} <= set(board.metrics)
+
+
+def test_a_score_column_without_aggregate_becomes_a_metric():
+    extra = {"context_precision": np.linspace(0, 1, 30).tolist()}
+    run = make_run("x", "RecursiveChunker", "BM25Retriever", extra=extra)
+    del run.metrics["context_precision"]
+    board = board_of(run, make_run("y", "FixedChunker", "BM25Retriever", extra=extra))
+    assert board.entries[0].values["mean context_precision"].estimate == pytest.approx(0.5)
+
+
+def test_judge_repeats_spread_is_shown():
+    extra = {f"{m}_std": [0.5] * 30 for m in WEIGHTS}
+    runs = [make_run(name, chunker, "BM25Retriever", extra=extra, shift=shift, params={"judge.repeats": "3"})
+            for name, chunker, shift in (("x", "RecursiveChunker", 1), ("y", "FixedChunker", 0))]
+    board = board_of(*runs)
+    assert board.has_judge_spread
+    entry = board.entries[0]
+    assert entry.judge_sd == pytest.approx(0.5)  # weights sum to 1
+    assert entry.judge_sd_of_mean == pytest.approx(np.sqrt(30 * 0.25 / 3) / 30)
+
+
+def test_report_files_markdown_html_json_and_plots(tmp_path):
+    runs = [make_run(f"chunker={c},retriever={r}", f"{c.title()}Chunker", f"{r.title()}Retriever",
+                     shift=s, seed=i, extra={"latency_s": [0.1 * (i + 1)] * 30})
+            for i, (c, r, s) in enumerate((("recursive", "dense", 1.0), ("recursive", "bm25", 0.8),
+                                           ("fixed", "dense", 0.0), ("fixed", "bm25", -0.5)))]
+    for run in runs:  # the Hydra choices, as logged in overrides.yaml
+        run.overrides = [o for o in run.name.split(",")]
+    board = board_of(*runs)
+    assert board.entries[0].params == {"chunker": "recursive", "retriever": "dense"}
+    files = write(board, tmp_path / "report")
+    assert {"markdown", "html", "json", "metrics", "distribution", "quality_vs_cost", "heatmap"} == set(files)
+    for name in ("metrics", "distribution", "quality_vs_cost", "heatmap"):
+        assert files[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = files["markdown"].read_text()
+    assert "| 1 | chunker=recursive,retriever=dense | recursive | dense |" in md
+    assert "![heatmap](plots/heatmap.png)" in md and "**best**" in md
+    page = files["html"].read_text()
+    assert page.count("data:image/png;base64,") == 4
+    assert not re.search(r"""(src|href)=["'](?!data:)""", page)  # self-contained: nothing fetched
+    data = json.loads(files["json"].read_text())
+    assert [e["label"] for e in data["entries"]] == [e.label for e in board.entries]
+    assert data["entries"][0]["values"]["overall_score"][0] == runs[0].metrics["overall_score"]
+
+
+def test_plots_skip_what_does_not_apply(tmp_path):
+    board = board_of(make_run("x", "RecursiveChunker", "BM25Retriever", shift=1),
+                     make_run("y", "FixedChunker", "BM25Retriever"),
+                     make_run("z", "SentenceChunker", "BM25Retriever"))
+    files = write(board, tmp_path / "report")
+    assert "heatmap" not in files and "quality_vs_cost" not in files  # one swept group; no cost or time logged
+    assert "metrics" in files and "distribution" in files

@@ -1,0 +1,81 @@
+"""The resampling statistics on cases whose answer is known."""
+import numpy as np
+import pytest
+
+from ragexp.compare.metrics import MetricSpec
+from ragexp.compare.stats import bootstrap_ci, holm, mean_of, paired_test
+
+
+@pytest.fixture
+def scores():
+    return np.random.default_rng(7).uniform(1, 10, size=40)
+
+
+def test_identical_runs_are_indistinguishable(scores):
+    test = paired_test(scores, scores.copy(), resamples=2000)
+    assert test.p_value == pytest.approx(1.0)
+    assert test.difference.estimate == 0 and test.difference.contains(0.0)
+    assert test.n == 40
+
+
+def test_a_run_higher_on_every_question_is_significant(scores):
+    better = scores + 0.5
+    test = paired_test(better, scores, resamples=10_000)
+    assert test.p_value < 0.01
+    assert test.difference.estimate == pytest.approx(0.5)
+    assert test.difference.low == pytest.approx(0.5) and test.difference.high == pytest.approx(0.5)
+
+
+def test_noisy_improvement_has_a_ci_that_excludes_zero_and_a_small_p(scores):
+    noise = np.random.default_rng(1).normal(0, 0.3, size=len(scores))
+    test = paired_test(scores + 1.0 + noise, scores, resamples=5000)
+    assert test.p_value < 0.01 and test.difference.low > 0.5
+
+
+def test_permutation_p_value_matches_the_exact_one():
+    # 5 questions, each +1: only "no swap" and "swap all" reach |mean difference| = 1, so p = 2/32
+    a, b = np.arange(5.0) + 1, np.arange(5.0)
+    assert paired_test(a, b, resamples=20_000, seed=3).p_value == pytest.approx(2 / 32, abs=0.006)
+
+
+def test_bootstrap_is_reproducible_with_a_seed(scores):
+    first = bootstrap_ci(scores, resamples=3000, seed=11)
+    assert bootstrap_ci(scores, resamples=3000, seed=11) == first
+    assert bootstrap_ci(scores, resamples=3000, seed=12) != first
+    assert paired_test(scores + 0.1, scores, seed=5, resamples=500) == paired_test(scores + 0.1, scores, seed=5, resamples=500)
+
+
+def test_bootstrap_ci_of_a_mean_has_the_textbook_width():
+    x = np.random.default_rng(0).normal(5.0, 2.0, size=400)
+    ci = bootstrap_ci(x, resamples=10_000, seed=0)
+    assert ci.estimate == pytest.approx(x.mean())
+    assert ci.low < x.mean() < ci.high
+    assert ci.high - ci.low == pytest.approx(2 * 1.96 * x.std(ddof=1) / np.sqrt(len(x)), rel=0.1)
+
+
+def test_overall_score_statistic_is_the_runs_formula():
+    # columns: context_relevance, answer_similarity, faithfulness, hallucination
+    x = np.array([[5.0, 8.0, 10.0, 0.0], [3.0, 6.0, 7.0, 1.0], [7.0, 9.0, 10.0, 0.0], [4.0, 5.0, 10.0, 0.0]])
+    spec = MetricSpec("overall_score", ("context_relevance", "answer_similarity", "faithfulness", "hallucination"),
+                      "overall", weights=(0.3, 0.4, 0.3), penalty=True)
+    means = x.mean(0)
+    expected = (means[:3] @ [0.3, 0.4, 0.3]) * (1 - means[3])
+    ci = bootstrap_ci(x, spec.statistic(len(x)), resamples=2000)
+    assert ci.estimate == pytest.approx(expected)
+    assert paired_test(x, x, spec.statistic(len(x)), resamples=500).p_value == pytest.approx(1.0)
+
+
+def test_a_sum_statistic_scales_with_the_questions():
+    x = np.array([0.01, 0.02, 0.03, 0.04])
+    spec = MetricSpec("judge_cost_usd", ("judge_cost_usd",), "sum")
+    assert bootstrap_ci(x, spec.statistic(4), resamples=100).estimate == pytest.approx(0.10)
+    assert bootstrap_ci(x, mean_of(), resamples=100).estimate == pytest.approx(0.025)
+
+
+def test_holm_by_hand():
+    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> kept monotone: 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []
+    adjusted = holm([0.02, float("nan")])
+    assert adjusted[0] == pytest.approx(0.02) and np.isnan(adjusted[1])

@@ -1,0 +1,172 @@
+"""The MLflow UI in a real browser: `mlflow server` over the store of a small real sweep, opened in
+headless Debian Chromium driven by Playwright. The experiment page must list the sweep's parent and
+child runs with their differing params and overall_score, and the parent's report must open.
+Screenshots are saved in the test's tmp dir (mlflow-ui-runs.png, mlflow-ui-report.png; the path is
+printed, `pytest -s` shows it). The browser only talks to 127.0.0.1: anything else is blocked."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+TIMEOUT_MS = 60_000
+
+pytestmark = pytest.mark.browser
+
+
+def need(condition: bool, what: str) -> None:
+    if not condition:
+        if os.environ.get("CI"):
+            pytest.fail(f"{what} is missing: .ci/run installs it")
+        pytest.skip(f"{what} is missing (apt-get install chromium; pip install -e '.[test]')")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(small_sweep, tmp_path):
+    port = free_port()
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "DO_NOT_TRACK": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    log = open(tmp_path / "mlflow-server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", small_sweep.uri, "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1"],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(tmp_path / 'mlflow-server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+@pytest.fixture
+def page(tmp_path):
+    need(Path(CHROMIUM).exists(), CHROMIUM)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        need(False, "playwright (Python package)")
+    blocked = []
+
+    def local_only(route):
+        host = urlparse(route.request.url).hostname
+        if route.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        context = browser.new_context(viewport={"width": 1800, "height": 1000})
+        context.route("**/*", local_only)
+        context.set_default_timeout(TIMEOUT_MS)
+        page = context.new_page()
+        page.blocked = blocked
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+
+
+def runs_of(uri: str):
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    [experiment] = [e for e in client.search_experiments() if e.name == "ragexp"]
+    runs = client.search_runs([experiment.experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
+    return experiment.experiment_id, parent, [r for r in runs if r is not parent]
+
+
+def show_column(page, name: str) -> None:
+    """Ticks one column in the runs table's Columns menu (search it, click it)."""
+    page.get_by_role("button", name="Columns").click()
+    page.get_by_placeholder("Search columns").fill(name)
+    page.get_by_test_id("column-selector-tree").get_by_text(name, exact=True).click()
+    page.keyboard.press("Escape")
+    page.locator(".ag-header-cell", has_text=name).first.wait_for()
+
+
+def row_texts(page) -> dict[str, str]:
+    """Row index -> the text of its whole table row (ag-grid splits a row over pinned and scrolled parts)."""
+    by_index: dict[str, list[str]] = {}
+    for row in page.locator(".ag-row[row-index]").all():
+        by_index.setdefault(row.get_attribute("row-index"), []).append(row.inner_text())
+    return {index: "\n".join(parts) for index, parts in by_index.items()}
+
+
+def test_experiment_page_lists_the_sweep_and_the_report_opens(mlflow_server, page, small_sweep, tmp_path):
+    experiment_id, parent, children = runs_of(small_sweep.uri)
+    page.goto(f"{mlflow_server}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    parent_row = page.locator(".ag-row", has_text=parent.info.run_name).first
+    parent_row.wait_for()
+    close_assistant = page.get_by_role("button", name="Close", exact=True)
+    if close_assistant.count():  # the side panel takes half the width
+        close_assistant.first.click()
+    parent_row.locator("button").first.click()  # expand the sweep into its child runs
+    for child in children:
+        page.get_by_text(child.info.run_name, exact=True).wait_for()
+    show_column(page, "overall_score")
+    show_column(page, "retriever._target_")
+    page.locator(".ag-header-cell", has_text="retriever._target_").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "mlflow-ui-runs.png"))
+    texts = row_texts(page)
+    assert len(texts) == 3 and any(parent.info.run_name in t for t in texts.values())
+    for child in children:
+        [text] = [t for t in texts.values() if child.info.run_name in t]
+        assert child.data.params["retriever._target_"] in text  # the param the sweep varied
+        assert f"{child.data.metrics['overall_score']:g}" in text
+
+    page.goto(f"{mlflow_server}/#/experiments/{experiment_id}/runs/{parent.info.run_id}/artifacts")
+    page.get_by_text("report", exact=True).first.click()
+    page.get_by_text("report.html", exact=True).click()
+    title = f"ragexp leaderboard: {parent.info.run_name}"
+    found = None
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while found is None and time.monotonic() < deadline:  # the viewer may render it inline or in a frame
+        for frame in page.frames:
+            if frame.get_by_text(title).count():
+                found = frame
+                break
+        else:
+            time.sleep(0.5)
+    assert found is not None, f"report title {title!r} not shown"
+    assert found.get_by_text("Paired comparisons with the best").count()
+    assert found.locator("img[src^='data:image/png;base64,']").count() >= 2
+    page.screenshot(path=str(tmp_path / "mlflow-ui-report.png"))
+    print(f"screenshots: {tmp_path / 'mlflow-ui-runs.png'}, {tmp_path / 'mlflow-ui-report.png'}; "
+          f"requests to other hosts blocked: {len(page.blocked)}")
