@@ -8,7 +8,7 @@ from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.cache import EmbeddingStore, StageCache, key_of
+from ragexp.cache import EmbeddingStore, key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.embedders import STATS, use_store

@@ -14,6 +14,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName
@@ -41,8 +42,14 @@ class TrecMeasure:
     measure: Measure
 
 
-def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """qid -> {docno: grade} from a TREC qrels file; a malformed line names file:line."""
+def stop(where: str, reason: str) -> None:
+    raise RagexpError(f"{where}: {reason}")
+
+
+def read_qrels(path: str | Path, malformed: Callable[[str, str], None] = stop) -> dict[str, dict[str, int]]:
+    """qid -> {docno: grade} from a TREC qrels file (`qid iter docno grade` per line). A malformed
+    line is passed to `malformed("file:line", reason)`, which raises by default (a dataset loader
+    passes its on_error policy) and is otherwise left out."""
     qrels: dict[str, dict[str, int]] = {}
     file = Path(path)
     try:
@@ -50,18 +57,21 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     except OSError as err:
         raise RagexpError(f"{path}: cannot read the qrels file ({err.strerror})") from None
     for number, line in enumerate(lines, start=1):
-        fields = line.split()
+        fields, where = line.split(), f"{file}:{number}"
         if not fields:
             continue
         if len(fields) < 4:
-            raise RagexpError(f"{file}:{number}: a qrels line is 'qid iter docno rel', got {len(fields)} fields")
+            malformed(where, f"a qrels line is 'qid iter doc_id grade', got {len(fields)} fields")
+            continue
         qid, _, docno, rel = fields[:4]  # trec_eval ignores anything after the fourth field
         try:
             grade = int(rel)
         except ValueError:
-            raise RagexpError(f"{file}:{number}: relevance {rel!r} is not an integer") from None
+            malformed(where, f"grade {rel!r} is not an integer")
+            continue
         if docno in qrels.setdefault(qid, {}):
-            raise RagexpError(f"{file}:{number}: document {docno} judged twice for query {qid}")
+            malformed(where, f"document {docno} judged twice for query {qid}")
+            continue
         qrels[qid][docno] = grade
     return qrels
 

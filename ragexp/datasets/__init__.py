@@ -80,24 +80,10 @@ def corpus_fingerprint(documents) -> str:
 
 
 def read_qrels(path: str, rows: Rows) -> dict[str, dict[str, int]]:
-    """qid -> {doc_id: grade} from a TREC qrels file (`qid iter doc_id grade` per line)."""
-    file = existing_path(path, "dataset.qrels")
-    qrels: dict[str, dict[str, int]] = {}
-    with file.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) < 4:
-                rows.malformed(f"{file}:{number}", f"a qrels line is 'qid iter doc_id grade', got {len(fields)} fields")
-                continue
-            try:
-                grade = int(fields[3])
-            except ValueError:
-                rows.malformed(f"{file}:{number}", f"grade {fields[3]!r} is not an integer")
-                continue
-            qrels.setdefault(fields[0], {})[fields[2]] = grade
-    return qrels
+    """qid -> {doc_id: grade} from a TREC qrels file, malformed lines handled per `on_error`."""
+    from ragexp.trec_eval import read_qrels as read_trec_qrels
+
+    return read_trec_qrels(existing_path(path, "dataset.qrels"), rows.malformed)
 
 
 class Loader:
