@@ -24,9 +24,9 @@ run: install
 test: install
 	$(PY) -m pytest -m "not slow"
 
-# every tier, with the optional Optuna search extra (kept out of the default install)
+# every tier, with the optional Optuna search and Ray extras (kept out of the default install)
 test-full: install
-	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray]'
 	$(PY) -m pytest
 
 clean:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -53,7 +55,10 @@ def execute(cfg: DictConfig) -> float | None:
 
     started = time.time()
     try:
+        run_where_launched()
         tracker = build(cfg.tracker)
+        sweep = sweep_info()
+        tracker.use_store(sweep.get("tracking_uri"))
         result = run(cfg, run_name(cfg))
         if isinstance(result, Estimate):  # dry_run=true: nothing judged, nothing to log
             print(result.summary())
@@ -63,7 +68,7 @@ def execute(cfg: DictConfig) -> float | None:
         print(summary(result))
         # the logged config re-runs this job as it is: its name included
         config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}
-        run_id = tracker.log_run(result, config, sweep_info().get("parent_run_id"), files=overrides_files(output_dir),
+        run_id = tracker.log_run(result, config, sweep.get("parent_run_id"), files=overrides_files(output_dir),
                                  started=started)
         print(f"results: {results_file}")
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
@@ -82,6 +87,22 @@ def execute(cfg: DictConfig) -> float | None:
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
         sys.exit(GATE_FAILED)
     return aggregates.get(cfg.get("objective", "overall_score"))
+
+
+def run_where_launched() -> None:
+    """A job reads and writes relative paths (datasets, cache.dir, ./mlflow.db) from the directory
+    the command was started in, also in a worker process of a cluster launcher (a Ray worker
+    starts where `ray start` ran). That directory must then exist on the worker's node."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    launch_dir = hydra.runtime.cwd
+    if hydra.job.chdir or os.getcwd() == launch_dir:
+        return
+    if not os.path.isdir(launch_dir):
+        raise RagexpError(f"the sweep was launched from {launch_dir}, which does not exist on {socket.gethostname()}: "
+                          "launch cluster sweeps from a directory on a filesystem shared with every node")
+    os.chdir(launch_dir)
 
 
 def in_multirun() -> bool:

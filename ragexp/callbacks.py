@@ -26,7 +26,7 @@ def swept_keys(config: DictConfig) -> list[str]:
 
 
 def read_sweep(sweep_dir: str | Path) -> dict:
-    """What the callback left for the jobs of a multirun: parent run id and swept keys."""
+    """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
     path = Path(sweep_dir) / SWEEP_FILE
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -50,7 +50,7 @@ class SweepTracking(Callback):
             name=f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
             tags={"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides},
         )
-        info = {"parent_run_id": self.parent_id, "swept": swept_keys(config)}
+        info = {"parent_run_id": self.parent_id, "swept": swept_keys(config), "tracking_uri": self.tracker.store()}
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

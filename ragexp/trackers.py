@@ -55,6 +55,13 @@ class NoTracker:
     def where(self) -> str:
         return "not tracked (tracker=none)"
 
+    def store(self) -> str | None:
+        """Where the runs go, for the jobs of a sweep to log next to their parent run."""
+        return None
+
+    def use_store(self, store: str | None) -> None:
+        pass
+
 
 def retry_locked(call, *args, attempts: int = 8, **kwargs):
     """`call(*args, **kwargs)`, retried with backoff while a SQLite store answers "database is
@@ -108,6 +115,16 @@ class MlflowTracker(NoTracker):
         import mlflow
 
         return f"mlflow experiment {self.experiment!r} at {mlflow.get_tracking_uri()}"
+
+    def store(self) -> str | None:
+        import mlflow
+
+        return self.tracking_uri or mlflow.get_tracking_uri()
+
+    def use_store(self, store: str | None) -> None:
+        """A sweep job logs to its parent run's store, even on a worker (Ray, SLURM) that lacks the
+        launching shell's $MLFLOW_TRACKING_URI. An explicit `tracker.tracking_uri` is the same in both."""
+        self.tracking_uri = self.tracking_uri or store
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
         client = self.client()

@@ -1,6 +1,15 @@
 """Sweeps run in parallel processes (hydra/launcher=joblib) share the cache and the MLflow store;
 an Optuna search logs a child run per trial."""
+import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,3 +48,63 @@ def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_pa
     assert reported == pytest.approx(best, abs=1e-4)
     # conf/search/optuna.yaml: range(128, 1024, step=64), both ends included by the Optuna sweeper
     assert {t.data.params["chunker.chunk_size"] for t in trials} <= {str(n) for n in range(128, 1025, 64)}
+
+
+@pytest.fixture
+def local_ray(tmp_path):
+    """A local Ray instance (`ray start --head`), started in a folder of its own: its workers begin
+    there, not where the sweep is launched."""
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    home = tmp_path / "ray-home"
+    home.mkdir()
+    port = free_port()
+    ray = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen([str(ray), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], capture_output=True, text=True)
+        deadline = time.time() + 120
+        while status.returncode != 0 and time.time() < deadline and head.poll() is None:
+            time.sleep(1)
+            status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], capture_output=True,
+                                    text=True)
+        assert status.returncode == 0, f"ray did not start: {status.stderr[-2000:]}"
+        yield SimpleNamespace(address=f"127.0.0.1:{port}", home=home)
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # --block: the head stops every Ray process it started
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_ray_sweep_runs_each_job_on_ray_and_logs_next_to_its_parent(tmp_path, local_ray):
+    """+cluster=ray (the [ray] extra, installed by `make test-full`), against a local Ray instance.
+    The shell that launches the sweep points MLflow at a store that Ray's workers know nothing of."""
+    work = tmp_path / "work"
+    work.mkdir()
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # not ./mlflow.db of the launching folder
+    proc = run_cli("-m", "+cluster=ray", "chunker=fixed,recursive", "retriever=bm25", "dataset.limit=3", cwd=work,
+                   env={"RAY_ADDRESS": local_ray.address, "MLFLOW_TRACKING_URI": store})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Connecting to existing Ray cluster" in proc.stderr
+    assert len(set(re.findall(r"\(_run_job pid=(\d+)\)", proc.stdout))) >= 1, "the jobs ran as Ray tasks"
+
+    client, runs = mlflow_runs(tmp_path)
+    [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(c.info.run_name for c in children) == ["chunker=fixed", "chunker=recursive"]
+    assert all(c.info.status == "FINISHED" and c.data.metrics["total_questions"] == 3 for c in children)
+    # outputs, cache and merged results where the sweep was launched; nothing where Ray started
+    [sweep_dir] = work.glob("multirun/*/*")
+    assert set(json.loads((sweep_dir / "results.json").read_text())) == {"chunker=fixed", "chunker=recursive"}
+    assert len(list((work / ".ragexp-cache" / "chunks").rglob("*.pkl"))) == 2
+    assert not list(local_ray.home.iterdir()) and not (work / "mlflow.db").exists()
