@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +16,7 @@ from ragexp.errors import RagexpError
 from ragexp.report import question_table, results_json
 from ragexp.types import RunResult
 
+log = logging.getLogger("ragexp")
 SECRET = re.compile(r"(^|_)(api_key|secret|password|token)$", re.IGNORECASE)
 
 
@@ -61,6 +64,16 @@ class NoTracker:
 
     def use_store(self, store: str | None) -> None:
         pass
+
+
+def process_alive(pid: str | None) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def retry_locked(call, *args, attempts: int = 8, **kwargs):
@@ -128,8 +141,24 @@ class MlflowTracker(NoTracker):
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
         client = self.client()
-        run = client.create_run(self._experiment_id, run_name=name, tags={**tags, "ragexp.role": "sweep"})
+        launcher = {"ragexp.host": socket.gethostname(), "ragexp.pid": str(os.getpid())}
+        run = client.create_run(self._experiment_id, run_name=name, tags={**tags, **launcher, "ragexp.role": "sweep"})
+        self.end_killed_sweeps(client, tags.get("sweep_overrides"), run.info.run_id)
         return run.info.run_id
+
+    def end_killed_sweeps(self, client, overrides: str | None, successor: str) -> None:
+        """A sweep killed before its end leaves its parent run RUNNING. Started again with the
+        same overrides (it resumes from the stage cache), it marks that run KILLED, tagged
+        `ragexp.resumed_by` with the new parent run, once this host has no process of it."""
+        runs = client.search_runs([self._experiment_id], "tags.`ragexp.role` = 'sweep' and attributes.status = 'RUNNING'")
+        for run in runs:
+            tags = run.data.tags
+            if (run.info.run_id != successor and tags.get("sweep_overrides") == overrides
+                    and tags.get("ragexp.host") == socket.gethostname() and not process_alive(tags.get("ragexp.pid"))):
+                client.set_tag(run.info.run_id, "ragexp.resumed_by", successor)
+                client.set_terminated(run.info.run_id, "KILLED")
+                log.warning("sweep run %s (%s) was killed before its end; marked KILLED, resumed by run %s",
+                            run.info.run_id, run.info.run_name, successor)
 
     def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False) -> None:
         if parent_id:

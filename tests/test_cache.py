@@ -9,6 +9,7 @@ import time
 import pytest
 
 from conftest import compose, run_cli
+from test_cli import mlflow_runs
 from ragexp.cache import EmbeddingStore, StageCache, key_of, main as cache_main
 from ragexp.pipeline import run
 
@@ -135,3 +136,44 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     fresh = run_cli(*args[:-1], "hydra.run.dir=fresh", "cache.enabled=false", cwd=tmp_path)
     assert fresh.returncode == 0, fresh.stderr
     assert (tmp_path / "out" / "results.json").read_text() == (tmp_path / "fresh" / "results.json").read_text()
+
+
+def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
+    """SIGKILL while the sweep's second job is generating; the same command again re-does no
+    finished work, logs the same results, and closes the dead sweep's parent run as KILLED."""
+    args = ["-m", "chunker=fixed,recursive", "retriever=bm25", "dataset.limit=6"]
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=killed,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    answers, results = killed / ".ragexp-cache" / "answers", "multirun/*/*/*/results.json"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and len(list(answers.rglob("*.pkl"))) < 8:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(list(killed.glob(results))) == 1, "the kill should land in the second job"
+    done = len(list(answers.rglob("*.pkl"))) - 6
+    [killed_sweep] = killed.glob("multirun/*/*")
+
+    resumed = run_cli(*args, cwd=killed)
+    assert resumed.returncode == 0, resumed.stderr
+    client, runs = mlflow_runs(killed)
+    [dead] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep" and r.info.status == "KILLED"]
+    [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep" and r.info.status == "FINISHED"]
+    assert dead.data.tags["ragexp.resumed_by"] == parent.info.run_id and "marked KILLED" in resumed.stdout
+    jobs = {r.info.run_name: r.data.metrics for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    finished, interrupted = jobs["chunker=fixed"], jobs["chunker=recursive"]
+    assert finished["work_chunks_cached"] == 1 and finished["work_answers_cached"] == 6
+    assert finished["work_judgements_cached"] == 6 and finished.get("work_embedded_texts", 0) == 0
+    assert not any(finished.get(f"work_{stage}_computed") for stage in ("chunks", "hits", "answers", "judgements"))
+    assert interrupted["work_chunks_cached"] == 1 and interrupted["work_answers_cached"] == done
+    assert interrupted["work_answers_computed"] == 6 - done
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    uninterrupted = run_cli(*args, "cache.enabled=false", "tracker=none", cwd=fresh)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    [resumed_sweep] = set(killed.glob("multirun/*/*")) - {killed_sweep}
+    [fresh_sweep] = fresh.glob("multirun/*/*")
+    assert (resumed_sweep / "results.json").read_text() == (fresh_sweep / "results.json").read_text()
