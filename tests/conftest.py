@@ -1,4 +1,5 @@
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on, for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def compose(*overrides: str):

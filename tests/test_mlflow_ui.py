@@ -5,7 +5,6 @@ Screenshots are saved in the test's tmp dir (mlflow-ui-runs.png, mlflow-ui-repor
 printed, `pytest -s` shows it). The browser only talks to 127.0.0.1: anything else is blocked."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+
+from conftest import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -28,12 +29,6 @@ def need(condition: bool, what: str) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{what} is missing: .ci/run installs it")
         pytest.skip(f"{what} is missing (apt-get install chromium; pip install -e '.[test]')")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -1,10 +1,9 @@
 """Sweeps run in parallel processes (hydra/launcher=joblib) share the cache and the MLflow store;
-an Optuna search logs a child run per trial."""
+an Optuna search logs a child run per trial; a Ray sweep runs its jobs as tasks of a local Ray instance."""
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import run_cli
+from conftest import free_port, run_cli
 from test_cli import mlflow_runs
 
 
@@ -77,12 +76,6 @@ def local_ray(tmp_path):
             head.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
