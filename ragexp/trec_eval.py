@@ -14,7 +14,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName
@@ -46,20 +46,24 @@ def stop(where: str, reason: str) -> None:
     raise RagexpError(f"{where}: {reason}")
 
 
+def trec_lines(path: str | Path, kind: str) -> Iterator[tuple[str, list[str]]]:
+    """("file:line", whitespace-separated fields) of each non-blank line of a TREC qrels or run file."""
+    file = Path(path)
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise RagexpError(f"{path}: cannot read the {kind} file ({err.strerror})") from None
+    for number, line in enumerate(lines, start=1):
+        if fields := line.split():
+            yield f"{file}:{number}", fields
+
+
 def read_qrels(path: str | Path, malformed: Callable[[str, str], None] = stop) -> dict[str, dict[str, int]]:
     """qid -> {docno: grade} from a TREC qrels file (`qid iter docno grade` per line). A malformed
     line is passed to `malformed("file:line", reason)`, which raises by default (a dataset loader
     passes its on_error policy) and is otherwise left out."""
     qrels: dict[str, dict[str, int]] = {}
-    file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise RagexpError(f"{path}: cannot read the qrels file ({err.strerror})") from None
-    for number, line in enumerate(lines, start=1):
-        fields, where = line.split(), f"{file}:{number}"
-        if not fields:
-            continue
+    for where, fields in trec_lines(path, "qrels"):
         if len(fields) < 4:
             malformed(where, f"a qrels line is 'qid iter doc_id grade', got {len(fields)} fields")
             continue
@@ -79,24 +83,16 @@ def read_qrels(path: str | Path, malformed: Callable[[str, str], None] = stop) -
 def read_run(path: str | Path) -> dict[str, list[str]]:
     """qid -> docnos in trec_eval's order: score descending, ties by docno descending."""
     scored: dict[str, dict[str, float]] = {}
-    file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise RagexpError(f"{path}: cannot read the run file ({err.strerror})") from None
-    for number, line in enumerate(lines, start=1):
-        fields = line.split()
-        if not fields:
-            continue
+    for where, fields in trec_lines(path, "run"):
         if len(fields) < 6:
-            raise RagexpError(f"{file}:{number}: a run line is 'qid Q0 docno rank score tag', got {len(fields)} fields")
+            raise RagexpError(f"{where}: a run line is 'qid Q0 docno rank score tag', got {len(fields)} fields")
         qid, _, docno, _, score = fields[:5]  # trec_eval ignores anything after the tag
         try:
             value = float(score)
         except ValueError:
-            raise RagexpError(f"{file}:{number}: score {score!r} is not a number") from None
+            raise RagexpError(f"{where}: score {score!r} is not a number") from None
         if docno in scored.setdefault(qid, {}):
-            raise RagexpError(f"{file}:{number}: document {docno} retrieved twice for query {qid}")
+            raise RagexpError(f"{where}: document {docno} retrieved twice for query {qid}")
         scored[qid][docno] = value
     return {
         qid: [d for d, _ in sorted(docs.items(), key=lambda item: (item[1], item[0].encode()), reverse=True)]
