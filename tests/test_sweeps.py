@@ -62,12 +62,12 @@ def local_ray(tmp_path):
                              "--include-dashboard=false", "--disable-usage-stats"],
                             cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], capture_output=True, text=True)
         deadline = time.time() + 120
-        while status.returncode != 0 and time.time() < deadline and head.poll() is None:
+        while True:
+            status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], capture_output=True, text=True)
+            if status.returncode == 0 or time.time() > deadline or head.poll() is not None:
+                break
             time.sleep(1)
-            status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], capture_output=True,
-                                    text=True)
         assert status.returncode == 0, f"ray did not start: {status.stderr[-2000:]}"
         yield SimpleNamespace(address=f"127.0.0.1:{port}", home=home)
     finally:
