@@ -5,6 +5,7 @@ embedded by the chunker, retriever, generator and judge costs one model call."""
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from functools import lru_cache
 from typing import Sequence
@@ -17,6 +18,7 @@ from ragexp.progress import progress
 _MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector, for this process
 _STORE: list = []  # the run's on-disk EmbeddingStore (ragexp.cache), set by use_store()
 STATS: Counter[str] = Counter()  # texts embedded by a model (not served from memory or disk)
+_HASH_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def use_store(store) -> None:
@@ -94,6 +96,41 @@ class SentenceTransformerEmbedder(Embedder):
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         model = load_sentence_transformer(self.path(), self.device)
         return model.encode(texts, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True)
+
+
+class HashEmbedder(Embedder):
+    """Deterministic vectors without a model (`embedder=hash`): each lower-cased word and each
+    character trigram of a word is hashed (BLAKE2b) to one of `dimension` coordinates with a sign,
+    and the counts are L2-normalised. Texts that share words get a high cosine; nothing is learned,
+    so synonyms do not. For smoke tests and wide sweeps where model time dominates; its scores are
+    not comparable with a neural embedder's."""
+
+    def __init__(self, dimension: int = 384, name: str = "hash", batch_size: int = 1024):
+        self.dimension_ = dimension
+        self.name, self.batch_size = name, batch_size
+
+    def key(self) -> str:
+        return f"hash:v1:{self.dimension_}"
+
+    def dimension(self) -> int:
+        return self.dimension_
+
+    def features(self, text: str) -> list[str]:
+        tokens = [w for w in _HASH_WORD.findall(text.lower())]
+        grams = [f"#{w[i:i + 3]}" for w in tokens if len(w) > 3 for i in range(len(w) - 2)]
+        return tokens + grams
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        import hashlib
+
+        vectors = np.zeros((len(texts), self.dimension_), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature in self.features(text):
+                digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+                vectors[row, digest % self.dimension_] += 1.0 if (digest >> 63) else -1.0
+            if not vectors[row].any():  # no word at all: a fixed direction rather than a zero vector
+                vectors[row, 0] = 1.0
+        return vectors
 
 
 def api_key(env_var: str, setting: str) -> str:
