@@ -111,18 +111,24 @@ class BM25Retriever(Retriever):
 
 
 class HybridRetriever(Retriever):
-    """Reciprocal rank fusion: score(chunk) = sum over retrievers of weight / (k + rank), over
-    each retriever's best `depth` hits."""
+    """Weighted reciprocal rank fusion of any retrievers: score(chunk) = sum over the retrievers of
+    weight / (k + rank), over each retriever's best `depth` hits. `retrievers` maps a name to a
+    configured retriever (conf/retriever/hybrid.yaml fuses `dense` and `bm25`); `weights` maps the
+    same names to weights >= 0 (a retriever without a weight gets 1 / number of retrievers)."""
 
-    def __init__(self, dense: Retriever, bm25: Retriever, top_k: int = 5, k: int = 60,
+    def __init__(self, retrievers: dict[str, Retriever], top_k: int = 5, k: int = 60,
                  weights: dict[str, float] | None = None, depth: int = 50):
-        self.retrievers = {"dense": dense, "bm25": bm25}
+        self.retrievers = dict(retrievers or {})
         self.top_k = check_top_k(top_k)
         self.k, self.depth = k, depth
-        self.weights = dict(weights or {"dense": 0.5, "bm25": 0.5})
-        unknown = set(self.weights) - set(self.retrievers)
-        if unknown or any(w < 0 for w in self.weights.values()):
-            raise RagexpError(f"retriever.weights: keys must be dense/bm25 with weights >= 0, got {self.weights}")
+        if not self.retrievers:
+            raise RagexpError("retriever.retrievers: name at least one retriever to fuse")
+        given = {str(name): float(w) for name, w in (weights or {}).items()}
+        unknown = sorted(set(given) - set(self.retrievers))
+        if unknown or any(w < 0 for w in given.values()):
+            raise RagexpError(f"retriever.weights: keys must name retrievers in retriever.retrievers "
+                              f"({', '.join(self.retrievers)}) with weights >= 0, got {given}")
+        self.weights = {name: given.get(name, 1.0 / len(self.retrievers)) for name in self.retrievers}
 
     def index(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = {c.chunk_id: c for c in chunks}
@@ -136,7 +142,7 @@ class HybridRetriever(Retriever):
             fused: dict[str, float] = {}
             for name, hits in ranked.items():
                 for hit in hits[i]:
-                    fused[hit.chunk.chunk_id] = fused.get(hit.chunk.chunk_id, 0.0) + self.weights.get(name, 0.0) / (self.k + hit.rank)
+                    fused[hit.chunk.chunk_id] = fused.get(hit.chunk.chunk_id, 0.0) + self.weights[name] / (self.k + hit.rank)
             best = sorted(fused.items(), key=lambda item: -item[1])[: depth or self.top_k]
             results.append([Hit(self.chunks[cid], score, rank) for rank, (cid, score) in enumerate(best, 1)])
         return results
