@@ -13,6 +13,8 @@ from ragexp.metrics.retrieval import Measure, Ranking, gain_function, measure
 __all__ = ["MetricName", "MetricSet", "metric_key"]
 
 GENERATION = ("correctness", "exact_match", "token_f1")
+# the retrieval metrics of `metrics=default` (conf/metrics/default.yaml lists the same)
+DEFAULT_RETRIEVAL = ("hit_rate@1", "hit_rate@5", "mrr", "ndcg@10", "recall@5", "recall@10", "precision@5", "map")
 
 
 class MetricSet:
@@ -22,7 +24,7 @@ class MetricSet:
     `correctness`, the cosine of the generated and the best-matching expected answer (0-1,
     negative cosines count 0); exact_match and token_f1 follow SQuAD."""
 
-    def __init__(self, retrieval: Sequence[str] = ("hit_rate@5", "mrr", "ndcg@10"), ndcg_gain: str = "linear",
+    def __init__(self, retrieval: Sequence[str] = DEFAULT_RETRIEVAL, ndcg_gain: str = "linear",
                  depth: int = 50, embedder=None):
         self.names = list(dict.fromkeys(str(MetricName.parse(n, "metrics.retrieval")) for n in retrieval))
         for name in self.names:
