@@ -5,7 +5,7 @@ for `TokenChunker`, whose sizes are in tokens of an on-disk tokenizer."""
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -168,7 +168,7 @@ class TokenChunker(Chunker):
         check_sizes(chunk_size, chunk_overlap)
         self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
         self.tokenizer_file = tokenizer_file
-        self._tokenizer = None
+        self._tokenizer: Any = None  # a tokenizers.Tokenizer, loaded on first use
 
     def spans(self, document: Document) -> list[tuple[int, int]]:
         if self._tokenizer is None:

@@ -29,6 +29,7 @@ def use_store(store) -> None:
 
 class Embedder:
     name = "embedder"
+    batch_size: int  # set by each subclass
 
     def key(self) -> str:
         """Identifies the vectors this embedder makes (model and endpoint)."""

@@ -109,6 +109,6 @@ class Gate:
                 mapped = t.on_scale(bound, scales.get(key))
                 ok = value >= mapped if op == ">=" else value <= mapped
                 passed &= ok
-                note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound else "")
+                note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound and t.scale else "")
                 checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}: {'ok' if ok else 'FAILED'}")
         return GateVerdict(self.name, passed, tuple(checks))

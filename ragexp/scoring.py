@@ -81,9 +81,9 @@ def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, 
 def aggregate_scales(judge_scales: dict[str, tuple[float, float]], weights: Weights,
                      answer_metrics: Sequence[str], retrieval_metrics: Sequence[str]) -> dict[str, tuple[float, float]]:
     """The scale of each aggregate that has a known one (targets and the gate compare on it)."""
-    scales = {f"avg_{m}": tuple(s) for m, s in judge_scales.items()}
+    scales = {f"avg_{m}": (lo, hi) for m, (lo, hi) in judge_scales.items()}
     scales["hallucination_rate"] = UNIT
-    weighted = {tuple(judge_scales[m]) for m in weights.weights if m in judge_scales}
+    weighted = {(judge_scales[m][0], judge_scales[m][1]) for m in weights.weights if m in judge_scales}
     if len(weighted) == 1 and all(m in judge_scales for m in weights.weights):
         scales["overall_score"] = weighted.pop()
     scales.update({f"avg_{m}": UNIT for m in answer_metrics})

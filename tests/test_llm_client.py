@@ -2,7 +2,6 @@
 client: retries and their counts, Retry-After, timeouts, fatal errors, the JSON-format fallback,
 the rate limit, the cache, the budget, and the concurrency limit."""
 import threading
-import time
 
 import pytest
 

@@ -8,7 +8,6 @@ from openai_server import judge_json, numbered, task, user_text
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.generators import OpenAIGenerator
 from ragexp.judges.llm import LLMJudge
-from ragexp.judges.triad import TriadJudge
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, json_objects, read_reply

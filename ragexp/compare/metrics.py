@@ -42,7 +42,7 @@ class MetricSpec:
             return lambda means: means[:, :k] @ w
         return lambda means: means[:, 0]
 
-    def same_as(self, other: "MetricSpec | None") -> bool:
+    def same_as(self, other: MetricSpec | None) -> bool:
         return other is not None and (self.columns, self.kind, self.rows, self.weights, self.penalty) == (
             other.columns, other.kind, other.rows, other.weights, other.penalty)
 

@@ -1,7 +1,7 @@
 """HotpotQA in the IRCoT JSONL form: corpus = every paragraph, golden = supporting paragraphs."""
 from __future__ import annotations
 
-from ragexp.datasets import Loader, Rows, existing_path, read_jsonl
+from ragexp.datasets import Loader, Rows, existing_path, read_jsonl, required_path
 from ragexp.types import Dataset, Document, Question
 
 
@@ -16,7 +16,7 @@ class HotpotQADataset(Loader):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:
-        file = existing_path(self.path, "dataset.path")
+        file = required_path(self.path, "dev_subsampled.jsonl")
         if file.is_dir():
             file = existing_path(file / "dev_subsampled.jsonl", "dataset.path")
         paragraphs: dict[str, str] = {}

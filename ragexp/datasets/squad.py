@@ -36,7 +36,7 @@ class SquadDataset(Loader):
             raise RagexpError(f"{file}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             raise RagexpError(f'{file}: not a SQuAD file (expected {{"data": [...]}} at the top)')
-        documents, skipped, questions = [], [], []
+        documents, skipped, questions = [], [], []  # type: list[Document], list[str], list[Question]
         for i, article in enumerate(data["data"]):
             where = f"{file}: data[{i}]"
             if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):

@@ -20,7 +20,7 @@ def read_delimited(delimiter: str) -> Callable[[Path, Rows], Iterator[tuple[int,
             try:
                 for row in reader:
                     if None in row:
-                        rows.malformed(f"{path}:{reader.line_num}", f"more fields than the header's {len(reader.fieldnames)}")
+                        rows.malformed(f"{path}:{reader.line_num}", f"more fields than the header's {len(reader.fieldnames or ())}")
                         continue
                     yield reader.line_num, row
             except csv.Error as err:

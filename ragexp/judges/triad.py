@@ -77,7 +77,7 @@ class TriadJudge(LLMJudgeBase):
         claims = []
         if answer.text.strip():
             claims = self.ask_json(self.step("claims", repeat, question=question.text, answer=answer.text), read_claims)
-        verdicts = []
+        verdicts: list[tuple[bool, str]] = []
         if claims and hits:
             verdicts, ignored = self.ask_json(
                 self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(claims)),

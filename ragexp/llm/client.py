@@ -131,6 +131,7 @@ class ChatClient:
         import openai
 
         attempt = 0
+        error: openai.OpenAIError
         while True:
             json_format = request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
             self._wait_turn()

@@ -6,6 +6,7 @@ from typing import Callable, Sequence, TypeVar
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import ChatClient, ChatRequest, Reply
 from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, read_reply
 from ragexp.types import Answer, Hit, Question
 
@@ -48,10 +49,11 @@ class AsksForJSON(UsesLLM):
     stated (`reask_prompt`, field {problem}), then the question fails with the reason."""
 
     counters = ("reasks", "unreadable_replies", "clamped_values")
-    reask_prompt = None  # a Template with the field {problem}, set by the subclass
+    reask_prompt: Template  # with the field {problem}, set by the subclass
 
     def ask_json(self, request: ChatRequest, read: Callable[[dict], T]) -> T:
         reply = self.ask(request)
+        assert self.client is not None  # ask() has checked
         try:
             return read_reply(reply.text, read)
         except Unreadable as first:

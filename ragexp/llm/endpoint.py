@@ -43,6 +43,7 @@ class Endpoint:
             raise RagexpError(f"{setting}.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}")
         if not self.model:
             raise RagexpError(f"{setting}.model must name the model to use")
+        value: float  # an int in the first loop
         for key, value, low in (("max_concurrency", self.max_concurrency, 1), ("max_retries", self.max_retries, 0)):
             if not isinstance(value, int) or value < low:
                 raise RagexpError(f"{setting}.{key} must be an integer >= {low}, got {value!r}")
@@ -73,7 +74,7 @@ class Endpoint:
         url = urlsplit(self.base_url)
         host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
         proxy = getproxies().get(url.scheme)
-        if proxy and not proxy_bypass(host):
+        if proxy and not proxy_bypass(host or ""):
             proxied = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
             host, port = proxied.hostname, proxied.port or 80
         try:

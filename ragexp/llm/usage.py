@@ -48,7 +48,7 @@ class Usage:
         self.budget_usd = budget_usd
         self.spent_usd = 0.0
         self.tokens: Counter = Counter()  # (role, "input"|"output") -> tokens
-        self.cost: Counter = Counter()  # role -> dollars
+        self.cost: dict[str, float] = {}  # role -> dollars
         self.counts: Counter = Counter()  # "requests", "retries", "failures", "cache_hits", (role, name)
         self._lock = threading.Lock()
 
@@ -61,7 +61,7 @@ class Usage:
         with self._lock:
             self.tokens[role, "input"] += input_tokens
             self.tokens[role, "output"] += output_tokens
-            self.cost[role] += cost
+            self.cost[role] = self.cost.get(role, 0.0) + cost
             self.spent_usd += cost
 
     def count(self, name: str, role: str | None = None, n: int = 1) -> None:
@@ -76,7 +76,7 @@ class Usage:
             for role in self.ROLES:
                 stats[f"{role}_input_tokens"] = self.tokens[role, "input"]
                 stats[f"{role}_output_tokens"] = self.tokens[role, "output"]
-                stats[f"{role}_cost_usd"] = round(self.cost[role], 8)
+                stats[f"{role}_cost_usd"] = round(self.cost.get(role, 0.0), 8)
             for name in ("requests", "retries", "failures", "cache_hits"):
                 stats[f"llm_{name}"] = self.counts[name]
             for key, n in sorted((k, v) for k, v in self.counts.items() if isinstance(k, tuple)):
