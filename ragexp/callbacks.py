@@ -41,12 +41,12 @@ def grid_points(config: DictConfig) -> list[list[str]]:
 
 def invalid_points(config: DictConfig) -> list[str]:
     """Each grid point composed and validated (ragexp.validation): one entry per invalid point,
-    naming its job number, its overrides and every problem."""
+    naming its job number, its swept values and every problem."""
     from hydra.core.global_hydra import GlobalHydra
 
     from ragexp.validation import problems
 
-    loader = GlobalHydra.instance().config_loader()
+    loader, swept = GlobalHydra.instance().config_loader(), swept_keys(config)
     invalid = []
     for number, point in enumerate(grid_points(config)):
         try:
@@ -54,7 +54,8 @@ def invalid_points(config: DictConfig) -> list[str]:
         except Exception as err:  # noqa: BLE001 - Hydra cannot compose it (an unknown option or key)
             errors = ["; ".join(str(err).splitlines()[:2])]
         if errors:
-            invalid.append(f"job {number} ({' '.join(point)}):\n    " + "\n    ".join(errors))
+            name = " ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point)
+            invalid.append(f"job {number} ({name}):\n    " + "\n    ".join(errors))
     return invalid
 
 
