@@ -73,4 +73,5 @@ def test_bad_settings_name_the_key():
     from ragexp.validation import problems
 
     assert problems(compose("retriever=bm25", "retriever.top_k=0")) == ["retriever.top_k: must be >= 1, got 0"]
-    assert HybridRetriever.constraints(weights={"sparse": 1.0}) == ["weights.sparse: unknown retriever; the weights are dense and bm25"]
+    assert HybridRetriever.constraints(weights={"sparse": 1.0}) == [
+        "weights.sparse: unknown retriever; the weights are dense and bm25"]
