@@ -223,6 +223,10 @@ def explain(error: dict) -> str:
         return f"{given!r} is not a mapping (write {{key: value}})"
     if kind in ("list_type", "tuple_type", "sequence_str") or kind.endswith("sequence_type"):
         return f"{given!r} is not a list (write [a, b])"
+    if kind == "too_short":
+        return f"{given!r} has too few items (at least {ctx['min_length']})"
+    if kind == "too_long":
+        return f"{given!r} has too many items (at most {ctx['max_length']})"
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "missing":

@@ -36,6 +36,9 @@ BAD_CONFIGS = [
                                          "ndcg, recall, precision, map with an optional cutoff, e.g. ndcg@10"),
     (["judge=llm", "judge.endpoint._target_=ragexp.chunkers.FixedChunker"],
      "judge.endpoint._target_: ragexp.chunkers.FixedChunker is not a subclass of Endpoint"),
+    (["gate=production", "gate.thresholds.mrr.min=high"], "gate.thresholds.mrr.min: 'high' is not a number"),
+    (["gate=production", "gate.thresholds.faithfulness.scale=[1,0]"],
+     "gate.thresholds.faithfulness.scale: lowest must be below highest, got [1, 0]"),
     (["chunker._target_=ragexp.chunkers.Nope"],
      "chunker._target_: cannot import 'ragexp.chunkers.Nope' (AttributeError: module 'ragexp.chunkers' has no attribute 'Nope')"),
 ]
