@@ -52,7 +52,7 @@ def invalid_points(config: DictConfig) -> list[str]:
         try:
             errors = problems(loader.load_sweep_config(config, list(point)))
         except Exception as err:  # noqa: BLE001 - Hydra cannot compose it (an unknown option or key)
-            errors = ["; ".join(str(err).splitlines()[:2])]
+            errors = [" ".join(str(err).splitlines()[:2])]
         if errors:
             name = " ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point)
             invalid.append(f"job {number} ({name}):\n    " + "\n    ".join(errors))

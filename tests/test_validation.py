@@ -124,9 +124,9 @@ def test_every_grid_point_is_composed_and_checked(sweep_config):
         "job 0 (chunker=recursive chunker.chunk_size=64):\n"
         "    chunker.chunk_overlap: must be less than chunk_size (64), got 64",
         "job 2 (chunker=semantic chunker.chunk_size=64):\n"
-        "    Could not override 'chunker.chunk_size'.; To append to your config use +chunker.chunk_size=64",
+        "    Could not override 'chunker.chunk_size'. To append to your config use +chunker.chunk_size=64",
         "job 3 (chunker=semantic chunker.chunk_size=256):\n"
-        "    Could not override 'chunker.chunk_size'.; To append to your config use +chunker.chunk_size=256",
+        "    Could not override 'chunker.chunk_size'. To append to your config use +chunker.chunk_size=256",
     ]
     assert invalid_points(sweep_config("retriever=bm25", "chunker.chunk_size=128,256")) == []
 
