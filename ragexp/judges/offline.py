@@ -9,6 +9,7 @@ from ragexp.judges.judge import Judge
 from ragexp.metrics.generation import coherence_offline, conciseness_offline, token_recall
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.validation import Cosine
 
 
 def verbatim(sentence: str, context: str, context_sentences: Sequence[str] = (), min_piece: int = 12) -> bool:
@@ -64,7 +65,8 @@ class OfflineJudge(Judge):
     scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
 
-    def __init__(self, embedder, relevance_threshold: float = 0.35, support_threshold: float = 0.8, name: str | None = None):
+    def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
+                 name: str | None = None):
         self.embedder = embedder
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
         self.name = name or f"offline-{embedder.name}"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence, TypeVar
 
-from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.errors import QuestionFailed
 from ragexp.llm.client import ChatClient, ChatRequest, Reply
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
@@ -11,14 +11,6 @@ from ragexp.llm.replies import Unreadable, read_reply
 from ragexp.types import Answer, Hit, Question
 
 T = TypeVar("T")
-
-
-def check_sampling(setting: str, temperature: float, max_tokens: int) -> None:
-    """`temperature` and `max_tokens` of a component's requests, else an error naming `<setting>.<key>`."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise RagexpError(f"{setting}.temperature must be between 0 and 2, got {temperature!r}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise RagexpError(f"{setting}.max_tokens must be a positive integer, got {max_tokens!r}")
 
 
 class UsesLLM:
