@@ -5,7 +5,7 @@ import statistics
 from typing import Sequence
 
 from ragexp.errors import RagexpError
-from ragexp.judges.judge import Judge
+from ragexp.judges.contract import Judge
 from ragexp.llm.client import ChatRequest, parse_json_mode
 from ragexp.llm.component import AsksForJSON, check_sampling
 from ragexp.llm.endpoint import Endpoint
