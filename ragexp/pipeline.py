@@ -156,11 +156,13 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
-        spec = aggregation_spec(results, c.weights) + tuple(Aggregate(k, (), "total", "all") for k in c.llm.stats())
-        aggregates = {**compute(spec, results), **c.llm.stats()}
+        totals = c.llm.stats()  # tokens, cost and requests, summed by the LLM session
+        spec = aggregation_spec(results, c.weights) + tuple(Aggregate(k, (), "total", "all") for k in totals)
+        aggregates = {**compute(spec, results), **totals}
         verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
+            spec += (Aggregate("gate_passed", (), "gate", "all"),)
         return RunResult(
             name=name,
             aggregates=aggregates,

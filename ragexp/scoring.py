@@ -43,7 +43,7 @@ class Aggregate:
     kinds: `mean` (of one column), `overall` (sum of the input means times `weights`, times
     1 - the mean of the last input, `hallucination`, when `penalty`), `count` (of rows), `std`
     (standard deviation across the judge's `repeats` of aggregate `of`), `total` (summed by the
-    run's LLM session, not per question). rows: `all`, `judged` (status judged, inputs set),
+    run's LLM session, not per question), `gate` (1 when the quality gate passed). rows: `all`, `judged` (status judged, inputs set),
     `failed`, `valued` (every input set), `unvalued` (no input set). `repeats` > 1: computed on
     each repeat's judgements and averaged."""
 
