@@ -21,7 +21,7 @@ from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import scorecard
 from ragexp.relevance import RelevanceRule
-from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, aggregation_spec, compute
+from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.targets import assess
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
@@ -145,20 +145,18 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
 
         c.rule.prepare(chunks)
-        results = [retrieval_scored(c, question, question_ranked) for question, question_ranked in zip(dataset.questions, ranked)]
+        results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
         notes += retrieval_notes(results, c.rule.name)
         if c.llm.dry_run:
             return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
 
-        generate = partial(answer_question, work, c.generator, settings(cfg.generator))
-        results = work.stage("generation", None, map_concurrently, generate, results, concurrency(c.generator), "generating")
+        answer = partial(answer_question, work, c.generator, settings(cfg.generator))
+        results = work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
         judge = partial(judge_answer, work, c.judge, settings(cfg.judge))
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
-        totals = c.llm.stats()  # tokens, cost and requests, summed by the LLM session
-        spec = aggregation_spec(results, c.weights) + tuple(Aggregate(k, (), "total", "all") for k in totals)
-        aggregates = {**compute(spec, results), **totals}
+        spec, aggregates = run_aggregates(results, c.weights, c.llm.stats())
         verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
@@ -186,6 +184,7 @@ class Work:
     embedding cache shared by every embedder of the run (with the stage cache's on-disk store
     when caching is on), and the wall time of each stage."""
 
+    # stage -> its folder in the stage cache
     STORED_AS = {"chunking": "chunks", "retrieval": "hits", "answer": "answers", "judgement": "judgements"}
 
     def __init__(self, cache: StageCache):

@@ -43,9 +43,9 @@ class Aggregate:
     kinds: `mean` (of one column), `overall` (sum of the input means times `weights`, times
     1 - the mean of the last input, `hallucination`, when `penalty`), `count` (of rows), `std`
     (standard deviation across the judge's `repeats` of aggregate `of`), `total` (summed by the
-    run's LLM session, not per question), `gate` (1 when the quality gate passed). rows: `all`, `judged` (status judged, inputs set),
-    `failed`, `valued` (every input set), `unvalued` (no input set). `repeats` > 1: computed on
-    each repeat's judgements and averaged."""
+    run's LLM session, not per question), `gate` (1 when the quality gate passed).
+    rows: `all`, `judged` (status judged, inputs set), `failed`, `valued` (every input set),
+    `unvalued` (no input set). `repeats` > 1: computed on each repeat's judgements and averaged."""
 
     name: str
     inputs: tuple[str, ...]
@@ -134,7 +134,8 @@ def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tup
                             penalty=weights.hallucination_penalty, repeats=repeats)
         spec = [*per_judgement, *counts, overall]
         if repeats > 1:
-            spec += [Aggregate(f"{a.name}_std", a.inputs, "std", repeats=repeats, of=a.name) for a in (*per_judgement, overall)]
+            spec += [Aggregate(f"{a.name}_std", a.inputs, "std", repeats=repeats, of=a.name)
+                     for a in (*per_judgement, overall)]
     for metric in dict.fromkeys(m for r in results for m in r.generation):
         spec.append(Aggregate(aggregate_key(metric), (metric,), "mean", "valued"))
     retrieval = dict.fromkeys(n for r in results for n in r.retrieval)
@@ -162,6 +163,14 @@ def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dic
         elif (value := a.value(rows)) is not None:
             values[a.name] = round(value, 4)
     return values
+
+
+def run_aggregates(results: Sequence[QuestionResult], weights: Weights,
+                   totals: dict[str, float]) -> tuple[tuple[Aggregate, ...], dict[str, float]]:
+    """A run's aggregation spec and its aggregates: those of `aggregation_spec`, then the LLM
+    session's `totals` (tokens, cost, requests) as they are."""
+    spec = aggregation_spec(results, weights) + tuple(Aggregate(k, (), "total", "all") for k in totals)
+    return spec, {**compute(spec, results), **totals}
 
 
 def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, float]:

@@ -37,7 +37,8 @@ def test_the_spec_reproduces_results_json_from_the_per_question_table(tmp_path):
         expected = results[aggregate.name]
         assert (value if aggregate.kind == "count" else round(value, 4)) == expected, aggregate.name
     by_name = {a.name: a for a in spec}
-    assert by_name["overall_score"].inputs == ("context_relevance", "answer_similarity", "faithfulness", "hallucination")
+    overall_inputs = ("context_relevance", "answer_similarity", "faithfulness", "hallucination")
+    assert by_name["overall_score"].inputs == overall_inputs
     assert by_name["overall_score"].weights == (0.3, 0.4, 0.3) and by_name["overall_score"].penalty
     assert by_name["ndcg_at_3"] == Aggregate("ndcg_at_3", ("ndcg_at_3",), "mean", "valued")
     assert by_name["avg_token_f1"].rows == "valued" and by_name["avg_faithfulness"].rows == "judged"
