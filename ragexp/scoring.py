@@ -153,6 +153,8 @@ def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dic
     values: dict[str, float] = {}
     per_repeat: dict[str, list[float]] = {}
     for a in spec:
+        if a.kind in ("total", "gate"):  # not made from the questions: given by the LLM session, the gate
+            continue
         if a.kind == "std":
             values[a.name] = round(statistics.stdev(per_repeat[a.of]), 4)
         elif a.repeats > 1:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import compose
+from conftest import TEST_KEY_ENV, compose, llm_args
 from ragexp.pipeline import run
 from ragexp.report import question_table, write_results
 from ragexp.scoring import Aggregate
@@ -88,3 +88,16 @@ def test_compare_reads_the_logged_spec_and_reproduces_every_aggregate(tmp_path):
         # a run logged without aggregates.json (older ragexp): nothing is re-derived, no CI
         entry.run.aggregation = None
         assert all(m.startswith("mean ") for m in specs_for(entry.run))
+
+
+def test_llm_totals_and_judge_repeats_are_in_the_spec(server, tmp_path, monkeypatch):
+    monkeypatch.setenv(TEST_KEY_ENV, "test-key")
+    cfg = compose(*llm_args(server, judge="llm"), *HASH, "judge.repeats=2", f"cache.dir={tmp_path}")
+    result = run(cfg, "llm")
+    by_name = {a.name: a for a in result.aggregation}
+    assert [a.name for a in result.aggregation] == list(result.aggregates)
+    totals = [a.name for a in result.aggregation if a.kind == "total"]
+    assert totals and all(a.inputs == () for a in map(by_name.get, totals))  # tokens, cost: not per question
+    assert by_name["avg_faithfulness"].repeats == 2
+    assert by_name["overall_score_std"] == Aggregate("overall_score_std", by_name["overall_score"].inputs, "std",
+                                                     repeats=2, of="overall_score")
