@@ -1,14 +1,18 @@
 """Embedders: texts -> L2-normalised vectors (so a dot product is the cosine similarity).
 
-Each embedder remembers the vectors it computed in this process, so the same sentence
-embedded by the chunker, retriever, generator and judge costs one model call."""
+The vectors an embedder computes are kept in its run's `EmbeddingCache`, shared by every embedder
+of that run, so the same sentence embedded by the chunker, retriever, generator and judge costs
+one model call."""
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -16,32 +20,65 @@ from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.validation import PositiveInt
 
-_MEMO: dict[str, dict[str, np.ndarray]] = {}  # embedder key -> text -> vector, for this process
-_STORE: list = []  # the run's on-disk EmbeddingStore (ragexp.cache), set by use_store()
-STATS: Counter[str] = Counter()  # texts embedded by a model (not served from memory or disk)
 _HASH_WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def use_store(store) -> None:
-    """Share vectors through `store` (an `ragexp.cache.EmbeddingStore`, or None for memory only).
-    Embedders are built deep inside other components' configs, so the store is set per process."""
-    _STORE[:] = [store] if store is not None else []
+class EmbeddingCache:
+    """One run's embedding state: the vectors computed so far (embedder key -> text -> vector), the
+    on-disk `store` (a `ragexp.cache.EmbeddingStore`, None for memory only) and `stats`: texts
+    embedded by a model (`embedded_texts`), not served from memory or disk.
+
+    How embedders get their run's cache: they are built deep inside other components' configs
+    (the semantic chunker's, the dense retriever's, the judge's `embedder:` node), so the run
+    cannot hand it to their constructors. `run()` builds its components inside
+    `with embeddings.building():`; every embedder constructed in that block takes this cache
+    (`Embedder.__new__` reads it from a context variable set only for the block). An embedder
+    built anywhere else (a test, a notebook) gets a cache of its own. So nothing is kept per
+    process: two runs in one process share neither vectors nor counts."""
+
+    def __init__(self, store=None):
+        self.store = store
+        self.memo: dict[str, dict[str, np.ndarray]] = {}
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def building(self) -> Iterator[EmbeddingCache]:
+        """Embedders constructed inside this block use this cache."""
+        token = _BUILDING.set(self)
+        try:
+            yield self
+        finally:
+            _BUILDING.reset(token)
+
+    def count(self, texts: int) -> None:
+        with self._lock:
+            self.stats["embedded_texts"] += texts
+
+
+_BUILDING: ContextVar[EmbeddingCache | None] = ContextVar("ragexp_embeddings_building", default=None)
 
 
 class Embedder:
     name = "embedder"
     batch_size: int  # set by each subclass
+    cache: EmbeddingCache  # the run's (see EmbeddingCache), set when the embedder is constructed
+
+    def __new__(cls, *args, **kwargs):
+        embedder = super().__new__(cls)
+        embedder.cache = _BUILDING.get() or EmbeddingCache()
+        return embedder
 
     def key(self) -> str:
         """Identifies the vectors this embedder makes (model and endpoint)."""
         raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        key = self.key()
-        memo = _MEMO.setdefault(key, {})
+        key, store = self.key(), self.cache.store
+        memo = self.cache.memo.setdefault(key, {})
         missing = [t for t in dict.fromkeys(texts) if t not in memo]
-        if missing and _STORE:
-            memo.update(_STORE[0].get(key, missing))
+        if missing and store is not None:
+            memo.update(store.get(key, missing))
             missing = [t for t in missing if t not in memo]
         missing.sort(key=len, reverse=True)  # longest first: batches of similar length waste the least padding
         for start in progress(range(0, len(missing), self.batch_size), desc=f"embedding ({self.name})",
@@ -50,9 +87,9 @@ class Embedder:
             vectors = np.asarray(self.embed_batch(batch), dtype=np.float32)
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
             memo.update(zip(batch, vectors))
-            if _STORE:
-                _STORE[0].put(key, batch, vectors)
-            STATS["embedded_texts"] += len(batch)
+            if store is not None:
+                store.put(key, batch, vectors)
+            self.cache.count(len(batch))
         if not texts:
             return np.zeros((0, self.dimension()), dtype=np.float32)
         return np.stack([memo[t] for t in texts])

@@ -1,25 +1,29 @@
-"""`run(cfg)`: the stages in order — load, chunk, index, retrieve, generate, judge, aggregate."""
+"""`run(cfg)`: the stages in order — load, chunk, index, retrieve, score retrieval, generate,
+judge, aggregate."""
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
-from typing import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.cache import EmbeddingStore, key_of
+from ragexp.cache import EmbeddingStore, StageCache, key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
-from ragexp.embedders import STATS, use_store
+from ragexp.embedders import EmbeddingCache
 from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.llm.session import LLMSession
+from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import scorecard
-from ragexp.metrics.names import MetricName
-from ragexp.scoring import aggregate, aggregate_scales
+from ragexp.relevance import RelevanceRule
+from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.targets import assess
-from ragexp.types import Dataset, QuestionResult, RunResult
+from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +87,25 @@ def settings(node: DictConfig) -> dict:
     return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]  # a DictConfig gives a dict
 
 
-def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
-    """The stages in order. With `dry_run=true`, stops after retrieval and returns what the LLM
-    requests of the run would be and cost (an Estimate) instead of making them."""
-    # every component is built and checked against the others before any work (building is cheap)
+@dataclass
+class Components:
+    """A run's components, each built from its config node (building is cheap)."""
+
+    weights: Weights
+    gate: object
+    metric_set: MetricSet
+    rule: RelevanceRule
+    loader: object
+    chunker: object
+    retriever: object
+    generator: object
+    judge: Judge
+    llm: LLMSession
+    scales: dict[str, tuple[float, float]]
+
+
+def components(cfg: DictConfig) -> Components:
+    """Every component built and checked against the others, before any work."""
     weights = build(cfg.weights)
     gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
     metric_set.require(gate.retrieval_metrics())
@@ -95,105 +114,135 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
     scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, metric_set.names)
-    produced = [f"avg_{m}" for m in (*judge.metrics, *answer_metrics)] + [MetricName.parse(n).key for n in metric_set.names]
+    produced = ([aggregate_key(m) for m in (*judge.metrics, *answer_metrics)]
+                + [aggregate_key(n, retrieval=True) for n in metric_set.names])
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    cache = build(cfg.cache)
-    use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
-    embedded_before = dict(STATS)
+    return Components(weights, gate, metric_set, rule, loader, chunker, retriever, generator, judge, llm, scales)
+
+
+def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
+    """The stages in order. With `dry_run=true`, stops after retrieval and returns what the LLM
+    requests of the run would be and cost (an Estimate) instead of making them."""
+    work = Work(build(cfg.cache))
+    with work.embeddings.building():  # the embedders built here share the run's embedding cache
+        c = components(cfg)
     try:
-        llm.connect(generator=generator, judge=judge)  # API keys and endpoints too
-        dataset = loader.load()
-        if not dataset.questions:
-            raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
+        c.llm.connect(generator=c.generator, judge=c.judge)  # API keys and endpoints too
+        dataset = load(c.loader)
         notes = data_notes(dataset)
         for note in notes:
             log.warning(note)
 
         # each stage's output is cached under a key of what determines it (see ragexp.cache)
         chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
-        clock = Clock()
-        chunks = clock.time("chunking", lambda: cache.cached("chunks", chunks_key, lambda: chunker.chunk(dataset.documents)))
+        chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
         log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
-        rule.prepare(chunks)
-        queries, top_k = [q.text for q in dataset.questions], retriever.top_k
-        depth = max(top_k, metric_set.depth)  # the metrics see deeper than the generator's top_k
-
-        def retrieve():
-            before = STATS["embedded_texts"]
-            clock.time("indexing", lambda: retriever.index(chunks))
-            STATS["index_embedded_texts"] += STATS["embedded_texts"] - before
-            return retriever.search(queries, depth)
-
+        queries = [q.text for q in dataset.questions]
+        depth = max(c.retriever.top_k, c.metric_set.depth)  # the metrics see deeper than the generator's top_k
         hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
-        ranked = clock.time("retrieval", lambda: cache.cached("hits", hits_key, retrieve))
-        hits = [tuple(question_hits[:top_k]) for question_hits in ranked]
-        if llm.dry_run:
-            return llm.estimate(name, dataset.questions, hits)
+        ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
 
-        # per question, keyed by the component's settings and the content it reads; a failure
-        # raises, so it is never cached and a re-run tries it again
-        generator_settings, judge_settings = settings(cfg.generator), settings(cfg.judge)
+        c.rule.prepare(chunks)
+        results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
+        notes += retrieval_notes(results, c.rule.name)
+        if c.llm.dry_run:
+            return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
 
-        def generate(question: str, hits):
-            key = key_of("answer", generator_settings, question, context(hits))
-            return cache.cached("answers", key, lambda: generator.generate(question, hits))
+        answer = partial(answer_question, work, c.generator, settings(cfg.generator))
+        results = work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
+        judge = partial(judge_answer, work, c.judge, settings(cfg.judge))
+        results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
+        results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
-        def judge_one(question, hits, answer):
-            key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
-            return cache.cached("judgements", key, lambda: judge.judge(question, hits, answer))
-
-        answered = clock.time("generation", lambda: map_concurrently(
-            lambda item: answer(generate, *item), zip(dataset.questions, hits), concurrency(generator), desc="generating"))
-        judged_results = clock.time("judging", lambda: map_concurrently(
-            lambda result: judged(judge_one, result), answered, concurrency(judge), desc="judging"))
-        results = []
-        for result, question_ranked in zip(judged_results, ranked):
-            relevance = rule.judge(result.question, question_ranked)
-            results.append(replace(
-                result,
-                retrieval=metric_set.retrieval_scores(relevance.ranking, rule.level) if relevance.ranking else {},
-                retrieval_excluded=relevance.excluded,
-                generation=answer_scores(result, metric_set, scales),
-            ))
-        notes += retrieval_notes(results, rule.name)
-        aggregates = {**aggregate(results, weights), **llm.stats()}
-        verdict = gate.evaluate(aggregates, scales) if gate.active else None
+        spec, aggregates = run_aggregates(results, c.weights, c.llm.stats())
+        verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
+            spec += (Aggregate("gate_passed", (), "gate", "all"),)
         return RunResult(
             name=name,
             aggregates=aggregates,
             questions=tuple(results),
-            judge=judge.name,
+            judge=c.judge.name,
             dataset_fingerprint=fingerprint(dataset),
             notes=tuple(notes),
-            counters={**cache.stats, **{k: v - embedded_before.get(k, 0) for k, v in STATS.items()}},
-            timings=clock.seconds,
-            scales={k: s for k, s in scales.items() if k in aggregates},
-            statuses=assess(aggregates, scales),
+            counters={**work.cache.stats, **work.embeddings.stats},
+            timings=work.seconds,
+            scales={k: s for k, s in c.scales.items() if k in aggregates},
+            statuses=assess(aggregates, c.scales),
             gate=verdict,
+            aggregation=spec,
         )
     finally:
-        llm.close()
+        c.llm.close()
 
 
-def answer_scores(result: QuestionResult, metric_set, scales: dict) -> dict[str, float]:
-    """The answer against the expected answers, and the specification's generation scorecard
-    from the judge's faithfulness, conciseness and coherence on 0-1 (see metrics.generation)."""
+class Work:
+    """One run's working state, made by `run()` and dropped with it: the stage cache, the
+    embedding cache shared by every embedder of the run (with the stage cache's on-disk store
+    when caching is on), and the wall time of each stage."""
+
+    # stage -> its folder in the stage cache
+    STORED_AS = {"chunking": "chunks", "retrieval": "hits", "answer": "answers", "judgement": "judgements"}
+
+    def __init__(self, cache: StageCache):
+        self.cache = cache
+        self.embeddings = EmbeddingCache(EmbeddingStore(cache.dir) if cache.enabled else None)
+        self.seconds: dict[str, float] = {}
+
+    def stage(self, name: str, key: str | None, compute: Callable, *args):
+        """`compute(*args)`, timed as stage `name` (logged as it goes, kept in `seconds`); with a
+        `key`, served from the stage cache when stored there, else computed and stored."""
+        started = time.perf_counter()
+        value = self.cached(name, key, compute, *args) if key is not None else compute(*args)
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 4)
+        log.info("%s: %.1fs", name, self.seconds[name])
+        return value
+
+    def cached(self, name: str, key: str, compute: Callable, *args):
+        """`compute(*args)` through the stage cache, not timed (a per-question step of a stage)."""
+        return self.cache.cached(self.STORED_AS[name], key, lambda: compute(*args))
+
+    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int):
+        """Indexes the chunks (timed as `indexing`; its embedded texts counted as
+        `index_embedded_texts`), then ranks `depth` chunks per query. Called only when the
+        run's hits are not in the stage cache."""
+        before = self.embeddings.stats["embedded_texts"]
+        self.stage("indexing", None, retriever.index, chunks)
+        self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
+        return retriever.search(queries, depth)
+
+
+def load(loader) -> Dataset:
+    dataset = loader.load()
+    if not dataset.questions:
+        raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
+    return dataset
+
+
+def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit]) -> QuestionResult:
+    """A question with its hits (the generator's top_k) and the retrieval metrics of its ranking
+    (`depth` deep), or why it has none."""
+    graded = c.rule.grade(question, ranked)
+    return QuestionResult(
+        question, tuple(ranked[: c.retriever.top_k]),
+        retrieval=c.metric_set.retrieval_scores(graded.ranking, c.rule.level) if graded.ranking else {},
+        retrieval_excluded=graded.excluded,
+    )
+
+
+def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge) -> dict[str, float]:
+    """The answer against the expected answers, and the specification's generation scorecard from
+    the judge's scores that feed it (`judge.scorecard`) on 0-1 (see metrics.generation)."""
     if result.answer is None or not result.question.answers:
         return {}
     scores = metric_set.answer_scores(result.answer.text, result.question.answers)
     if result.judgement is not None:
-        unit = {}
-        judged = result.judgement.scores
-        for part, names in (("faithfulness", ("faithfulness",)), ("conciseness", ("conciseness", "conciseness_offline")),
-                            ("coherence", ("coherence", "coherence_offline"))):
-            name = next((n for n in names if n in judged and f"avg_{n}" in scales), None)
-            if name is not None:
-                lo, hi = scales[f"avg_{name}"]
-                unit[part] = (judged[name] - lo) / (hi - lo)
+        judged, scales = result.judgement.scores, getattr(judge, "scales", {})
+        unit = {part: (judged[metric] - scales[metric][0]) / (scales[metric][1] - scales[metric][0])
+                for part, metric in getattr(judge, "scorecard", {}).items() if metric in judged and metric in scales}
         if "correctness" in scores:
             unit["correctness"] = scores["correctness"]
         card = scorecard(unit)
@@ -202,44 +251,35 @@ def answer_scores(result: QuestionResult, metric_set, scales: dict) -> dict[str,
     return scores
 
 
-class Clock:
-    """Wall time per stage (seconds), logged as it goes and kept for the tracker."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    def time(self, stage: str, work: Callable):
-        started = time.perf_counter()
-        value = work()
-        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.perf_counter() - started, 4)
-        log.info("%s: %.1fs", stage, self.seconds[stage])
-        return value
-
-
 def context(hits) -> list[tuple[str, str]]:
     return [(h.chunk.chunk_id, h.chunk.text) for h in hits]
 
 
-def answer(generate: Callable, question, hits) -> QuestionResult:
-    """One question to its answer, or failed with the reason (one bad question never fails the run)."""
+def answer_question(work: Work, generator, generator_settings: dict, result: QuestionResult) -> QuestionResult:
+    """One question to its answer, cached under the generator's settings and the content it reads;
+    or failed with the reason (one bad question never fails the run; a failure is never cached)."""
+    question, hits = result.question, result.hits
     if not question.answers:
-        return QuestionResult(question, hits, failure="no expected answer in the dataset")
+        return replace(result, failure="no expected answer in the dataset")
+    key = key_of("answer", generator_settings, question.text, context(hits))
     try:
-        return QuestionResult(question, hits, generate(question.text, hits))
+        return replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits))
     except RagexpError:
         raise
     except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
-        return QuestionResult(question, hits, failure=str(err))
+        return replace(result, failure=str(err))
     except Exception as err:
-        return QuestionResult(question, hits, failure=f"generation failed: {type(err).__name__}: {err}")
+        return replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
 
 
-def judged(judge: Callable, result: QuestionResult) -> QuestionResult:
-    """An answered question judged, or failed with the reason."""
+def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
+    """An answered question judged (cached like its answer), or failed with the reason."""
     if result.answer is None:  # failed before judging
         return result
+    question, hits, answer = result.question, result.hits, result.answer
+    key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
     try:
-        return replace(result, judgement=judge(result.question, result.hits, result.answer))
+        return replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer))
     except RagexpError:
         raise
     except QuestionFailed as err:

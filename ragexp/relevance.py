@@ -13,7 +13,7 @@ from ragexp.validation import PositiveInt
 
 
 @dataclass(frozen=True)
-class Judged:
+class Graded:
     """A question's ranking, or why it has none (`excluded`: nothing relevant to find)."""
 
     ranking: Ranking | None
@@ -27,7 +27,7 @@ class RelevanceRule:
     def prepare(self, chunks: Sequence[Chunk]) -> None:
         """Sees the whole chunked corpus once, before any question."""
 
-    def judge(self, question: Question, hits: Sequence[Hit]) -> Judged:
+    def grade(self, question: Question, hits: Sequence[Hit]) -> Graded:
         raise NotImplementedError
 
 
@@ -39,14 +39,14 @@ class DocRelevance(RelevanceRule):
     def __init__(self, level: PositiveInt = 1, name: str = "doc"):
         self.level, self.name = level, name
 
-    def judge(self, question: Question, hits: Sequence[Hit]) -> Judged:
+    def grade(self, question: Question, hits: Sequence[Hit]) -> Graded:
         pool = tuple(g for g in question.golden.values() if g >= 0)
         if not any(g >= self.level for g in pool):
             why = "no golden documents" if not question.golden else f"no golden document with grade >= {self.level}"
-            return Judged(None, why)
+            return Graded(None, why)
         docs = tuple(dict.fromkeys(hit.chunk.doc_id for hit in hits))
         grades = tuple(question.golden[d] if question.golden.get(d, UNJUDGED) >= 0 else UNJUDGED for d in docs)
-        return Judged(Ranking(grades, pool, docs))
+        return Graded(Ranking(grades, pool, docs))
 
 
 def answer_pattern(answer: str) -> re.Pattern | None:
@@ -70,14 +70,14 @@ class SpanRelevance(RelevanceRule):
     def prepare(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = tuple(chunks)
 
-    def judge(self, question: Question, hits: Sequence[Hit]) -> Judged:
+    def grade(self, question: Question, hits: Sequence[Hit]) -> Graded:
         if not question.answerable:
-            return Judged(None, "unanswerable question")
+            return Graded(None, "unanswerable question")
         patterns = [p for p in map(answer_pattern, question.answers) if p]
         if not patterns:
-            return Judged(None, "no expected answer")
+            return Graded(None, "no expected answer")
         relevant = {c.chunk_id for c in self.chunks if any(p.search(c.text) for p in patterns)}
         if not relevant:
-            return Judged(None, "no chunk contains an expected answer")
+            return Graded(None, "no chunk contains an expected answer")
         ids = tuple(hit.chunk.chunk_id for hit in hits)
-        return Judged(Ranking(tuple(1 if cid in relevant else 0 for cid in ids), (1,) * len(relevant), ids))
+        return Graded(Ranking(tuple(1 if cid in relevant else 0 for cid in ids), (1,) * len(relevant), ids))

@@ -1,4 +1,4 @@
-"""What a run leaves behind: results.json, the per-question table, the console summary."""
+"""What a run leaves behind: results.json, aggregates.json, the per-question table, the console summary."""
 from __future__ import annotations
 
 import json
@@ -6,15 +6,25 @@ from pathlib import Path
 
 from ragexp.types import RunResult
 
+AGGREGATES = "aggregates.json"
+
 
 def results_json(result: RunResult) -> dict:
     """The specification's example shape: {"<run name>": {aggregates..., "judge": ...}}."""
     return {result.name: {**result.aggregates, "judge": result.judge}}
 
 
+def aggregates_json(result: RunResult) -> dict:
+    """How each aggregate of results.json is made from the per-question table (see
+    ragexp.scoring.Aggregate); `python -m ragexp.compare` reads it to recompute them."""
+    return {"run": result.name, "aggregates": [a.to_json() for a in result.aggregation]}
+
+
 def write_results(result: RunResult, folder: Path) -> Path:
+    """results.json, and aggregates.json beside it; returns the path of results.json."""
     path = folder / "results.json"
     path.write_text(json.dumps(results_json(result), indent=2) + "\n")
+    (folder / AGGREGATES).write_text(json.dumps(aggregates_json(result), indent=2) + "\n")
     return path
 
 

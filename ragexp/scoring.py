@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 from ragexp.errors import RagexpError
-from ragexp.metrics.names import MetricName
+from ragexp.metrics.names import MetricName, metric_key
 from ragexp.types import Judgement, QuestionResult
 from ragexp.validation import NonNegativeFloat
 
@@ -13,7 +14,8 @@ UNIT = (0.0, 1.0)
 
 
 class Weights:
-    """overall = sum(avg_metric * weight) * (1 - hallucination_rate if hallucination_penalty).
+    """overall = sum(avg_metric * weight) * (1 - hallucination_rate if hallucination_penalty)
+    (computed by the `overall` Aggregate that `aggregation_spec` makes of these weights).
     Each keyword names a judge metric and its weight; the weights must be >= 0 and sum to 1."""
 
     def __init__(self, hallucination_penalty: bool = True, **weights: NonNegativeFloat):
@@ -36,62 +38,162 @@ class Weights:
             raise RagexpError(f"weights: {', '.join(missing)} not produced by judge {judge_name!r} "
                               f"(it gives {', '.join(metrics)}); choose a matching weights= option")
 
-    def overall(self, averages: dict[str, float], hallucination_rate: float) -> float:
-        score = sum(averages[m] * w for m, w in self.weights.items())
-        return score * (1.0 - hallucination_rate) if self.hallucination_penalty else score
+
+@dataclass(frozen=True)
+class Aggregate:
+    """How one aggregate of a run is made from the per-question table (`report.question_table`):
+    `kind` over the `inputs` columns of the rows named by `rows`. Written to aggregates.json
+    beside results.json and logged with the run, so `python -m ragexp.compare` recomputes each
+    aggregate (and its bootstrap CI) from the table without re-deriving anything.
+
+    kinds: `mean` (of one column), `overall` (sum of the input means times `weights`, times
+    1 - the mean of the last input, `hallucination`, when `penalty`), `count` (of rows), `std`
+    (standard deviation across the judge's `repeats` of aggregate `of`), `total` (summed by the
+    run's LLM session, not per question), `gate` (1 when the quality gate passed).
+    rows: `all`, `judged` (status judged, inputs set), `failed`, `valued` (every input set),
+    `unvalued` (no input set). `repeats` > 1: computed on each repeat's judgements and averaged."""
+
+    name: str
+    inputs: tuple[str, ...]
+    kind: str
+    rows: str = "judged"
+    weights: tuple[float, ...] = ()
+    penalty: bool = False
+    repeats: int = 1
+    of: str = ""
+
+    def takes(self, row: dict) -> bool:
+        """Whether a per-question row (column -> value, None when unset) enters this aggregate."""
+        if self.rows == "all":
+            return True
+        if self.rows == "failed":
+            return row.get("status") != "judged"
+        if self.rows == "unvalued":
+            return all(row.get(c) is None for c in self.inputs)
+        judged = self.rows != "judged" or row.get("status") == "judged"
+        return judged and all(row.get(c) is not None for c in self.inputs)
+
+    def from_means(self, means: Sequence, n: int = 1):
+        """The aggregate from the means of its inputs over its `n` rows: floats, or one numpy array
+        per input (resampled means, for bootstrap CIs in ragexp.compare)."""
+        if self.kind == "overall":
+            score = sum(m * w for m, w in zip(means, self.weights))
+            return score * (1.0 - means[len(self.weights)]) if self.penalty else score
+        if self.kind == "sum":
+            return means[0] * n
+        return means[0]
+
+    def value(self, rows: Sequence[dict]) -> float | int | None:
+        """This aggregate of per-question rows (None: no row to average)."""
+        chosen = [row for row in rows if self.takes(row)]
+        if self.kind == "count":
+            return len(chosen)
+        if not chosen:
+            return None
+        return self.from_means([sum(float(row[c]) for row in chosen) / len(chosen) for c in self.inputs], len(chosen))
+
+    def to_json(self) -> dict:
+        """name, inputs, kind and rows, and the other fields where they are not their default."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)
+                 if f.name in ("name", "inputs", "kind", "rows") or getattr(self, f.name) != f.default}
+        return {**shown, "inputs": list(self.inputs), **({"weights": list(self.weights)} if self.weights else {})}
+
+    @classmethod
+    def from_json(cls, entry: dict) -> Aggregate:
+        return cls(**{**entry, "inputs": tuple(entry.get("inputs", ())), "weights": tuple(entry.get("weights", ()))})
 
 
-def summarise(judgements: Sequence[Judgement], weights: Weights) -> dict[str, float]:
-    """avg_<metric> for each metric, hallucination_rate and overall_score of some judgements."""
-    metrics = list(dict.fromkeys(m for j in judgements for m in j.scores))
-    averages = {m: sum(j.scores[m] for j in judgements) / len(judgements) for m in metrics}
-    rate = sum(float(j.hallucination) for j in judgements) / len(judgements)
-    return {**{f"avg_{m}": v for m, v in averages.items()}, "hallucination_rate": rate,
-            "overall_score": weights.overall(averages, rate)}
+def aggregate_key(metric: str, retrieval: bool = False) -> str:
+    """The key of a metric's run aggregate: a retrieval metric's MLflow key (`ndcg@10` ->
+    `ndcg_at_10`, the mean over questions), else `avg_<metric>` (judge and answer metrics)."""
+    return MetricName.parse(metric).key if retrieval else f"avg_{metric}"
 
 
-def mean(values: Sequence[float]) -> float:
-    return round(sum(values) / len(values), 4)
+def score_row(result: QuestionResult, judgement: Judgement | None = None) -> dict:
+    """A question's scores keyed by their column in the per-question table: the judge's metrics and
+    `hallucination` (of `judgement`, default the question's), answer metrics, retrieval metrics."""
+    j = judgement or result.judgement
+    judged = {**j.scores, "hallucination": j.hallucination} if result.judgement is not None else {}
+    return {"status": "failed" if result.failed else "judged", **judged, **result.generation,
+            **{metric_key(name): value for name, value in result.retrieval.items()}}
+
+
+def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tuple[Aggregate, ...]:
+    """The specification's aggregates, for the metrics the results hold: avg_<metric> of each judge
+    metric, hallucination_rate, the counts and overall_score over judged questions (failed ones are
+    only counted); the means of the answer metrics (over the questions that have them) and of the
+    retrieval metrics (keyed `ndcg_at_10`, over the questions with something relevant to find; the
+    others are counted in retrieval_excluded_questions). Nothing to average: no aggregate.
+    When the judge judged each question N > 1 times, each judge aggregate is the mean of the N
+    repeats' aggregates, and <aggregate>_std their standard deviation (the judge's own noise)."""
+    judged = [r.judgement for r in results if r.judgement is not None]
+    counts = [Aggregate("total_questions", (), "count", "all"), Aggregate("failed_questions", (), "count", "failed")]
+    spec = counts
+    if judged:
+        repeats = min(len(j.repeats) for j in judged)
+        repeats = repeats if repeats >= 2 else 1
+        metrics = dict.fromkeys(m for j in judged for m in j.scores)
+        per_judgement = [Aggregate(aggregate_key(m), (m,), "mean", repeats=repeats) for m in metrics]
+        per_judgement.append(Aggregate("hallucination_rate", ("hallucination",), "mean", repeats=repeats))
+        penalty = ("hallucination",) if weights.hallucination_penalty else ()
+        overall = Aggregate("overall_score", (*weights.weights, *penalty), "overall", weights=tuple(weights.weights.values()),
+                            penalty=weights.hallucination_penalty, repeats=repeats)
+        spec = [*per_judgement, *counts, overall]
+        if repeats > 1:
+            spec += [Aggregate(f"{a.name}_std", a.inputs, "std", repeats=repeats, of=a.name)
+                     for a in (*per_judgement, overall)]
+    for metric in dict.fromkeys(m for r in results for m in r.generation):
+        spec.append(Aggregate(aggregate_key(metric), (metric,), "mean", "valued"))
+    retrieval = dict.fromkeys(n for r in results for n in r.retrieval)
+    spec += [Aggregate(aggregate_key(n, retrieval=True), (metric_key(n),), "mean", "valued") for n in retrieval]
+    spec.append(Aggregate("retrieval_excluded_questions", tuple(metric_key(n) for n in retrieval), "count", "unvalued"))
+    return tuple(spec)
+
+
+def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dict[str, float]:
+    """The aggregates of `spec` over the results' per-question rows, rounded to 4 decimals."""
+    rows = [score_row(r) for r in results]
+    repeats = max((a.repeats for a in spec), default=1)
+    repeat_rows = [[score_row(r, r.judgement.repeats[n] if r.judgement else None) for r in results]
+                   for n in range(repeats)] if repeats > 1 else []
+    values: dict[str, float] = {}
+    per_repeat: dict[str, list[float]] = {}
+    for a in spec:
+        if a.kind in ("total", "gate"):  # not made from the questions: given by the LLM session, the gate
+            continue
+        if a.kind == "std":
+            values[a.name] = round(statistics.stdev(per_repeat[a.of]), 4)
+        elif a.repeats > 1:
+            per_repeat[a.name] = [a.value(rows_n) for rows_n in repeat_rows]
+            values[a.name] = round(statistics.fmean(per_repeat[a.name]), 4)
+        elif a.kind == "count":
+            values[a.name] = a.value(rows)
+        elif (value := a.value(rows)) is not None:
+            values[a.name] = round(value, 4)
+    return values
+
+
+def run_aggregates(results: Sequence[QuestionResult], weights: Weights,
+                   totals: dict[str, float]) -> tuple[tuple[Aggregate, ...], dict[str, float]]:
+    """A run's aggregation spec and its aggregates: those of `aggregation_spec`, then the LLM
+    session's `totals` (tokens, cost, requests) as they are."""
+    spec = aggregation_spec(results, weights) + tuple(Aggregate(k, (), "total", "all") for k in totals)
+    return spec, {**compute(spec, results), **totals}
 
 
 def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, float]:
-    """The specification's aggregates over judged questions: avg_<metric> for each judge metric,
-    hallucination_rate, the counts and overall_score; failed questions are only counted.
-    Then the means of the answer metrics (avg_<metric>, over the questions that have them) and of
-    the retrieval metrics (keyed `ndcg_at_10`, over the questions with something relevant to
-    find; the others are counted in retrieval_excluded_questions). Nothing to average: no key.
-    When the judge judged each question N > 1 times, each judge aggregate is the mean of the N
-    runs' aggregates, and <aggregate>_std their standard deviation (the judge's own noise)."""
-    judged = [r.judgement for r in results if r.judgement is not None]
-    counts = {"total_questions": len(results), "failed_questions": len(results) - len(judged)}
-    aggregates: dict[str, float] = dict(counts)
-    if judged:
-        repeats = min(len(j.repeats) for j in judged)
-        if repeats < 2:
-            means, spread = summarise(judged, weights), {}
-        else:
-            runs = [summarise([j.repeats[r] for j in judged], weights) for r in range(repeats)]
-            means = {k: statistics.fmean(run[k] for run in runs) for k in runs[0]}
-            spread = {f"{k}_std": round(statistics.stdev(run[k] for run in runs), 4) for k in runs[0]}
-        overall = round(means.pop("overall_score"), 4)
-        aggregates = {**{k: round(v, 4) for k, v in means.items()}, **counts, "overall_score": overall, **spread}
-    for metric in dict.fromkeys(m for r in results for m in r.generation):
-        aggregates[f"avg_{metric}"] = mean([r.generation[metric] for r in results if metric in r.generation])
-    scored = [r for r in results if r.retrieval]
-    for name in dict.fromkeys(n for r in scored for n in r.retrieval):
-        aggregates[MetricName.parse(name).key] = mean([r.retrieval[name] for r in scored if name in r.retrieval])
-    aggregates["retrieval_excluded_questions"] = len(results) - len(scored)
-    return aggregates
+    """The aggregates of `aggregation_spec(results, weights)`."""
+    return compute(aggregation_spec(results, weights), results)
 
 
 def aggregate_scales(judge_scales: dict[str, tuple[float, float]], weights: Weights,
                      answer_metrics: Sequence[str], retrieval_metrics: Sequence[str]) -> dict[str, tuple[float, float]]:
     """The scale of each aggregate that has a known one (targets and the gate compare on it)."""
-    scales = {f"avg_{m}": (lo, hi) for m, (lo, hi) in judge_scales.items()}
+    scales = {aggregate_key(m): (lo, hi) for m, (lo, hi) in judge_scales.items()}
     scales["hallucination_rate"] = UNIT
     weighted = {(judge_scales[m][0], judge_scales[m][1]) for m in weights.weights if m in judge_scales}
     if len(weighted) == 1 and all(m in judge_scales for m in weights.weights):
         scales["overall_score"] = weighted.pop()
-    scales.update({f"avg_{m}": UNIT for m in answer_metrics})
-    scales.update({MetricName.parse(n).key: UNIT for n in retrieval_metrics})
+    scales.update({aggregate_key(m): UNIT for m in answer_metrics})
+    scales.update({aggregate_key(n, retrieval=True): UNIT for n in retrieval_metrics})
     return scales

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.report import question_table, results_json
+from ragexp.report import AGGREGATES, aggregates_json, question_table, results_json
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
@@ -202,6 +202,7 @@ class MlflowTracker(NoTracker):
             client.log_batch(run_id, metrics=metrics)
             client.log_text(run_id, yaml.safe_dump(scrub(config), sort_keys=False), "config.yaml")
             client.log_text(run_id, json.dumps(results_json(result), indent=2), "results.json")
+            client.log_text(run_id, json.dumps(aggregates_json(result), indent=2), AGGREGATES)
             for file in files:
                 client.log_artifact(run_id, str(file))
             if result.questions:

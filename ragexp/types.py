@@ -113,3 +113,4 @@ class RunResult:
     scales: dict[str, tuple[float, float]] = field(default_factory=dict)  # aggregate -> (lowest, highest), when known
     statuses: dict[str, str] = field(default_factory=dict)  # aggregate -> good / ok / warning (specification targets)
     gate: GateVerdict | None = None
+    aggregation: tuple = ()  # how each aggregate is made (ragexp.scoring.Aggregate), for aggregates.json

@@ -10,6 +10,7 @@ import pytest
 from ragexp.compare.leaderboard import build
 from ragexp.compare.report import write
 from ragexp.compare.source import Run, Selection
+from ragexp.scoring import Aggregate
 
 WEIGHTS = {"context_relevance": 0.3, "answer_similarity": 0.4, "faithfulness": 0.3}
 
@@ -35,10 +36,17 @@ def make_run(name, chunker, retriever, shift=0.0, n=30, seed=0, failed=(), extra
     metrics["hallucination_rate"] = round(rate, 4)
     metrics["total_questions"], metrics["failed_questions"] = float(n), float(len(failed))
     metrics["overall_score"] = round(sum(judged[m].mean() * w for m, w in WEIGHTS.items()) * (1 - rate), 4)
+    # and how ragexp says it made them (aggregates.json)
+    spec = [Aggregate(f"avg_{m}", (m,), "mean") for m in WEIGHTS] + [
+        Aggregate("hallucination_rate", ("hallucination",), "mean"), Aggregate("total_questions", (), "count", "all"),
+        Aggregate("failed_questions", (), "count", "failed"),
+        Aggregate("overall_score", (*WEIGHTS, "hallucination"), "overall", weights=tuple(WEIGHTS.values()), penalty=True)]
     for column in extra or {}:
         if not column.endswith("_std"):
             metrics[column if column != "cost_usd" else "judge_cost_usd"] = (
                 round(judged[column].sum(), 6) if column == "cost_usd" else round(judged[column].mean(), 4))
+            spec.append(Aggregate("judge_cost_usd", (column,), "sum") if column == "cost_usd"
+                        else Aggregate(column, (column,), "mean", "valued"))
     run_params = {"run_name": name, "objective": "overall_score",
                   "chunker._target_": f"ragexp.chunkers.{chunker}", "chunker.chunk_size": "512",
                   "retriever._target_": f"ragexp.retrievers.{retriever}", "retriever.top_k": "5",
@@ -49,7 +57,7 @@ def make_run(name, chunker, retriever, shift=0.0, n=30, seed=0, failed=(), extra
     run_params.update(params or {})
     run_id = f"{abs(hash(name)) % 16**32:032x}"
     return Run(run_id, name, "1", seed, run_params, metrics, {"judge": "offline-minilm", "dataset_fingerprint": "f"},
-               overrides=[], table=table)
+               overrides=[], table=table, aggregation=[a.to_json() for a in spec])
 
 
 def board_of(*runs, **kwargs):
@@ -108,7 +116,7 @@ def test_unknown_metrics_are_taken_as_logged_with_cis_where_the_table_reproduces
     entry = board.entries[0]
     assert entry.specs["hit_rate_at_5"].kind == "mean"
     assert entry.specs["judge_cost_usd"].kind == "sum"  # a total, reproduced as a sum over questions
-    assert entry.specs["hallucination_rate"].columns == ("hallucination",)
+    assert entry.specs["hallucination_rate"].inputs == ("hallucination",)
     assert entry.specs["overall_score"].penalty
     assert "latency_s" in entry.values and "mean latency_s" not in entry.values
     assert np.isnan(entry.values["mrr"].low)

@@ -49,7 +49,7 @@ def test_retrieval_metrics_per_question_and_their_means(folder, minilm):
     metrics = MetricSet(["hit_rate@1", "mrr", "ndcg@3", "recall@2"])
     for r in (q1, q3):
         [ranked] = bm25.search([r.question.text], depth=10)
-        expected = metrics.retrieval_scores(DocRelevance().judge(r.question, ranked).ranking, 1)
+        expected = metrics.retrieval_scores(DocRelevance().grade(r.question, ranked).ranking, 1)
         assert r.retrieval == pytest.approx(expected)
     assert q2.retrieval == {} and q2.retrieval_excluded == "no golden documents"
     aggregates = result.aggregates

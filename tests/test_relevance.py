@@ -23,7 +23,7 @@ ALL = ["hit_rate@1", "hit_rate@2", "mrr", "recall@3", "precision@2", "map", "ndc
 
 
 def test_doc_rule_ranks_documents_by_their_best_chunk():
-    judged = DocRelevance().judge(Question("q", "?", ("a",), GOLDEN), hits(D1A, D2, D1B, D3))
+    judged = DocRelevance().grade(Question("q", "?", ("a",), GOLDEN), hits(D1A, D2, D1B, D3))
     # documents by first appearance: d1 (rank 1, unjudged), d2 (rank 2, grade 2), d3 (rank 3, grade 1)
     assert judged.ranking.ids == ("d1", "d2", "d3")
     assert judged.ranking.grades == (-1, 2, 1)
@@ -40,7 +40,7 @@ def test_doc_rule_ranks_documents_by_their_best_chunk():
 
 
 def test_doc_rule_relevance_level_keeps_ndcg_graded():
-    judged = DocRelevance(level=2).judge(Question("q", "?", ("a",), GOLDEN), hits(D1A, D3, D2))
+    judged = DocRelevance(level=2).grade(Question("q", "?", ("a",), GOLDEN), hits(D1A, D3, D2))
     scores = MetricSet(["mrr", "recall@2", "ndcg@3"]).retrieval_scores(judged.ranking, level=2)
     assert scores["mrr"] == pytest.approx(1 / 3)  # only d2 (grade 2) is relevant at level 2, at rank 3
     assert scores["recall@2"] == 0
@@ -49,8 +49,8 @@ def test_doc_rule_relevance_level_keeps_ndcg_graded():
 
 
 def test_doc_rule_excludes_questions_without_relevant_golden_documents():
-    assert DocRelevance().judge(Question("q", "?", ("a",), {}), hits(D1A)).excluded == "no golden documents"
-    only_zero = DocRelevance().judge(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
+    assert DocRelevance().grade(Question("q", "?", ("a",), {}), hits(D1A)).excluded == "no golden documents"
+    only_zero = DocRelevance().grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
     assert only_zero.ranking is None and "grade >= 1" in only_zero.excluded
     from conftest import compose
     from ragexp.validation import problems
@@ -70,7 +70,7 @@ def test_span_rule_marks_chunks_that_contain_an_expected_answer():
     rule = SpanRelevance()
     rule.prepare(SPAN_CORPUS)
     question = Question("q", "Which port?", ("port 7400",), {"a": 1})
-    judged = rule.judge(question, hits(SPAN_CORPUS[3], SPAN_CORPUS[1], SPAN_CORPUS[2]))
+    judged = rule.grade(question, hits(SPAN_CORPUS[3], SPAN_CORPUS[1], SPAN_CORPUS[2]))
     assert judged.ranking.ids == ("c#0", "a#1", "b#0")
     assert judged.ranking.grades == (0, 0, 1)
     assert judged.ranking.relevant_count(1) == 2  # a#0 and b#0 in the corpus
@@ -85,9 +85,9 @@ def test_span_rule_leaves_out_what_has_no_answer_to_find():
     rule = SpanRelevance()
     rule.prepare(SPAN_CORPUS)
     unanswerable = Question("u", "?", ("I don't know",), {"a": 1}, kind="unanswerable", answerable=False)
-    assert rule.judge(unanswerable, hits(SPAN_CORPUS[0])).excluded == "unanswerable question"
+    assert rule.grade(unanswerable, hits(SPAN_CORPUS[0])).excluded == "unanswerable question"
     nowhere = Question("n", "?", ("port 9999",), {"a": 1})
-    assert rule.judge(nowhere, hits(SPAN_CORPUS[0])).excluded == "no chunk contains an expected answer"
+    assert rule.grade(nowhere, hits(SPAN_CORPUS[0])).excluded == "no chunk contains an expected answer"
 
 
 def test_retrieval_means_leave_out_excluded_questions_and_count_them():

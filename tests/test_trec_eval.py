@@ -115,7 +115,7 @@ def test_the_doc_rule_on_chunks_scores_like_trec_eval(qrels, expected, level):
     for qid, docs in ranked.items():
         chunks = [Chunk(f"{d}#{n}", d, "text") for n in (0, 1) for d in docs]  # all first chunks, then all second ones
         hits = [Hit(c, 1.0, rank) for rank, c in enumerate(chunks, 1)]
-        ranking = DocRelevance(level=level).judge(Question(qid, "q", ("a",), judged[qid]), hits).ranking
+        ranking = DocRelevance(level=level).grade(Question(qid, "q", ("a",), judged[qid]), hits).ranking
         scores = metrics.retrieval_scores(ranking, level)
         for name, label in labels.items():
             assert f"{scores[name]:.4f}" == reference[(label, qid)], (qid, name)

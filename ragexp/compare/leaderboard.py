@@ -174,12 +174,12 @@ def judge_spread(entry: Entry, objective: str) -> None:
     """With judge repeats, `<metric>_std` columns give the judge's spread per question: combined with
     the objective's weights (as if the judge's errors on the metrics were fully correlated)."""
     spec, table = entry.specs.get(objective), entry.run.table
-    if spec is None or not all(f"{c}_std" in table for c in spec.columns[: len(spec.weights) or 1]):
+    if spec is None or not all(f"{c}_std" in table for c in spec.inputs[: len(spec.weights) or 1]):
         return
     from ragexp.compare.metrics import numeric
 
     mask = spec.usable(table)
-    weighted = spec.columns[: len(spec.weights)] if spec.kind == "overall" else spec.columns[:1]
+    weighted = spec.inputs[: len(spec.weights)] if spec.kind == "overall" else spec.inputs[:1]
     weights = spec.weights if spec.kind == "overall" else (1.0,)
     sd = sum(w * numeric(table[f"{c}_std"])[mask] for c, w in zip(weighted, weights))
     sd = sd[~np.isnan(sd)]
@@ -187,7 +187,7 @@ def judge_spread(entry: Entry, objective: str) -> None:
         return
     entry.judge_sd = float(sd.mean())
     try:
-        repeats = int(entry.run.params.get("judge.repeats", ""))
+        repeats = spec.repeats if spec.repeats > 1 else int(entry.run.params.get("judge.repeats", ""))
     except ValueError:
         repeats = 0
     if repeats > 1:

@@ -1,8 +1,8 @@
 """Which runs to compare, read from MLflow: a sweep's child runs, an experiment's runs, or run ids.
 
-Each run comes with its params, metrics, tags, command-line overrides and its per-question
-table (the `questions.json` artifact that `mlflow.log_table` wrote), read from the artifact
-directly so that no global tracking URI is needed."""
+Each run comes with its params, metrics, tags, command-line overrides, its per-question
+table (the `questions.json` artifact that `mlflow.log_table` wrote) and its aggregation spec
+(`aggregates.json`), read from the artifacts directly so that no global tracking URI is needed."""
 from __future__ import annotations
 
 import json
@@ -20,6 +20,7 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 SWEEP_ROLE = "ragexp.role"
 PARENT = "mlflow.parentRunId"
 TABLE = "questions.json"
+AGGREGATES = "aggregates.json"  # how each aggregate is made (ragexp.report.aggregates_json)
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Run:
     tags: dict[str, str]
     overrides: list[str] = field(default_factory=list)
     table: Any = None  # pandas.DataFrame, one row per question
+    aggregation: list[dict] | None = None  # aggregates.json's entries (ragexp.scoring.Aggregate); None: not logged
 
 
 @dataclass
@@ -176,7 +178,8 @@ def latest_per_configuration(runs: list[Run], notes: list[str]) -> list[Run]:
 
 
 def load_tables(client, selection: Selection) -> None:
-    """Attach each run's per-question table and overrides; runs without a table are left out."""
+    """Attach each run's per-question table, aggregation spec and overrides; runs without a table
+    are left out."""
     kept = []
     with tempfile.TemporaryDirectory(prefix="ragexp-compare-") as tmp:
         for run in selection.runs:
@@ -185,6 +188,12 @@ def load_tables(client, selection: Selection) -> None:
                 selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {TABLE}: left out")
                 continue
             run.table = read_table(Path(client.download_artifacts(run.run_id, TABLE, f"{tmp}/{run.run_id}")))
+            if AGGREGATES in names:
+                path = Path(client.download_artifacts(run.run_id, AGGREGATES, f"{tmp}/{run.run_id}"))
+                run.aggregation = json.loads(path.read_text()).get("aggregates")
+            else:
+                selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {AGGREGATES} (logged by an older "
+                                       "ragexp): its aggregates are shown without confidence intervals")
             if "overrides.yaml" in names:
                 import yaml
 

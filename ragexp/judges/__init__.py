@@ -3,7 +3,7 @@
 - `offline.OfflineJudge` (judge=offline): the single-call metrics by embedding similarity, no LLM;
 - `llm.LLMJudge` (judge=llm, gpt-4o-mini, local): the specification's single-call LLM judge;
 - `triad.TriadJudge` (judge=triad): the RAG triad (sentence extraction, claims, answer relevance)."""
-from ragexp.judges.judge import Judge
+from ragexp.judges.contract import Judge
 from ragexp.judges.offline import OfflineJudge, to_scale
 
 __all__ = ["Judge", "OfflineJudge", "to_scale"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ragexp.judges.base import LLMJudgeBase
+from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
@@ -22,6 +22,7 @@ class LLMJudge(LLMJudgeBase):
 
     metrics = ("context_relevance", "answer_similarity", "faithfulness")
     scales = {metric: (1.0, 10.0) for metric in metrics}
+    scorecard = {"faithfulness": "faithfulness"}
     fields = ("question", "context", "expected", "generated")
     kind = "llm"
 

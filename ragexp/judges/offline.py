@@ -5,7 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ragexp.judges.judge import Judge
+from ragexp.judges.contract import Judge
 from ragexp.metrics.generation import coherence_offline, conciseness_offline, token_recall
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
@@ -64,6 +64,7 @@ class OfflineJudge(Judge):
                "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
     scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
+    scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
 
     def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
                  name: str | None = None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ragexp.judges.base import LLMJudgeBase
+from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, numbered_lines, template_problems
@@ -36,6 +36,7 @@ class TriadJudge(LLMJudgeBase):
 
     metrics = ("context_relevance", "faithfulness", "answer_relevance")
     scales = {metric: (0.0, 1.0) for metric in metrics}
+    scorecard = {"faithfulness": "faithfulness"}
     kind = "triad"
 
     def __init__(self, endpoint: Endpoint, prompts: dict[str, dict[str, str]], reask_prompt: str,

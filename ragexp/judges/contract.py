@@ -1,4 +1,4 @@
-"""The contract every judge keeps."""
+"""The contract every judge keeps (the LLM judges' shared base is `ragexp.judges.llm_base`)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -15,17 +15,18 @@ class Judge:
       and (0, 1) for the RAG triad's. Targets, the quality gate and the generation scorecard
       compare metrics across judges through it; a metric without a scale gets no target and
       cannot be gated on another scale;
-    - `judge(question, hits, answer) -> Judgement`.
-
-    Generation metrics (specification 6.4.3): a judge that asks an LLM returns `conciseness` and
-    `coherence` (its 1-5 ratings mapped to 0-1 as (score - 1) / 4, scale (0, 1)); a judge without
-    an LLM may return estimates named `conciseness_offline` and `coherence_offline`. The
-    scorecard takes the LLM's when present, else the estimates.
+    - `judge(question, hits, answer) -> Judgement`;
+    - `scorecard`: which of its metrics feed the generation scorecard (specification 6.4.3,
+      ragexp.metrics.generation): scorecard part (faithfulness, conciseness, coherence) -> metric.
+      Each is mapped onto 0-1 through its scale; a part the judge does not give leaves the
+      question without a generation_score. A judge that asks an LLM for 1-5 ratings maps them to
+      0-1 as (score - 1) / 4; the offline judge gives estimates (`conciseness_offline`, ...).
     """
 
     name: str
     metrics: tuple[str, ...] = ()
     scales: dict[str, tuple[float, float]] = {}
+    scorecard: dict[str, str] = {}
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise NotImplementedError

@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from ragexp.judges.judge import Judge
+from ragexp.judges.contract import Judge
 from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
 from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint

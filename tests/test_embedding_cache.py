@@ -1,0 +1,66 @@
+"""Embedding state is run-scoped: the embedders a run builds share one EmbeddingCache (a text costs
+one model call per run), two runs in one process share nothing, and nothing is kept per process."""
+import numpy as np
+
+from conftest import compose
+from ragexp.cache import EmbeddingStore
+from ragexp.embedders import EmbeddingCache, HashEmbedder
+from ragexp.pipeline import run
+
+
+class CountingHash(HashEmbedder):
+    """The hash embedder, recording the texts each model call embeds."""
+
+    def __init__(self, calls: list, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = calls
+
+    def embed_batch(self, texts):
+        self.calls.append(list(texts))
+        return super().embed_batch(texts)
+
+
+def test_a_text_embedded_twice_in_a_run_costs_one_model_call():
+    calls = []
+    with EmbeddingCache().building() as embeddings:  # as run() builds its components
+        chunker_side, judge_side = CountingHash(calls), CountingHash(calls)
+    assert chunker_side.cache is embeddings and judge_side.cache is embeddings
+    first = chunker_side.embed(["port 7400", "stderr logs"])
+    second = judge_side.embed(["stderr logs", "port 7400", "stderr logs"])
+    assert calls == [["stderr logs", "port 7400"]]  # one call, the longest text first
+    assert np.array_equal(second[1], first[0]) and embeddings.stats["embedded_texts"] == 2
+    # another dimension is another embedder key: its own vectors
+    CountingHash(calls, dimension=16).embed(["port 7400"])
+    assert len(calls) == 2
+
+
+def test_embedders_built_outside_a_run_share_nothing():
+    calls = []
+    a, b = CountingHash(calls), CountingHash(calls)
+    assert a.cache is not b.cache
+    a.embed(["port 7400"])
+    b.embed(["port 7400"])
+    assert calls == [["port 7400"], ["port 7400"]]
+
+
+def test_the_on_disk_store_serves_a_later_run(tmp_path):
+    calls = []
+    store = EmbeddingStore(str(tmp_path))
+    with EmbeddingCache(store).building():
+        first = CountingHash(calls)
+    with EmbeddingCache(store).building() as later:
+        second = CountingHash(calls)
+    vector = first.embed(["port 7400"])
+    assert np.array_equal(second.embed(["port 7400"]), vector) and len(calls) == 1
+    assert later.stats["embedded_texts"] == 0
+
+
+def test_two_runs_in_one_process_do_not_share_vectors_or_counters(tmp_path):
+    cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "dataset.limit=4", "tracker=none",
+                  "cache.enabled=false", f"cache.dir={tmp_path}")
+    first, second = run(cfg, "first"), run(cfg, "second")
+    # nothing carried over: the second run embeds (and counts) exactly what the first did
+    assert first.counters["embedded_texts"] > first.counters["index_embedded_texts"] > 0
+    assert second.counters == first.counters
+    assert second.aggregates == first.aggregates
+    assert not (tmp_path / "embeddings.sqlite").exists()  # cache.enabled=false: memory only
