@@ -1,12 +1,13 @@
 # make run   : set up .venv (tested versions from constraints.txt) and run the default experiment
-# make test  : set up .venv and run the fast test tier (what CI runs)
+# make test  : set up .venv and run the fast test tier (in-process, no timing; minutes)
+# make test-process : the tests that need their own processes (kill/resume, parallel sweeps, browser)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-full bench clean
+.PHONY: install run test test-process test-full bench clean
 
 install: $(STAMP)
 
@@ -22,7 +23,10 @@ run: install
 	$(PY) -m ragexp
 
 test: install
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow and not process"
+
+test-process: install
+	$(PY) -m pytest -m "process and not slow"
 
 # every tier, with the optional Optuna search and Ray extras (kept out of the default install)
 test-full: install

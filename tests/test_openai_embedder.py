@@ -2,15 +2,8 @@
 import numpy as np
 import pytest
 
-from openai_server import OpenAIServer
 from ragexp.embedders import OpenAIEmbedder
 from ragexp.errors import RagexpError
-
-
-@pytest.fixture
-def server():
-    with OpenAIServer() as s:
-        yield s
 
 
 def test_embeds_through_the_endpoint_with_the_key_from_the_named_variable(server, monkeypatch):
