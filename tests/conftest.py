@@ -92,8 +92,8 @@ def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subpr
     """`entry()` as a command run in `cwd` with `argv`, inside this process: sys.argv, the working
     directory and the environment ($MLFLOW_TRACKING_URI removed unless `env` sets it) are set for
     the call and restored after it; stdout and stderr are captured; an exit status (SystemExit or
-    the value returned) becomes `returncode`. Logging, Hydra's global state and MLflow's tracking
-    URI are as before afterwards."""
+    the value returned) becomes `returncode`. Logging, Hydra's global state, MLflow's tracking
+    URI and the embedding store are as before afterwards."""
     from hydra.core.global_hydra import GlobalHydra
 
     out, err = io.StringIO(), io.StringIO()
@@ -117,6 +117,7 @@ def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subpr
         finally:
             GlobalHydra.instance().clear()
             reset_mlflow()
+            forget_embedding_store()
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
@@ -151,12 +152,22 @@ def logged_sweep(uri: str, experiment: str = "ragexp"):
     return client, parent, children
 
 
+def forget_embedding_store() -> None:
+    """A run shares vectors through an on-disk store set for the whole process (ragexp.embedders,
+    relative to the working directory when first used): the next test must not write into it."""
+    embedders = sys.modules.get("ragexp.embedders")
+    if embedders is not None and hasattr(embedders, "use_store"):
+        embedders.use_store(None)
+
+
 @pytest.fixture(autouse=True)
-def mlflow_uri_is_not_shared():
-    """A tracking URI one test sets (mlflow_runs, ragexp.compare) is not the next test's store."""
+def no_state_between_tests():
+    """A tracking URI one test sets (mlflow_runs, ragexp.compare) is not the next test's store, and
+    the embedding store of one test's run is not the next test's."""
     saved = os.environ.get("MLFLOW_TRACKING_URI")
     yield
     reset_mlflow()
+    forget_embedding_store()
     if saved is not None:
         os.environ["MLFLOW_TRACKING_URI"] = saved
 
