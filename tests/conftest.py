@@ -52,11 +52,18 @@ def minilm():
     return SentenceTransformerEmbedder()
 
 
+def cli_env(env: dict | None = None) -> dict:
+    """The environment of a subprocess that runs ragexp: this checkout's package first on the path
+    (not another editable install of the venv), no $MLFLOW_TRACKING_URI (MLflow's default store in
+    its working directory), then `env`."""
+    full_env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full_env.get("PYTHONPATH")) if p)
+    return {**full_env, **(env or {})}
+
+
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """`python -m ragexp ARGS` in `cwd`, as a user would run it, in a subprocess."""
-    full_env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # MLflow's default store in cwd
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=cli_env(env),
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import HASH, compose, mlflow_runs, run_cli
+from conftest import HASH, cli_env, compose, mlflow_runs, run_cli
 from ragexp.cache import EmbeddingStore, StageCache, key_of, main as cache_main
 from ragexp.pipeline import run
 
@@ -119,7 +119,7 @@ def test_cache_command_shows_and_clears(tiny, capsys):
 @pytest.mark.process
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     args = ["dataset.limit=12", "tracker=none", "retriever=bm25", "hydra.run.dir=out"]
-    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=cli_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     judgements = tmp_path / ".ragexp-cache" / "judgements"
     deadline = time.time() + 300
@@ -145,7 +145,7 @@ def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     args = ["-m", "chunker=fixed,recursive", "retriever=bm25", "dataset.limit=6"]
     killed = tmp_path / "killed"
     killed.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=killed,
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=killed, env=cli_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     answers, results = killed / ".ragexp-cache" / "answers", "multirun/*/*/*/results.json"
     deadline = time.time() + 300

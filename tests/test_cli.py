@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HASH, ROOT, mlflow_runs, options, run_app, run_cli
+from conftest import HASH, ROOT, cli_env, mlflow_runs, options, run_app, run_cli
 
 AGGREGATES = ("avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate",
               "total_questions", "failed_questions", "overall_score")
@@ -118,12 +118,13 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
                 f"sys.argv = ['ragexp', '{flag}']\n"
                 "try:\n    runpy.run_module('ragexp', run_name='__main__')\nexcept SystemExit:\n    pass\n"
                 "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'matplotlib', 'sentence_transformers', 'qdrant_client', 'openai') if m in sys.modules))")
-        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
         assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     help_text = run_app("--help", cwd=tmp_path).stdout
     assert f"chunker: {', '.join(options('chunker'))}" in help_text
     console_script = Path(sys.executable).parent / "ragexp"  # installed by pyproject's [project.scripts]
-    assert subprocess.run([str(console_script), "--help"], cwd=tmp_path, capture_output=True, text=True).stdout == help_text
+    console_help = subprocess.run([str(console_script), "--help"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
+    assert console_help.stdout == help_text
 
 
 @pytest.mark.slow

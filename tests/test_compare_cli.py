@@ -2,14 +2,13 @@
 callback makes, the re-run command, and the one-line errors."""
 import json
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, call_in, logged_sweep
+from conftest import call_in, cli_env, logged_sweep
 
 AGGREGATES = ("overall_score", "avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate")
 
@@ -82,9 +81,7 @@ def test_rerun_prints_a_command_that_reruns_the_job(small_sweep, tmp_path, capsy
     command = out.out.strip()
     assert f"--run-id {run_id}" in command and "-m ragexp --config-path" in command
     assert "re-runs 'retriever=bm25'" in out.err
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     [job] = [d for d in small_sweep.sweep_dir.iterdir() if (d / "results.json").exists()
              and "retriever=bm25" in json.loads((d / "results.json").read_text())]
@@ -159,5 +156,5 @@ def test_compare_help_is_quick_and_light(tmp_path):
     code = ("import runpy, sys\nsys.argv = ['x', '--help']\n"
             "try:\n    runpy.run_module('ragexp.compare', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "print('HEAVY', sorted(m for m in ('mlflow', 'matplotlib', 'pandas', 'torch') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert "HEAVY []" in proc.stdout and "--rerun RUN_ID" in proc.stdout, proc.stdout + proc.stderr

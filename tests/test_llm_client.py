@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from conftest import cli_env
 from ragexp.errors import BudgetExhausted, QuestionFailed, RagexpError
 from ragexp.llm.cache import ResponseCache
 from ragexp.llm.client import ChatClient, ChatRequest, request_key, reserve_turn
@@ -145,13 +146,12 @@ def test_requests_per_minute_is_shared_by_processes(tmp_path):
     """Parallel sweep jobs (hydra/launcher=joblib) are processes: they take turns from one schedule.
     Two processes reserve four turns each at one per minute: the eight turns are a minute apart
     (unshared, each process would start its own schedule: two turns at once)."""
-    import os
     import subprocess
     import sys
 
     code = ("from ragexp.llm.client import reserve_turn\n"
             "print(' '.join(repr(reserve_turn('one-endpoint', 60.0)) for _ in range(4)))\n")
-    env = {**os.environ, "TMPDIR": str(tmp_path)}  # where reserve_turn keeps the schedule
+    env = cli_env({"TMPDIR": str(tmp_path)})  # where reserve_turn keeps the schedule
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     outputs = [p.communicate(timeout=60)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
@@ -169,7 +169,7 @@ def test_the_cache_is_safe_for_concurrent_processes(tmp_path):
             "for i in range(150):\n"
             "    c.put(f'{sys.argv[2]}-{i}', {'i': i}, {'text': str(i)})\n"
             "    assert c.get(f'{sys.argv[2]}-{i}') == {'text': str(i)}\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag]) for tag in "abc"]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag], env=cli_env()) for tag in "abc"]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     assert len(ResponseCache(tmp_path)) == 450
 
