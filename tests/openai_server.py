@@ -8,7 +8,9 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
   generator and judges with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
-  being served at once.
+  being served at once. `gather = N` holds the first requests until N are in flight together (at
+  most 10 s), so a client that allows N concurrent requests reaches N however slow the machine.
+- Each request is recorded with its arrival time: `time` (time.monotonic) and `wall` (time.time).
 - Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
   to answer with (int), a dict {"status": 429, "retry_after": "1"}, "timeout" (reply only after
   `timeout_sleep` seconds) or "garbage" (a 200 whose body is not the protocol's JSON).
@@ -94,7 +96,9 @@ class OpenAIServer:
         self.reject_response_format = False
         self.timeout_sleep = 2.0
         self.in_flight = self.max_in_flight = 0
+        self.gather = 0
         self.lock = threading.Lock()
+        self.gathered = threading.Condition(self.lock)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,10 +111,12 @@ class OpenAIServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
-                                        "time": time.monotonic()})
+                                        "time": time.monotonic(), "wall": time.time()})
                 with server.lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.gathered.notify_all()
+                    server.gathered.wait_for(lambda: server.max_in_flight >= server.gather, timeout=10)
                 try:
                     status, payload, headers = server.answer(self.path, body)
                 finally:
