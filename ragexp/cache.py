@@ -182,6 +182,21 @@ class StageCache:
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._warned: set[str] = set()
+        if enabled:
+            self.probe()
+
+    def probe(self) -> None:
+        """A folder that cannot be written (read-only, full, a file in its path): one message, and
+        the run goes on uncached (`enabled` cleared, so the embedding store is not used either)."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.dir, prefix=".tmp-probe-") as file:
+                file.write(b"ragexp")
+                file.flush()
+        except OSError as err:
+            self.enabled = False
+            log.warning("cache.dir: cannot write to %s (%s); the run goes on uncached: fix the folder or set "
+                        "cache.dir=... (cache.enabled=false to silence this)", self.dir, err.strerror or err)
 
     def path(self, stage: str, key: str) -> Path:
         return self.dir / stage / key[:2] / f"{key}.json"
