@@ -32,7 +32,7 @@ def read_delimited(delimiter: str) -> Callable[[Path, Rows], Iterator[tuple[int,
                         rows.malformed(where, f"{sum(v is not None for v in row.values())} fields, fewer than the "
                                               f"header's {len(reader.fieldnames)} (a truncated row?)")
                         continue
-                    bad_bytes = next(filter(None, map(undecodable, row.values())), None)
+                    bad_bytes = next((f"field {k!r}: {undecodable(v)}" for k, v in row.items() if undecodable(v)), None)
                     if bad_bytes:
                         rows.malformed(where, bad_bytes)
                         continue
