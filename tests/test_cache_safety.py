@@ -1,6 +1,7 @@
 """A cache that cannot hurt: nothing read from the cache folder runs code, a damaged or foreign
 entry is a miss with one warning per stage, a code change is a miss, an unusable folder or SQLite
 file gives one warning and the run goes on, and failed LLM replies are never cached."""
+import errno
 import json
 import logging
 import os
@@ -165,6 +166,28 @@ def test_a_read_only_cache_folder_gives_one_message(tmp_path, caplog):
         cache_dir.chmod(0o755)
     assert result.aggregates["failed_questions"] == 0
     assert len(cache_warnings(caplog)) == 1 and not list(cache_dir.iterdir())
+
+
+def test_no_space_left_gives_one_message_and_leaves_no_temporary_file(tmp_path, monkeypatch, caplog):
+    """ENOSPC injected at the filesystem call (the rename that publishes an entry), for files under
+    the cache folder only: the entry's temporary file is removed and the run goes on uncached."""
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    real_replace = os.replace
+
+    def disk_full(src, dst, *args, **kwargs):
+        if str(dst).startswith(str(cache_dir)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    result = work(data, cache_dir)
+    assert result.aggregates["failed_questions"] == 0 and result.counters["judgements_computed"] == 3
+    [message] = cache_warnings(caplog)
+    assert "No space left on device" in message and "the run goes on uncached" in message
+    assert not [p for p in cache_dir.rglob("*") if p.is_file() and p.name != "embeddings.sqlite"
+                and not p.name.startswith("embeddings.sqlite-")]
+    monkeypatch.undo()
+    assert work(data, cache_dir).counters["chunks_computed"] == 1  # nothing was stored
 
 
 FULL_DISK = """\
