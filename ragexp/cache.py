@@ -2,7 +2,7 @@
 
 Each stage's output is stored under a key made of what determines it: the stage's resolved
 config, the content it consumes (documents, chunks, question and hits, answer) and the code that
-computes it (see `key_of` and `StageCache.cached`). Changing anything that changes a result
+computes it (see `ragexp.code_identity`). Changing anything that changes a result
 changes its key; anything else is served from disk.
 
 - `StageCache` keeps stage outputs (chunks, hits, per-question answers and judgements) as JSON
@@ -18,118 +18,26 @@ A damaged or foreign entry is a miss (one warning per stage); a folder that cann
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import os
 import shutil
 import sqlite3
-import sys
 import tempfile
 import threading
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ragexp import __version__
+from ragexp.code_identity import key_of, stage_code_hash  # noqa: F401 (key_of: the pipeline builds keys with it)
 from ragexp.types import CODECS
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DIR = ".ragexp-cache"
 FORMAT = "ragexp-stage-cache/2"  # the layout of an entry file; /1 was pickles, never read
-
-
-def key_of(*parts: Any) -> str:
-    """A stable hash of JSON-able parts (configs, texts, other keys), of ragexp's version and of
-    the code of every class a config in `parts` names (`_target_`, see `code_hash`)."""
-    targets = sorted(set(find_targets(parts)))
-    identity = {"ragexp": __version__, "code": {t: code_hash(t) for t in targets}}
-    text = json.dumps([parts, identity], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def find_targets(value: Any):
-    """Every `_target_` string in nested dicts and lists (a component's resolved config)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("_target_"), str):
-            yield value["_target_"]
-        for item in value.values():
-            yield from find_targets(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from find_targets(item)
-
-
-@lru_cache(maxsize=None)
-def code_hash(target: str) -> str:
-    """The hash of the source files of the module that defines `target` (a dotted class or
-    function name) and of every ragexp module it uses, directly or through others: editing any
-    code a component runs changes its entries' keys. Sources are read once per process."""
-    obj = locate(target)
-    roots = {getattr(obj, "__module__", None) or target}
-    roots.update(c.__module__ for c in getattr(obj, "__mro__", ()) if c.__module__ != "builtins")
-    digest = hashlib.sha256()
-    for name in sorted(module_closure(roots)):
-        digest.update(name.encode() + b"\0" + module_source(name) + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def locate(target: str) -> Any:
-    parts = target.split(".")
-    for split in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[split:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
-
-
-def ragexp_module(name: Any) -> bool:
-    return isinstance(name, str) and (name == "ragexp" or name.startswith("ragexp."))
-
-
-def module_closure(roots: set[str]) -> set[str]:
-    """`roots` and the ragexp modules their globals come from, transitively."""
-    seen, todo = set(), [r for r in roots if r]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in sys.modules:
-            continue
-        seen.add(name)
-        for value in list(vars(sys.modules[name]).values()):
-            used = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
-            if ragexp_module(used) and used not in seen:
-                todo.append(used)
-    return seen
-
-
-def module_source(name: str) -> bytes:
-    path = getattr(sys.modules.get(name), "__file__", None)
-    try:
-        return Path(path).read_bytes() if path else b""
-    except OSError:
-        return b""
-
-
-def stage_code_hash(compute: Callable) -> str:
-    """The stage's own code: the source of the module that defines `compute` (the pipeline)."""
-    name = getattr(compute, "__module__", None)
-    return module_hash(name) if isinstance(name, str) else ""
-
-
-@lru_cache(maxsize=None)
-def module_hash(name: str) -> str:
-    return hashlib.sha256(module_source(name)).hexdigest()[:16]
 
 
 class Unreadable(ValueError):

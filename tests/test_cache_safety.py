@@ -8,14 +8,14 @@ import os
 import pickle
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TEST_KEY_ENV, compose, llm_args, run_cli
 from openai_server import auto_reply, task
-from ragexp.cache import StageCache, code_hash, key_of
+
+from ragexp.cache import StageCache, key_of
+from ragexp.code_identity import code_hash
 from ragexp.errors import QuestionFailed
 from ragexp.llm.cache import ResponseCache
 from ragexp.llm.client import ChatClient, ChatRequest
@@ -107,7 +107,7 @@ def test_every_record_comes_back_from_disk_as_it_was_stored(tmp_path):
               "judgements": judgement, "plain": {"n": [1, 2.5, None, True]},
               "verdict": Judgement("llm", {"faithfulness": 9.0}, True, "ok")}
     for stage, value in values.items():
-        StageCache(str(tmp_path)).cached(stage, key_of(stage), lambda: value)
+        StageCache(str(tmp_path)).cached(stage, key_of(stage), lambda value=value: value)
     fresh = StageCache(str(tmp_path))
     for stage, value in values.items():
         assert fresh.cached(stage, key_of(stage), lambda: pytest.fail("computed again")) == value
@@ -210,7 +210,7 @@ def test_a_full_disk_during_a_run_gives_one_message_per_store_and_no_temporary_f
     script = FULL_DISK.format(tests=str(Path(__file__).parent), limit=3000)
     args = [f"dataset.path={data}", f"cache.dir={cache_dir}", *FAST, *llm_args(server, generator=False)[1:]]
     proc = subprocess.run([sys.executable, "-c", script, *args], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, **ENV}, timeout=300)
+                          env={**os.environ, **ENV}, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["failed"] == 0 and report["counters"]["judgements_computed"] == 6

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, compose, run_cli
+
 from ragexp.chunkers import RecursiveChunker
 from ragexp.datasets.beir import BeirDataset
 from ragexp.datasets.folder import FolderDataset
