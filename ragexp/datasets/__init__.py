@@ -171,7 +171,7 @@ class Loader:
         rows = Rows(self.on_error)
         dataset = self.read(rows)
         if not dataset.documents:
-            raise RagexpError(f"dataset.path: no documents in {self.path or dataset.name}"
+            raise RagexpError(f"dataset.path: no documents in {Path(self.path).resolve() if self.path else dataset.name}"
                               + (f" ({len(dataset.skipped_documents)} empty)" if dataset.skipped_documents else "")
                               + (f" ({len(rows.skipped)} malformed rows skipped)" if rows.skipped else "")
                               + "; a run needs a corpus to retrieve from")
