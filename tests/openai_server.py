@@ -13,7 +13,8 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Each request is recorded with its arrival time: `time` (time.monotonic) and `wall` (time.time).
 - Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
   to answer with (int), a dict {"status": 429, "retry_after": "1"}, "timeout" (reply only after
-  `timeout_sleep` seconds) or "garbage" (a 200 whose body is not the protocol's JSON).
+  `timeout_sleep` seconds), "garbage" (a 200 whose body is not the protocol's JSON) or "truncated"
+  (a 200 whose JSON body is cut in half, with a matching Content-Length).
   `reject_response_format = True` answers 400 to requests that ask for a JSON response format.
 """
 from __future__ import annotations
@@ -157,6 +158,12 @@ class OpenAIServer:
             return error(fault)
         elif isinstance(fault, dict):
             return error(fault["status"], {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {})
+        elif fault == "truncated":  # Content-Length matches the bytes sent: only the JSON is cut short
+            status, payload, headers = self.reply_to(path, body)
+            return status, payload[: len(payload) // 2], headers
+        return self.reply_to(path, body)
+
+    def reply_to(self, path: str, body: dict) -> tuple[int, bytes, dict]:
         if path.endswith("/embeddings"):
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]

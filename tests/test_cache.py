@@ -100,10 +100,11 @@ def test_embedding_store_is_shared_and_keyed_by_model(tmp_path):
 def test_stage_cache_survives_a_damaged_file(tmp_path):
     cache = StageCache(str(tmp_path))
     key = key_of("k")
-    cache.put("s", key, [1, 2])
-    cache.path("s", key).write_bytes(b"\x80garbage")
+    assert cache.cached("s", key, lambda: [1, 2]) == [1, 2]
+    [entry] = (tmp_path / "s").rglob("*.json")
+    entry.write_bytes(b"\x80garbage")
     assert cache.cached("s", key, lambda: [3]) == [3]
-    assert cache.get("s", key) == [3]
+    assert cache.cached("s", key, lambda: [4]) == [3]
 
 
 def test_cache_command_shows_and_clears(tiny, capsys):
@@ -123,11 +124,11 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     judgements = tmp_path / ".ragexp-cache" / "judgements"
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.pkl"))) < 3:
+    while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.json"))) < 3:
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    done = len(list(judgements.rglob("*.pkl")))
+    done = len(list(judgements.rglob("*.json")))
     assert 0 < done < 12, "the kill should land mid-way through judging"
 
     resumed = run_cli(*args, cwd=tmp_path)
@@ -149,12 +150,12 @@ def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     answers, results = killed / ".ragexp-cache" / "answers", "multirun/*/*/*/results.json"
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and len(list(answers.rglob("*.pkl"))) < 8:
+    while time.time() < deadline and proc.poll() is None and len(list(answers.rglob("*.json"))) < 8:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(list(killed.glob(results))) == 1, "the kill should land in the second job"
-    done = len(list(answers.rglob("*.pkl"))) - 6
+    done = len(list(answers.rglob("*.json"))) - 6
     [killed_sweep] = killed.glob("multirun/*/*")
 
     resumed = run_cli(*args, cwd=killed)

@@ -167,8 +167,9 @@ def test_the_cache_is_safe_for_concurrent_processes(tmp_path):
     code = ("import sys; from ragexp.llm.cache import ResponseCache\n"
             "c = ResponseCache(sys.argv[1])\n"
             "for i in range(150):\n"
-            "    c.put(f'{sys.argv[2]}-{i}', {'i': i}, {'text': str(i)})\n"
-            "    assert c.get(f'{sys.argv[2]}-{i}') == {'text': str(i)}\n")
+            "    reply = {'text': str(i), 'input_tokens': i, 'output_tokens': 1}\n"
+            "    c.put(f'{sys.argv[2]}-{i}', {'i': i}, reply)\n"
+            "    assert c.get(f'{sys.argv[2]}-{i}') == reply\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag], env=cli_env()) for tag in "abc"]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     assert len(ResponseCache(tmp_path)) == 450
