@@ -106,6 +106,9 @@ class SweepTracking(Callback):
                                    out_dir=sweep_dir / "report")
             print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
                   + leaderboard_table(board).markdown())
+            if board.selection.incomplete:
+                print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
+                    f"  failed: {job}" for job in board.selection.failed_jobs))
         except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
             log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
                         type(err).__name__, err, self.parent_id)
