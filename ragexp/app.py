@@ -32,7 +32,7 @@ def run_name(cfg: DictConfig) -> str:
     swept = sweep_info().get("swept")
     if swept:
         values = dict(o.split("=", 1) for o in hydra.overrides.task if "=" in o)
-        return ",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname
+        return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
     chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
     return "-".join(str(c) for c in chosen if c) or "run"

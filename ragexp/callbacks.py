@@ -64,7 +64,12 @@ class SweepTracking(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = build(config.tracker)
-        overrides = " ".join(config.hydra.overrides.task)
+        from omegaconf import OmegaConf
+
+        from ragexp.secrets import scrub_url
+
+        # as given (an ${oc.env:...} is not resolved), and with any credentials masked
+        overrides = scrub_url(" ".join(OmegaConf.to_container(config.hydra.overrides.task, resolve=False)))
         self.parent_id = self.tracker.start_sweep(
             name=f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
             tags={"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides},

@@ -146,7 +146,10 @@ class OpenAIEmbedder(Embedder):
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", batch_size: int = 128,
                  timeout_s: float = 60.0, max_retries: int = 3, name: str = "openai"):
-        self.base_url, self.model, self.api_key_env = base_url, model, api_key_env
+        from ragexp.secrets import scrub_url
+
+        self.base_url, self.model, self.api_key_env = scrub_url(base_url), model, api_key_env  # masked: keys, messages
+        self.connect_url = base_url
         self.batch_size, self.timeout_s, self.max_retries, self.name = batch_size, timeout_s, max_retries, name
         self._client = None
 
@@ -158,7 +161,7 @@ class OpenAIEmbedder(Embedder):
             from openai import OpenAI
 
             key = api_key(self.api_key_env, "embedder.api_key_env")
-            self._client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries)
+            self._client = OpenAI(base_url=self.connect_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries)
         return self._client
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
