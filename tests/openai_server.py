@@ -16,12 +16,18 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
   `timeout_sleep` seconds), "garbage" (a 200 whose body is not the protocol's JSON) or "truncated"
   (a 200 whose JSON body is cut in half, with a matching Content-Length).
   `reject_response_format = True` answers 400 to requests that ask for a JSON response format.
+- Random faults (fault-injection mode): `fault_rate` (0-1) of the chat requests, drawn from a
+  `random.Random(seed)`, get one of `FAULT_KINDS`: 429 with and without Retry-After, 500, a hang
+  past the client's timeout (`timeout_sleep`), a truncated 200 body, a 200 that is not JSON, and
+  for judge prompts a reply with a missing field, out-of-range scores or mistyped values (other
+  prompts get their normal reply then). `injected` counts the faults by kind.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import random
 import re
 import threading
 import time
@@ -83,15 +89,33 @@ def auto_reply(body: dict) -> str:
     return "The documents say so [Doc 1]."
 
 
+FAULT_KINDS = ("429_retry_after", "429", "500", "hang", "truncated", "not_json", "missing_field",
+               "out_of_range", "mistyped")
+
+
+def judge_fault(kind: str, body: dict) -> str:
+    """A judge reply with the content fault `kind`."""
+    reply = json.loads(judge_json())
+    if kind == "missing_field":
+        del reply["faithfulness"]
+    elif kind == "out_of_range":
+        reply.update(context_relevance=15, faithfulness=0)
+    else:  # mistyped
+        reply.update(answer_similarity="high", hallucination="perhaps")
+    return json.dumps(reply)
+
+
 class Server(ThreadingHTTPServer):
     request_queue_size = 256  # many concurrent clients connect at once
     daemon_threads = True
 
 
 class OpenAIServer:
-    def __init__(self, latency: float = 0.0, chat=None, port: int = 0):
+    def __init__(self, latency: float = 0.0, chat=None, port: int = 0, fault_rate: float = 0.0, seed: int = 0):
         self.requests: list[dict] = []
         self.faults: list = []
+        self.fault_rate, self.rng = fault_rate, random.Random(seed)
+        self.injected: dict[str, int] = {}
         self.latency = latency
         self.chat = chat or auto_reply
         self.reject_response_format = False
@@ -171,6 +195,14 @@ class OpenAIServer:
                        "usage": {"prompt_tokens": 1, "total_tokens": 1}}
             return 200, json.dumps(payload).encode(), {}
         if path.endswith("/chat/completions"):
+            with self.lock:
+                kind = self.rng.choice(FAULT_KINDS) if self.rng.random() < self.fault_rate else None
+                if kind:
+                    self.injected[kind] = self.injected.get(kind, 0) + 1
+            if kind:
+                injected = self.random_fault(kind, body)
+                if injected is not None:
+                    return injected
             if self.reject_response_format and "response_format" in body:
                 return error(400, message="response_format is not supported")
             reply = self.chat(body)
@@ -185,6 +217,31 @@ class OpenAIServer:
                        "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
             return 200, json.dumps(payload).encode(), {}
         return error(404, message=f"no route {path}")
+
+    def random_fault(self, kind: str, body: dict) -> tuple[int, bytes, dict] | None:
+        """The answer with fault `kind`; None for the normal answer (a content fault on a prompt
+        that is not the judge's, and a hang once it has slept)."""
+        if kind == "429_retry_after":
+            return error(429, {"Retry-After": "0"})
+        if kind in ("429", "500"):
+            return error(int(kind))
+        if kind == "hang":
+            time.sleep(self.timeout_sleep)
+            return None
+        if kind == "not_json":
+            return 200, b"<html><body>502 Bad Gateway</body></html>", {"Content-Type": "text/html"}
+        if kind == "truncated":
+            whole = json.dumps({"id": "chatcmpl-cut", "object": "chat.completion", "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": auto_reply(body)}}]})
+            return 200, whole[: len(whole) // 2].encode(), {}
+        if task(body) != "judge":
+            return None
+        content = judge_fault(kind, body)
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        payload = {"id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
+                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                   "usage": usage}
+        return 200, json.dumps(payload).encode(), {}
 
     def __enter__(self):
         self.thread.start()
@@ -206,8 +263,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of chat requests given a random fault")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the faults' random choices")
     args = parser.parse_args()
-    with OpenAIServer(latency=args.latency, port=args.port) as s:
+    with OpenAIServer(latency=args.latency, port=args.port, fault_rate=args.fault_rate, seed=args.seed) as s:
         print(f"serving the OpenAI protocol at {s.base_url} (latency {args.latency}s); Ctrl-C stops", flush=True)
         try:
             while True:

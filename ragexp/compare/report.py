@@ -173,6 +173,10 @@ def blocks(board: Leaderboard, plots: dict[str, Path]) -> list[tuple]:
     """The report as a list of blocks, rendered to Markdown and to HTML alike."""
     out: list[tuple] = [("h1", f"ragexp leaderboard: {board.selection.title}")]
     out += [("p", line) for line in header_lines(board)]
+    if board.selection.incomplete:
+        out += [("h2", "Incomplete sweep"), ("p", f"**This sweep is incomplete**: {board.selection.incomplete}. "
+                                                  "The leaderboard ranks only the jobs that finished.")]
+        out += [("list", board.selection.failed_jobs)] if board.selection.failed_jobs else []
     out += [("p", method(board)), ("h2", "Leaderboard"), ("table", leaderboard_table(board)),
             ("h2", "Paired comparisons with the best"), ("table", comparisons_table(board))]
     if board.has_judge_spread:
@@ -261,7 +265,8 @@ def as_json(board: Leaderboard) -> dict:
     return {"objective": board.objective, "maximize": board.maximize, "level": board.level, "alpha": board.alpha,
             "resamples": board.resamples, "seed": board.seed, "param_columns": board.param_columns,
             "parent_run_id": board.selection.parent.run_id if board.selection.parent else None,
-            "tracking_uri": board.selection.tracking_uri, "entries": entries, "notes": board.notes}
+            "tracking_uri": board.selection.tracking_uri, "entries": entries, "notes": board.notes,
+            "incomplete": board.selection.incomplete or None, "failed_jobs": board.selection.failed_jobs}
 
 
 def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str, Path]:

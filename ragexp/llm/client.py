@@ -91,7 +91,7 @@ class ChatClient:
             logging.getLogger(noisy).setLevel(logging.WARNING)
         self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
         self.setting = f"{role}.endpoint"
-        self._openai = OpenAI(base_url=endpoint.base_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
+        self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
         self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
