@@ -36,7 +36,7 @@ PROBLEM = re.compile(r"\b(fail\w*|error\w*|cannot|can't|not|refus\w*|twice|stuck
 IMPERATIVE = re.compile(r"^(check|run|set|increase|raise|use|make|restart|verify|ensure|upgrade|remove|add|see|try|reduce|lower|"
                         r"delete|create|enable|disable|look|fix|convert|wait|call|pass|configure|contact|retry)\b", re.I)
 SUBJECT_END = re.compile(r"\s(is|are|was|were|does|do|can|has|have|uses|use|runs|keeps|stores|returns|will|must|may|only|"
-                         r"never|always|also|accepts|requires|supports)\b")
+                         r"never|always|also|accepts|requires|supports|needs|need|writes|sends|starts|works|takes|makes)\b")
 
 TEMPLATES = {
     "factual": [
@@ -103,22 +103,22 @@ def matches(type_: str, chunk: Chunk) -> list[tuple[str, str]]:
             if match is None:
                 continue
             fields = {k: clean(v) for k, v in match.groupdict().items() if v}
-            x = fields.get("x", "")
-            if PRONOUN.match(x) or DEICTIC.search(x) or len(x.split()) > 10:
-                continue
-            if type_ != "procedural" and CLAUSE.search(x):
-                continue
-            if x.lower().startswith("the ") and len(x.split()) < 4 and not re.search(r"[`._]", x):
-                continue  # "the default limit": of what? Too vague out of its context
-            if type_ == "troubleshooting":
-                if not PROBLEM.search(fields["x"]):
-                    continue
-                fields["ask"] = "What should you do if" if IMPERATIVE.match(fields["y"]) else "What happens if"
             if question == "How does {x} differ from {y}?":
                 subject = SUBJECT_END.search(" " + fields["x"])
                 if subject is None or subject.start() == 0:
                     continue
                 fields["x"] = fields["x"][: subject.start() - 1]
+            x = fields.get("x", "")
+            if PRONOUN.match(x) or DEICTIC.search(x) or len(x.split()) > 10:
+                continue
+            if type_ in ("factual", "comparative") and CLAUSE.search(x):
+                continue
+            if type_ == "factual" and x.lower().startswith("the ") and len(x.split()) < 4 and not re.search(r"[`._]", x):
+                continue  # "the default limit": of what? Too vague out of its context
+            if type_ == "troubleshooting":
+                if not PROBLEM.search(fields["x"]):
+                    continue
+                fields["ask"] = "What should you do if" if IMPERATIVE.match(fields["y"]) else "What happens if"
             fields["x"] = lower_first(fields["x"])
             found.append((question.format(**fields), sentence))
             break
