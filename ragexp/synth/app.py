@@ -97,7 +97,8 @@ def execute(cfg: DictConfig) -> None:
             if not chunks:
                 raise RagexpError(f"dataset: no text to make questions from in {dataset.name} (check dataset.path)")
             embedder = build(cfg.embedder) if "multi_hop" in asked else None
-            plan = SourcePlan(chunks, dataset.documents, synth.seed, embedder, synth.neighbours)
+            plan = SourcePlan(chunks, dataset.documents, synth.seed, embedder, synth.neighbours,
+                              getattr(generator, "usable", None))
             if session.dry_run:
                 print(dry_run(session, generator, plan, asked))
                 return

@@ -154,6 +154,10 @@ class ClozeGenerator:
         question, answer = rng.choice(found)
         return Candidate(source, question, answer, (answer,), self.name, self.prompt_hash)
 
+    def usable(self, chunk: Chunk) -> bool:
+        """Whether some template fits a sentence of `chunk` (multi-hop pairs are made of such chunks)."""
+        return self.any_match(chunk, random.Random(0)) is not None
+
     @staticmethod
     def any_match(chunk: Chunk, rng: random.Random) -> tuple[str, str] | None:
         for type_ in ("factual", "procedural", "comparative", "troubleshooting"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import re
 from collections import defaultdict
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -59,8 +59,9 @@ class SourcePlan:
     `embedder` (the config's `embedder`) is used only when multi-hop questions are asked for."""
 
     def __init__(self, chunks: Sequence[Chunk], documents: Sequence[Document], seed: int, embedder=None,
-                 neighbours: int = 5):
+                 neighbours: int = 5, usable: Callable[[Chunk], bool] | None = None):
         self.chunks, self.documents, self.seed = list(chunks), list(documents), seed
+        self.usable = usable  # multi-hop pairs only of chunks the generator can use (cloze: a template fits)
         self.embedder, self.neighbours = embedder, neighbours
         self._streams: dict[str, Iterator[Source]] = {}
 
@@ -77,19 +78,20 @@ class SourcePlan:
 
     def pairs(self) -> Iterator[Source]:
         """Each chunk (stratified order) with its most similar unused chunk of another document,
-        among its `neighbours` nearest; a chunk is in at most one pair."""
+        among its `neighbours` nearest usable ones; a chunk is in at most one pair."""
         order = stratified(self.chunks, self.documents, self.seed + 1)
         if len({c.doc_id for c in order}) < 2 or self.embedder is None:
             return
-        index = {c.chunk_id: i for i, c in enumerate(self.chunks)}
-        vectors = self.embedder.embed([c.text for c in self.chunks])
+        pool = [c for c in self.chunks if self.usable is None or self.usable(c)]
+        index = {c.chunk_id: i for i, c in enumerate(pool)}
+        vectors = self.embedder.embed([c.text for c in pool]) if pool else None
         used: set[str] = set()
         for chunk in order:
-            if chunk.chunk_id in used:
+            if chunk.chunk_id in used or chunk.chunk_id not in index:
                 continue
             similarity = vectors @ vectors[index[chunk.chunk_id]]
-            others = [i for i in np.argsort(-similarity, kind="stable") if self.chunks[i].doc_id != chunk.doc_id]
-            partner = next((self.chunks[i] for i in others[: self.neighbours] if self.chunks[i].chunk_id not in used), None)
+            others = [i for i in np.argsort(-similarity, kind="stable") if pool[i].doc_id != chunk.doc_id]
+            partner = next((pool[i] for i in others[: self.neighbours] if pool[i].chunk_id not in used), None)
             if partner is None:
                 continue
             used.update((chunk.chunk_id, partner.chunk_id))
