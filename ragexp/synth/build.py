@@ -89,21 +89,32 @@ def generate(generator, rules: QualityRules, plan: SourcePlan, scoring_embedder,
     per_doc: Counter = Counter()
     attempts: Counter = Counter()
     kept_by_type: Counter = Counter()
+    deferred: dict[str, list[Source]] = {}  # per type, sources put off to the next round
     while not result.stopped:
-        batch = []
+        batch, pending = [], Counter()  # pending: this round's sources per document
         for type_, quota in result.quotas.items():
             draws = min(quota - kept_by_type[type_], max_attempts * quota - attempts[type_])
+            if draws <= 0:
+                deferred[type_] = []
+                continue
+            waiting, deferred[type_] = deferred.get(type_, []), []
             while draws > 0 and type_ not in result.short:
-                source = plan.next(type_)
+                source = waiting.pop(0) if waiting else plan.next(type_)
                 if source is None:
-                    result.short[type_] = "every source was tried"
-                elif any(per_doc[d] >= cap for d in source.doc_ids):
+                    if not deferred[type_]:
+                        result.short[type_] = "every source was tried"
+                    break
+                if any(per_doc[d] >= cap for d in source.doc_ids):
                     result.skipped_sources += 1
+                elif any(per_doc[d] + pending[d] >= cap for d in source.doc_ids):
+                    deferred[type_].append(source)  # its document may have room once this round is judged
                 else:
                     batch.append(source)
+                    pending.update(source.doc_ids)
                     attempts[type_] += 1
                     draws -= 1
-        if not batch:
+            deferred[type_][:0] = waiting  # not reached this round: first in the next
+        if not batch and not any(deferred.values()):
             break
         made = map_concurrently(lambda s: make_one(generator, s, seed), batch, getattr(generator, "concurrency", 1),
                                 desc="generating")
