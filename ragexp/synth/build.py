@@ -136,9 +136,6 @@ def generate(generator, rules: QualityRules, plan: SourcePlan, scoring_embedder,
         else:
             verdicts = [None] * len(fresh)
         for candidate, problem in zip(fresh, verdicts):
-            full = [d for d in candidate.source.doc_ids if per_doc[d] >= cap]
-            if problem is None and full:
-                problem = Rejection("document_share", candidate.source, f"{full[0]} already has its {cap} questions", candidate)
             if problem is not None:
                 result.rejections.append(problem)
                 continue

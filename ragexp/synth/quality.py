@@ -10,8 +10,7 @@ an LLM verdict is only asked for candidates that passed the others). Each reject
 - `near_duplicate`: the question's cosine (scoring embedder) with every question kept before it is
   below `duplicate_cosine`;
 - `ungrounded`: the LLM verdict (LLM generator with `verify: true`) says the answer is not
-  supported by the source;
-- `document_share`: the candidate's document already has its share of kept questions.
+  supported by the source.
 Generation itself can reject: `unparsable` (no readable JSON after a re-ask), `request_failed`,
 `budget`. (A chunk where no cloze template fits makes no candidate: it is counted apart.)"""
 from __future__ import annotations
@@ -25,7 +24,7 @@ from ragexp.synth.candidates import Candidate, Rejection
 from ragexp.text import split_sentences, words
 
 RULES = ("unparsable", "request_failed", "budget", "length", "copied_sentence", "low_overlap",
-         "single_source", "near_duplicate", "ungrounded", "document_share")
+         "single_source", "near_duplicate", "ungrounded")
 
 
 def stems(text: str) -> set[str]:
