@@ -20,6 +20,7 @@ class Question:
     golden: dict[str, int] = field(default_factory=dict)  # doc_id -> relevance grade
     kind: str = ""
     answerable: bool = True  # False: the corpus holds no answer (SQuAD 2.0); `answers` is then the abstention
+    source: str = ""  # where the question comes from: "golden", "synthetic" (ragexp.synth), "" = not said
 
     @property
     def expected(self) -> str:

@@ -5,7 +5,7 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
   `headers`) for an HTTP error. The default, `auto_reply`, answers the prompts of ragexp's
-  generator and judges with valid, fixed content. Every reply carries `usage` (default: about
+  generator and judges (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
   being served at once. `gather = N` holds the first requests until N are in flight together (at
@@ -66,16 +66,31 @@ def judge_json(context_relevance=8, answer_similarity=7, faithfulness=9, halluci
 def task(body: dict) -> str:
     """Which ragexp prompt this is, from the JSON keys the prompt asks for."""
     text = prompt_text(body)
-    for key, name in (('"verdicts"', "verification"), ('"claims"', "claims"), ('"relevant"', "context_relevance"),
+    for key, name in (('"grounded"', "synth_verdict"), ('"evidence"', "synth_question"), ('"verdicts"', "verification"),
+                      ('"claims"', "claims"), ('"relevant"', "context_relevance"),
                       ('"score"', "answer_relevance"), ('"answer_similarity"', "judge")):
         if key in text:
             return name
     return "generate"
 
 
+def first_sentence(passage: str) -> str:
+    """The first sentence of the first line that is not a heading, verbatim."""
+    line = next((line.strip() for line in passage.splitlines() if line.strip() and not line.startswith("#")), "")
+    return line[: line.find(". ") + 1] if ". " in line else line
+
+
 def auto_reply(body: dict) -> str:
     """Valid, fixed replies to ragexp's default prompts."""
     kind = task(body)
+    if kind == "synth_verdict":
+        return json.dumps({"grounded": True, "reason": "every statement is in the passages"})
+    if kind == "synth_question":  # ragexp.synth: a question on the first sentence of each passage
+        passages = re.split(r"\[Passage \d+\] \([^)]*\)\n", user_text(body))[1:]
+        quotes = [first_sentence(p) for p in passages]
+        subject = " ".join(quotes[0].split()[:6]).lower().rstrip(".,:;") if quotes else "the passage"
+        return json.dumps({"question": f"What do the docs say about {subject}?", "answer": " ".join(quotes),
+                           "evidence": quotes})
     if kind == "verification":
         return json.dumps({"verdicts": [{"claim": n, "supported": True, "reason": "stated"} for n in numbered(user_text(body))]})
     if kind == "claims":

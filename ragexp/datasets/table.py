@@ -11,6 +11,7 @@ from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
 
 FIELDS = {"question_id": "id", "question": "question", "answer": "answer", "golden": "golden_docs", "kind": None,
+          "source": "source",
           "doc_id": "doc_id", "text": "text", "title": None}
 
 
@@ -55,7 +56,7 @@ class TableDataset(Loader):
 
     - questions: `question_id`, `question`, `answer` (a string, or a JSON list of strings),
       `golden` (a JSON list of document ids, a JSON object {doc id: grade}, or in CSV one
-      string of ids joined by `list_separator`), `kind`;
+      string of ids joined by `list_separator`), `kind`, `source` (optional: "golden", "synthetic");
     - documents: `doc_id`, `text`, `title`.
     """
 
@@ -134,7 +135,8 @@ class TableDataset(Loader):
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise RowError(f"the answer ({self.fields['answer']}) must be a string or a list of strings")
         return Question(str(qid), text, tuple(a for a in answers if a.strip()), self.golden(row),
-                        kind=str(self.get(row, "kind", required=False) or ""))
+                        kind=str(self.get(row, "kind", required=False) or ""),
+                        source=str(self.get(row, "source", required=False) or ""))
 
     def golden(self, row: dict) -> dict[str, int]:
         value = self.get(row, "golden", required=False)
