@@ -1,0 +1,277 @@
+"""Reading production interaction logs (JSONL or CSV) in batches of lines, never the whole file.
+
+Each batch becomes `Fields`: numpy columns of what every record is summarised by (time, latency,
+tokens, model, error kind, feedback) plus the raw rows, from which the query, retrieved contexts
+and answer are read only for the few records sampled for judging. Columns are converted a batch
+at a time (numpy), and a line at a time only in a batch where that fails, to name the malformed
+line: `file:line: reason`, then stop or skip it (`monitor.on_error`). Column names are mapped in
+`monitor.columns`."""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ragexp.errors import RagexpError
+from ragexp.monitor import values
+
+try:
+    from orjson import JSONDecodeError, loads
+except ImportError:  # pragma: no cover - orjson is a dependency; the standard library works too
+    from json import JSONDecodeError, loads
+
+ON_ERROR = ("stop", "skip")
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+# ragexp's name of each field -> the default column name; only `timestamp` is required
+COLUMNS = {"timestamp": "timestamp", "query": "query", "contexts": "contexts", "answer": "answer",
+           "latency_ms": "latency_ms", "tokens_in": "tokens_in", "tokens_out": "tokens_out", "model": "model",
+           "error": "error", "feedback": "feedback"}
+BATCH = 8192  # CSV lines per batch
+BATCH_BYTES = 4 << 20  # JSONL bytes per batch
+
+
+class Malformed:
+    """The `on_error` policy: `stop` raises a RagexpError naming file:line at the first malformed
+    line; `skip` counts every one and keeps the first `keep` for the report."""
+
+    def __init__(self, on_error: str = "stop", keep: int = 20):
+        if on_error not in ON_ERROR:
+            raise RagexpError(f"monitor.on_error: {on_error!r} is not one of {', '.join(ON_ERROR)}")
+        self.on_error, self.keep = on_error, keep
+        self.count = 0
+        self.examples: list[str] = []
+
+    def report(self, where: str, reason: str) -> None:
+        message = f"{where}: {reason}"
+        if self.on_error == "stop":
+            raise RagexpError(f"{message} (monitor.on_error=skip counts and skips malformed lines)")
+        self.count += 1
+        if len(self.examples) < self.keep:
+            self.examples.append(message)
+
+
+@dataclass
+class Fields:
+    """One batch of well-formed records, column by column."""
+
+    lines: np.ndarray  # line numbers in the file
+    time: np.ndarray  # seconds since the epoch (UTC), float64
+    latency_ms: np.ndarray  # float64, NaN: not logged
+    tokens_in: np.ndarray  # int64
+    tokens_out: np.ndarray
+    model: list | None  # model per record, None: no model column
+    failed: np.ndarray  # bool: the request ended in an error
+    error: list  # error kind per record (None when it succeeded)
+    feedback: np.ndarray  # int8: 1 satisfied, 0 not, -1 no feedback
+    rows: list  # the parsed lines (dict for JSONL, list for CSV)
+
+
+# (field, conversion of a column, conversion of one value)
+CONVERSIONS: tuple[tuple[str, Callable, Callable], ...] = (
+    ("timestamp", values.times, values.epoch_seconds),
+    ("latency_ms", lambda v: values.numbers(v, "latency_ms"), lambda v: values.number(v, "latency_ms")),
+    ("tokens_in", lambda v: values.numbers(v, "tokens_in"), lambda v: values.number(v, "tokens_in")),
+    ("tokens_out", lambda v: values.numbers(v, "tokens_out"), lambda v: values.number(v, "tokens_out")),
+    ("feedback", values.feedbacks, values.feedback),
+)
+
+
+class Columns:
+    """`monitor.columns`: ragexp's field -> the log's column name (null: the log has no such column)."""
+
+    def __init__(self, mapping: dict | None = None):
+        unknown = set(mapping or {}) - set(COLUMNS)
+        if unknown:
+            raise RagexpError(f"monitor.columns: unknown field(s) {', '.join(sorted(unknown))}; "
+                              f"the fields are {', '.join(COLUMNS)}")
+        self.names = {**COLUMNS, **(mapping or {})}
+        if not self.names["timestamp"]:
+            raise RagexpError("monitor.columns.timestamp: every record needs a time; name its column")
+
+    def fields(self, lines: list[int], rows: list, get: Callable[[str], list | None], where: str,
+               malformed: Malformed) -> Fields | None:
+        """A batch's columns; `get(field)` lists a field's raw values (None: no such column)."""
+        converted, bad = {}, {}
+        for field, vectorised, one in CONVERSIONS:
+            raw = get(field)
+            if raw is None:
+                converted[field] = np.full(len(rows), np.nan)
+                continue
+            try:
+                converted[field] = vectorised(raw)
+            except (ValueError, TypeError, Warning):  # BadValue is a ValueError
+                column = []
+                for value, line in zip(raw, lines):
+                    try:
+                        column.append(one(value))
+                    except values.BadValue as err:
+                        bad.setdefault(line, str(err))
+                        column.append(np.nan)
+                converted[field] = np.array(column, dtype=np.float64)
+        errors = get("error") or [None] * len(rows)
+        models = get("model")
+        keep = None
+        if bad:
+            for line, reason in sorted(bad.items()):
+                malformed.report(f"{where}:{line}", reason)
+            keep = np.array([line not in bad for line in lines])
+            if not keep.any():
+                return None
+            rows = [r for r, k in zip(rows, keep) if k]
+            errors = [e for e, k in zip(errors, keep) if k]
+            models = [m for m, k in zip(models, keep) if k] if models is not None else None
+            lines = [n for n, k in zip(lines, keep) if k]
+            converted = {f: c[keep] for f, c in converted.items()}
+        failed = np.fromiter(map(bool, errors), bool, len(errors))
+        feedback = converted["feedback"]
+        return Fields(np.asarray(lines), converted["timestamp"], converted["latency_ms"],
+                      np.nan_to_num(converted["tokens_in"]).astype(np.int64),
+                      np.nan_to_num(converted["tokens_out"]).astype(np.int64), models, failed,
+                      [str(e) if f else None for e, f in zip(errors, failed)] if failed.any() else errors,
+                      np.where(np.isnan(feedback), -1, feedback).astype(np.int8), rows)
+
+    def content(self, row: Any, header: list[str] | None = None) -> tuple[str, list, str]:
+        """The query, the retrieved contexts and the answer of a row (read only for sampled ones)."""
+        def get(field):
+            name = self.names[field]
+            if not name:
+                return None
+            if header is None:
+                return row.get(name)
+            return row[header.index(name)] if name in header else None
+
+        contexts = get("contexts")
+        if isinstance(contexts, str) and header is not None and contexts.strip().startswith("["):
+            try:
+                contexts = json.loads(contexts)
+            except json.JSONDecodeError:
+                pass  # text that happens to start with a bracket: one context
+        if contexts is None or contexts == "":
+            contexts = []
+        elif not isinstance(contexts, list):
+            contexts = [contexts]
+        return str(get("query") or ""), contexts, str(get("answer") or "")
+
+
+def log_format(path: Path, configured: str) -> str:
+    if configured != "auto":
+        if configured not in ("jsonl", "csv", "tsv"):
+            raise RagexpError(f"monitor.format: {configured!r} is not one of auto, jsonl, csv, tsv")
+        return configured
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        raise RagexpError(f"monitor.format: cannot tell the format of {path} from its suffix "
+                          f"({', '.join(FORMATS)}); set monitor.format=jsonl or csv") from None
+
+
+class LogReader:
+    """The batches of one log file, streamed. `header` is the CSV header (None for JSONL)."""
+
+    def __init__(self, path: str | Path, columns: Columns, malformed: Malformed, format: str = "auto"):
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise RagexpError(f"monitor.input: {path} is not a file (looked for {self.path.resolve()}); "
+                              "set monitor.input=/path/to/log.jsonl")
+        self.columns, self.malformed = columns, malformed
+        self.format = log_format(self.path, format)
+        self.header: list[str] | None = None
+        self.lines = 0  # lines read (data lines, malformed included)
+
+    def __iter__(self) -> Iterator[Fields]:
+        return self.jsonl() if self.format == "jsonl" else self.delimited("," if self.format == "csv" else "\t")
+
+    def jsonl(self) -> Iterator[Fields]:
+        names, where = self.columns.names, str(self.path)
+        with self.path.open("rb") as handle:
+            first, rest = 1, b""
+            while True:
+                read = handle.read(BATCH_BYTES)
+                data = rest + read
+                if not data:
+                    return
+                cut = data.rfind(b"\n") + 1 if read else len(data)  # whole lines; at the end, what is left
+                if not cut:
+                    rest = data  # a line longer than a batch: read on
+                    continue
+                block, rest = data[:cut], data[cut:]
+                lines, rows = self.parse(block, first)
+                first += block.count(b"\n") + (not block.endswith(b"\n"))
+                self.lines = first - 1
+                if not rows:
+                    continue
+
+                def get(field, rows=rows):
+                    name = names[field]
+                    return list(map(dict.get, rows, repeat(name))) if name else None
+
+                fields = self.columns.fields(lines, rows, get, where, self.malformed)
+                if fields is not None:
+                    yield fields
+
+    def parse(self, block: bytes, first: int) -> tuple[list[int], list[dict]]:
+        """The JSON objects of a run of lines (the first is line `first`): parsed as one JSON
+        array, or, when that fails, line by line to name the malformed ones."""
+        count = block.count(b"\n") + (not block.endswith(b"\n"))
+        try:
+            rows = loads(b"[" + block.rstrip(b"\r\n").replace(b"\n", b",") + b"]")
+            if len(rows) == count and all(type(row) is dict for row in rows):
+                return list(range(first, first + count)), rows
+        except JSONDecodeError:
+            pass
+        lines, rows, where = [], [], str(self.path)
+        for number, line in enumerate(block.split(b"\n")[:count], start=first):
+            try:
+                row = loads(line)
+            except JSONDecodeError as err:
+                if line.strip():
+                    self.malformed.report(f"{where}:{number}", f"not valid JSON ({str(err).split(':')[0]})")
+                continue
+            if type(row) is not dict:
+                self.malformed.report(f"{where}:{number}", f"expected a JSON object, got {type(row).__name__}")
+                continue
+            lines.append(number)
+            rows.append(row)
+        return lines, rows
+
+    def delimited(self, delimiter: str) -> Iterator[Fields]:
+        where = str(self.path)
+        with self.path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.reader(handle, delimiter=delimiter)
+            self.header = header = next(reader, None) or []
+            names = self.columns.names
+            if names["timestamp"] not in header:
+                raise RagexpError(f"{where}:1: no column {names['timestamp']!r} in the header {header}; "
+                                  "set monitor.columns.timestamp=<the time column>")
+            index = {f: header.index(names[f]) if names[f] in header else None for f in COLUMNS}
+            width = len(header)
+            try:
+                while True:
+                    lines, rows = [], []
+                    for row in reader:
+                        if len(row) != width:
+                            if row:
+                                self.malformed.report(f"{where}:{reader.line_num}", f"{len(row)} fields, the header has {width}")
+                            continue
+                        lines.append(reader.line_num)
+                        rows.append(row)
+                        if len(rows) == BATCH:
+                            break
+                    self.lines = reader.line_num - 1
+                    if not rows:
+                        return
+
+                    def get(field, rows=rows):
+                        i = index[field]
+                        return None if i is None else [r[i] or None for r in rows]
+
+                    fields = self.columns.fields(lines, rows, get, where, self.malformed)
+                    if fields is not None:
+                        yield fields
+            except csv.Error as err:
+                raise RagexpError(f"{where}:{reader.line_num}: not valid CSV ({err})") from None
