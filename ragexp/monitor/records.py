@@ -94,8 +94,10 @@ class Columns:
             raise RagexpError("monitor.columns.timestamp: every record needs a time; name its column")
 
     def fields(self, lines: list[int], rows: list, get: Callable[[str], list | None], where: str,
-               malformed: Malformed) -> Fields | None:
-        """A batch's columns; `get(field)` lists a field's raw values (None: no such column)."""
+               malformed: Malformed, problems: dict[int, str]) -> Fields | None:
+        """A batch's columns; `get(field)` lists a field's raw values (None: no such column).
+        `problems` (line -> reason) are the batch's lines the reader could not parse: all are
+        reported in line order, so `on_error=stop` stops at the first."""
         converted, bad = {}, {}
         for field, vectorised, one in CONVERSIONS:
             raw = get(field)
@@ -115,10 +117,9 @@ class Columns:
                 converted[field] = np.array(column, dtype=np.float64)
         errors = get("error") or [None] * len(rows)
         models = get("model")
-        keep = None
+        for line, reason in sorted({**problems, **bad}.items()):
+            malformed.report(f"{where}:{line}", reason)
         if bad:
-            for line, reason in sorted(bad.items()):
-                malformed.report(f"{where}:{line}", reason)
             keep = np.array([line not in bad for line in lines])
             if not keep.any():
                 return None
@@ -200,44 +201,46 @@ class LogReader:
                     rest = data  # a line longer than a batch: read on
                     continue
                 block, rest = data[:cut], data[cut:]
-                lines, rows = self.parse(block, first)
+                lines, rows, problems = self.parse(block, first)
                 first += block.count(b"\n") + (not block.endswith(b"\n"))
                 self.lines = first - 1
                 if not rows:
+                    for line, reason in sorted(problems.items()):
+                        self.malformed.report(f"{where}:{line}", reason)
                     continue
 
                 def get(field, rows=rows):
                     name = names[field]
                     return list(map(dict.get, rows, repeat(name))) if name else None
 
-                fields = self.columns.fields(lines, rows, get, where, self.malformed)
+                fields = self.columns.fields(lines, rows, get, where, self.malformed, problems)
                 if fields is not None:
                     yield fields
 
-    def parse(self, block: bytes, first: int) -> tuple[list[int], list[dict]]:
+    def parse(self, block: bytes, first: int) -> tuple[list[int], list[dict], dict[int, str]]:
         """The JSON objects of a run of lines (the first is line `first`): parsed as one JSON
         array, or, when that fails, line by line to name the malformed ones."""
         count = block.count(b"\n") + (not block.endswith(b"\n"))
         try:
             rows = loads(b"[" + block.rstrip(b"\r\n").replace(b"\n", b",") + b"]")
             if len(rows) == count and all(type(row) is dict for row in rows):
-                return list(range(first, first + count)), rows
+                return list(range(first, first + count)), rows, {}
         except JSONDecodeError:
             pass
-        lines, rows, where = [], [], str(self.path)
+        lines, rows, problems = [], [], {}
         for number, line in enumerate(block.split(b"\n")[:count], start=first):
             try:
                 row = loads(line)
             except JSONDecodeError as err:
                 if line.strip():
-                    self.malformed.report(f"{where}:{number}", f"not valid JSON ({str(err).split(':')[0]})")
+                    problems[number] = f"not valid JSON ({str(err).split(':')[0]})"
                 continue
             if type(row) is not dict:
-                self.malformed.report(f"{where}:{number}", f"expected a JSON object, got {type(row).__name__}")
+                problems[number] = f"expected a JSON object, got {type(row).__name__}"
                 continue
             lines.append(number)
             rows.append(row)
-        return lines, rows
+        return lines, rows, problems
 
     def delimited(self, delimiter: str) -> Iterator[Fields]:
         where = str(self.path)
@@ -252,11 +255,11 @@ class LogReader:
             width = len(header)
             try:
                 while True:
-                    lines, rows = [], []
+                    lines, rows, problems = [], [], {}
                     for row in reader:
                         if len(row) != width:
                             if row:
-                                self.malformed.report(f"{where}:{reader.line_num}", f"{len(row)} fields, the header has {width}")
+                                problems[reader.line_num] = f"{len(row)} fields, the header has {width}"
                             continue
                         lines.append(reader.line_num)
                         rows.append(row)
@@ -264,13 +267,15 @@ class LogReader:
                             break
                     self.lines = reader.line_num - 1
                     if not rows:
+                        for line, reason in sorted(problems.items()):
+                            self.malformed.report(f"{where}:{line}", reason)
                         return
 
                     def get(field, rows=rows):
                         i = index[field]
                         return None if i is None else [r[i] or None for r in rows]
 
-                    fields = self.columns.fields(lines, rows, get, where, self.malformed)
+                    fields = self.columns.fields(lines, rows, get, where, self.malformed, problems)
                     if fields is not None:
                         yield fields
             except csv.Error as err:

@@ -60,8 +60,8 @@ class Reservoir:
             return
         first = self.seen
         self.seen += count
-        while len(self.items) < self.size and first + len(self.items) < self.seen:
-            self.items.append(item_at(len(self.items)))
+        while len(self.items) < min(self.size, self.seen):  # filling: item number len(items) of the stream
+            self.items.append(item_at(len(self.items) - first))
         while self.next <= self.seen:
             self.items[self.rng.randrange(self.size)] = item_at(self.next - 1 - first)
             self.weight *= math.exp(math.log(self.rng.random()) / self.size)
