@@ -160,9 +160,10 @@ def test_a_window_sample_does_not_depend_on_other_windows(tmp_path, log_file):
     day1 = [line for line, _ in full.ordered()[0].sample.items]
     assert len(day1) == 5 and day1 == [line for line, _ in alone.ordered()[0].sample.items]
     assert day1 != [line for line, _ in other_seed.ordered()[0].sample.items]
-    # errors are never sampled: the judge needs an answer
-    sampled = [row for w in full.ordered() for _, row in w.sample.items]
-    assert all(not row["error"] for row in sampled)
+    # each sampled record is its own line, and errors are never sampled: the judge needs an answer
+    sampled = [(line, json.loads(raw)) for w in full.ordered() for line, raw in w.sample.items]
+    assert len(sampled) == 15 and all(row == json.loads(lines[line - 1]) for line, row in sampled)
+    assert all(not row["error"] for _, row in sampled)
 
 
 def test_malformed_lines_are_counted_with_file_and_line(tmp_path):

@@ -2,28 +2,25 @@
 
 Each batch becomes `Fields`: numpy columns of what every record is summarised by (time, latency,
 tokens, model, error kind, feedback) plus the raw rows, from which the query, retrieved contexts
-and answer are read only for the few records sampled for judging. Columns are converted a batch
-at a time (numpy), and a line at a time only in a batch where that fails, to name the malformed
-line: `file:line: reason`, then stop or skip it (`monitor.on_error`). Column names are mapped in
-`monitor.columns`."""
+and answer are read only for the few records sampled for judging. JSONL is decoded by msgspec
+into those fields alone (the long texts are skipped, not built), a batch of lines as one JSON
+array; columns are converted a batch at a time (numpy), and a line at a time only in a batch
+where that fails, to name the malformed line: `file:line: reason`, then stop or skip it
+(`monitor.on_error`). Column names are mapped in `monitor.columns`."""
 from __future__ import annotations
 
 import csv
 import json
 from dataclasses import dataclass
-from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
+import msgspec
 import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.monitor import values
-
-try:
-    from orjson import JSONDecodeError, loads
-except ImportError:  # pragma: no cover - orjson is a dependency; the standard library works too
-    from json import JSONDecodeError, loads
 
 ON_ERROR = ("stop", "skip")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
@@ -31,6 +28,7 @@ FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 COLUMNS = {"timestamp": "timestamp", "query": "query", "contexts": "contexts", "answer": "answer",
            "latency_ms": "latency_ms", "tokens_in": "tokens_in", "tokens_out": "tokens_out", "model": "model",
            "error": "error", "feedback": "feedback"}
+SUMMARISED = ("timestamp", "latency_ms", "tokens_in", "tokens_out", "model", "error", "feedback")
 BATCH = 8192  # CSV lines per batch
 BATCH_BYTES = 4 << 20  # JSONL bytes per batch
 
@@ -68,7 +66,7 @@ class Fields:
     failed: np.ndarray  # bool: the request ended in an error
     error: list  # error kind per record (None when it succeeded)
     feedback: np.ndarray  # int8: 1 satisfied, 0 not, -1 no feedback
-    rows: list  # the parsed lines (dict for JSONL, list for CSV)
+    rows: Sequence  # the raw rows: a JSONL line's bytes, a CSV row's list
 
 
 # (field, conversion of a column, conversion of one value)
@@ -146,6 +144,8 @@ class Columns:
                 return row.get(name)
             return row[header.index(name)] if name in header else None
 
+        if isinstance(row, bytes):
+            row = msgspec.json.decode(row)
         contexts = get("contexts")
         if isinstance(contexts, str) and header is not None and contexts.strip().startswith("["):
             try:
@@ -189,6 +189,10 @@ class LogReader:
 
     def jsonl(self) -> Iterator[Fields]:
         names, where = self.columns.names, str(self.path)
+        summarised = [f for f in SUMMARISED if names[f]]
+        struct = msgspec.defstruct("LogRecord", [(f, Any, None) for f in summarised],
+                                   rename={f: names[f] for f in summarised})
+        self.decoders = msgspec.json.Decoder(list[struct]), msgspec.json.Decoder(struct)
         with self.path.open("rb") as handle:
             first, rest = 1, b""
             while True:
@@ -200,47 +204,58 @@ class LogReader:
                 if not cut:
                     rest = data  # a line longer than a batch: read on
                     continue
-                block, rest = data[:cut], data[cut:]
-                lines, rows, problems = self.parse(block, first)
-                first += block.count(b"\n") + (not block.endswith(b"\n"))
+                block, rest = memoryview(data)[:cut], data[cut:]
+                lines, records, raw, problems, count = self.parse(block, first)
+                first += count
                 self.lines = first - 1
-                if not rows:
+                if not records:
                     for line, reason in sorted(problems.items()):
                         self.malformed.report(f"{where}:{line}", reason)
                     continue
 
-                def get(field, rows=rows):
-                    name = names[field]
-                    return list(map(dict.get, rows, repeat(name))) if name else None
+                def get(field, records=records):
+                    return list(map(attrgetter(field), records)) if field in summarised else None
 
-                fields = self.columns.fields(lines, rows, get, where, self.malformed, problems)
+                fields = self.columns.fields(lines, raw, get, where, self.malformed, problems)
                 if fields is not None:
                     yield fields
 
-    def parse(self, block: bytes, first: int) -> tuple[list[int], list[dict], dict[int, str]]:
-        """The JSON objects of a run of lines (the first is line `first`): parsed as one JSON
-        array, or, when that fails, line by line to name the malformed ones."""
-        count = block.count(b"\n") + (not block.endswith(b"\n"))
+    def parse(self, block: memoryview, first: int) -> tuple[list[int], list, Sequence[bytes], dict[int, str], int]:
+        """The records of a run of lines (the first is line `first`) with each one's raw line,
+        decoded as one JSON array (its newlines turned into commas, in one copy), or, when that
+        fails, line by line to name the malformed ones; and the number of lines."""
+        many, one = self.decoders
+        array = bytearray(len(block) + 2)
+        array[0], array[1:-1], array[-1] = ord("["), block, ord("]")
+        view = np.frombuffer(array, dtype=np.uint8)
+        newlines = view == ord("\n")
+        ends_with_newline = block[-1] == ord("\n")
+        count = int(newlines.sum()) + (not ends_with_newline)
+        view[newlines] = ord(",")
+        if ends_with_newline:
+            view[-2] = ord(" ")
         try:
-            rows = loads(b"[" + block.rstrip(b"\r\n").replace(b"\n", b",") + b"]")
-            if len(rows) == count and all(type(row) is dict for row in rows):
-                return list(range(first, first + count)), rows, {}
-        except JSONDecodeError:
+            records = many.decode(array)
+            if len(records) == count:
+                return list(range(first, first + count)), records, BlockLines(array, newlines, count), {}, count
+        except msgspec.DecodeError:
             pass
-        lines, rows, problems = [], [], {}
-        for number, line in enumerate(block.split(b"\n")[:count], start=first):
+        lines, records, raw, problems = [], [], [], {}
+        for number, line in enumerate(bytes(block).split(b"\n")[:count], start=first):
+            if not line.strip():
+                continue
             try:
-                row = loads(line)
-            except JSONDecodeError as err:
-                if line.strip():
-                    problems[number] = f"not valid JSON ({str(err).split(':')[0]})"
+                row = msgspec.json.decode(line)
+            except msgspec.DecodeError as err:
+                problems[number] = f"not valid JSON ({err})"
                 continue
             if type(row) is not dict:
                 problems[number] = f"expected a JSON object, got {type(row).__name__}"
                 continue
             lines.append(number)
-            rows.append(row)
-        return lines, rows, problems
+            records.append(one.decode(line))
+            raw.append(line)
+        return lines, records, raw, problems, count
 
     def delimited(self, delimiter: str) -> Iterator[Fields]:
         where = str(self.path)
@@ -280,3 +295,24 @@ class LogReader:
                         yield fields
             except csv.Error as err:
                 raise RagexpError(f"{where}:{reader.line_num}: not valid CSV ({err})") from None
+
+
+class BlockLines(Sequence):
+    """The lines of a batch, cut out of its JSON array (`[` + lines joined by commas + `]`) only
+    when one is asked for (a sampled record); `newlines` marks where the newlines were."""
+
+    def __init__(self, array: bytearray, newlines: np.ndarray, count: int):
+        self.array, self.newlines, self.count = array, newlines, count
+        self.ends: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> bytes:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        if self.ends is None:
+            self.ends = np.flatnonzero(self.newlines)
+        start = int(self.ends[i - 1]) + 1 if i else 1
+        end = int(self.ends[i]) if i < len(self.ends) else len(self.array) - 1
+        return bytes(self.array[start:end])
