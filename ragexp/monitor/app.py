@@ -85,8 +85,11 @@ def monitor(cfg: DictConfig, out: Path) -> int:
             "judge": sample_judge.judge.name if sample_judge else "none", **git_tags()}
     if baseline:
         tags["monitor.baseline"] = baseline["run_id"]
-    config = OmegaConf.to_container(cfg, resolve=True)
-    parent = store.log(name, config, windows, totals, tags, [])
+    try:
+        parent = store.log(name, OmegaConf.to_container(cfg, resolve=True), windows, totals, tags)
+    except Exception as err:  # the alerts still go out: printed, in alerts.json, to the webhook
+        parent = None
+        print(f"ragexp.monitor: warning: MLflow logging failed ({err}); the outputs are in {out}", file=sys.stderr)
     run_of = {w["window"]: w["run_id"] for w in windows}
     for alert in found:
         alert["run_id"] = run_of.get(alert["window"])

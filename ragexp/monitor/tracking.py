@@ -56,7 +56,7 @@ class MonitorStore:
         return {"run_id": run.info.run_id, "name": run.info.run_name, "metrics": dict(run.data.metrics),
                 "judge": run.data.tags.get("judge")}
 
-    def log(self, name: str, config: dict, windows: list[dict], totals: dict, tags: dict, files: list[Path]) -> str | None:
+    def log(self, name: str, config: dict, windows: list[dict], totals: dict, tags: dict) -> str | None:
         """The parent run and one child run per window; sets each window's `run_id`."""
         if not self.active:
             return None
