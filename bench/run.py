@@ -137,7 +137,8 @@ def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
         raise SystemExit(f"bench: ragexp.monitor failed ({code}):\n{proc.stderr.read().decode()[-3000:]}")
     summary = json.loads((out / "windows.json").read_text())
     return {"records": summary["records"], "file_mb": round(log.stat().st_size / 1e6), "read_s": summary["read_s"],
-            "records_per_s": round(summary["records"] / summary["read_s"]), "wall_s": round(wall_s, 1),
+            "records_per_s": round(summary["records"] / summary["read_s"]), "read_cpu_s": summary["read_cpu_s"],
+            "records_per_cpu_s": round(summary["records"] / summary["read_cpu_s"]), "wall_s": round(wall_s, 1),
             "peak_rss_mb": round(usage.ru_maxrss / 1024), "load_1min": round(os.getloadavg()[0], 1)}
 
 
@@ -189,7 +190,7 @@ def markdown(r: dict) -> str:
         m = r["monitor"]
         rows.append((f"monitor: {m['records']:,} records ({m['file_mb']} MB JSONL), no judging",
                      f"{m['records_per_s']:,} records/s (read {m['read_s']} s, command {m['wall_s']} s; "
-                     f"load {m['load_1min']})", ">= 100,000/s"))
+                     f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})", ">= 100,000/s"))
         rows.append(("monitor: peak RSS", f"{m['peak_rss_mb']} MB", "< 500 MB"))
     lines = [f"ragexp benchmark, {r['date']}, {r['machine']}", "", "| figure | measured | goal |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]

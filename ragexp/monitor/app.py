@@ -51,9 +51,9 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     sample_judge = prepare_judge(cfg, llm) if m.judge_sample else None
     name = m.get("name") or f"monitor {reader.path.stem}"
     try:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         summary.add(reader)
-        read_s = time.perf_counter() - started
+        read_s, read_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         if not summary.records:
             raise RagexpError(f"monitor.input: no well-formed record in {reader.path} "
                               f"({reader.lines} lines, {malformed.count} malformed)")
@@ -64,7 +64,7 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         if sample_judge is not None:
             judged = judge_windows(sample_judge, summary, windows, columns, reader)
         totals = {"records": summary.records, "malformed_lines": malformed.count, "windows": len(windows),
-                  "read_s": round(read_s, 3), **llm.stats()}
+                  "read_s": round(read_s, 3), "read_cpu_s": round(read_cpu_s, 3), **llm.stats()}
     finally:
         llm.close()
     notes = []
