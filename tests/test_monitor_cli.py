@@ -213,3 +213,15 @@ def test_cli_exit_status_and_malformed_line_message(tmp_path):
     assert "ALERT MEDIUM: latency_p95_ms" in skipped.stdout
     summary = json.loads((tmp_path / "out" / "windows.json").read_text())
     assert summary["records"] == 49 and summary["malformed_lines"] == 1
+
+
+def test_triad_judge_gives_answer_relevance_for_its_alert_rule(tmp_path, logs, server, monkeypatch):
+    healthy, _ = logs
+    monkeypatch.setenv(TEST_KEY_ENV, "test-key")
+    cfg = monitor_config(tmp_path, f"monitor.input={healthy}", "monitor.judge_sample=2", "tracker=none", "judge=triad",
+                         f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}")
+    assert monitor(cfg, tmp_path / "out") == 0
+    assert len(server.chat_requests()) == 16  # 2 records x 2 windows x 4 steps
+    for window in json.loads((tmp_path / "out" / "windows.json").read_text())["windows"]:
+        m = window["metrics"]  # the server scripts answer relevance 4 of 5 and every claim supported
+        assert m["avg_answer_relevance"] == 0.75 and m["avg_faithfulness"] == 1.0 and m["hallucination_rate"] == 0.0
