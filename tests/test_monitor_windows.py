@@ -203,3 +203,18 @@ def test_malformed_csv_rows_and_bad_settings(tmp_path):
         Malformed("ignore")
     with pytest.raises(RagexpError, match="monitor.columns: unknown field"):
         Columns({"latency": "x"})
+
+
+def test_the_documented_example_log_reads_cleanly():
+    from pathlib import Path
+
+    import ragexp.monitor
+
+    example = Path(ragexp.monitor.__file__).parent / "example.jsonl"
+    summary, malformed = summarise(example, sample=3)
+    day1, day2 = summary.ordered()
+    assert summary.records == 10 and malformed.count == 0
+    assert (day1.requests, day2.requests) == (5, 5)
+    assert day1.errors == {"retrieval_error": 1} and day2.errors == {"rate_limited": 1}
+    assert (day1.feedback_count, day1.satisfied) == (3, 2)  # "down", "up" and 1
+    assert all(len(w.sample.items) == 3 for w in (day1, day2))
