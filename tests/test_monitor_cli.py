@@ -225,3 +225,18 @@ def test_triad_judge_gives_answer_relevance_for_its_alert_rule(tmp_path, logs, s
     for window in json.loads((tmp_path / "out" / "windows.json").read_text())["windows"]:
         m = window["metrics"]  # the server scripts answer relevance 4 of 5 and every claim supported
         assert m["avg_answer_relevance"] == 0.75 and m["avg_faithfulness"] == 1.0 and m["hallucination_rate"] == 0.0
+
+
+def test_bad_settings_stop_before_the_log_is_read(tmp_path, logs):
+    from ragexp.errors import RagexpError
+
+    healthy, _ = logs
+    with pytest.raises(RagexpError, match="monitor.input: not set"):
+        monitor(monitor_config(tmp_path, "tracker=none"), tmp_path / "out")
+    with pytest.raises(RagexpError, match="monitor.baseline: no run with id or name 'nope'"):
+        monitor(monitor_config(tmp_path, f"monitor.input={healthy}", "monitor.baseline=nope"), tmp_path / "out")
+    with pytest.raises(RagexpError, match="monitor.baseline reads an MLflow run: use tracker=mlflow"):
+        monitor(monitor_config(tmp_path, f"monitor.input={healthy}", "monitor.baseline=x", "tracker=none"), tmp_path / "out")
+    with pytest.raises(RagexpError, match="dry_run: not supported"):
+        monitor(monitor_config(tmp_path, f"monitor.input={healthy}", "dry_run=true", "tracker=none"), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
