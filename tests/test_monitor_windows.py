@@ -218,3 +218,16 @@ def test_the_documented_example_log_reads_cleanly():
     assert day1.errors == {"retrieval_error": 1} and day2.errors == {"rate_limited": 1}
     assert (day1.feedback_count, day1.satisfied) == (3, 2)  # "down", "up" and 1
     assert all(len(w.sample.items) == 3 for w in (day1, day2))
+
+
+def test_models_are_priced_per_record_whatever_their_json_type(tmp_path):
+    path = tmp_path / "models.jsonl"
+    rows = [{"timestamp": "2026-11-01T00:00:00Z", "tokens_in": 1_000_000, "tokens_out": 0, "model": "gpt-4o"},
+            {"timestamp": "2026-11-01T01:00:00Z", "tokens_in": 1_000_000, "tokens_out": 1_000_000},
+            {"timestamp": "2026-11-01T02:00:00Z", "tokens_in": 0, "tokens_out": 1_000_000, "model": {"name": "x"}}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary, _ = summarise(path)
+    prices = Prices({"gpt-4o": {"input": 2.5, "output": 10}, "gpt-4o-mini": {"input": 0.15, "output": 0.6}})
+    stats = summary.ordered()[0].stats(prices, "gpt-4o-mini")
+    assert stats["cost_usd"] == pytest.approx(2.5 + 0.15 + 0.6)  # an unknown model costs 0
+    assert (stats["tokens_in"], stats["tokens_out"]) == (2_000_000, 2_000_000)

@@ -68,6 +68,11 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     finally:
         llm.close()
     notes = []
+    unpriced = sorted({str(model or m.model) for w in summary.windows.values() for model in w.tokens
+                       if not llm.prices.known(model or m.model)})
+    if unpriced:
+        notes.append(f"no price in llm.prices for model(s) {', '.join(unpriced)}: their tokens cost 0 "
+                     "(add +llm.prices.NAME={input:..,output:..})")
     if malformed.count:
         notes.append(f"{malformed.count} malformed lines skipped (monitor.on_error=skip): "
                      + "; ".join(malformed.examples[:5]) + (" ..." if malformed.count > 5 else ""))

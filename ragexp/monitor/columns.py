@@ -85,6 +85,8 @@ class Columns:
                 converted[field] = np.array(column, dtype=np.float64)
         errors = get("error") or [None] * len(rows)
         models = get("model")
+        if models is not None and not all(type(m) is str or m is None for m in models):
+            models = [None if m is None or m == "" else str(m) for m in models]  # a model named by a number, ...
         for line, reason in sorted({**problems, **bad}.items()):
             malformed.report(f"{where}:{line}", reason)
         if bad:

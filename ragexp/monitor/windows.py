@@ -4,7 +4,6 @@ count, latency percentiles, tokens and cost, error rate by kind, satisfaction fr
 and a seeded sample of records for the judge."""
 from __future__ import annotations
 
-import logging
 import math
 import random
 import re
@@ -19,7 +18,6 @@ from ragexp.errors import RagexpError
 from ragexp.monitor.percentiles import Latencies, enforce_budget
 from ragexp.monitor.records import Fields
 
-log = logging.getLogger(__name__)
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 BUDGET_CHECK_EVERY = 1 << 17  # records between two checks of the exact-percentile budget (about)
 
@@ -141,8 +139,9 @@ class Summary:
         window.latencies.values.frombytes(latency[~np.isnan(latency)].tobytes())
         models = f.model if where is None or f.model is None else [f.model[i] for i in where]
         tokens_in, tokens_out = pick(f.tokens_in), pick(f.tokens_out)
-        for model in set(models) if models is not None else (None,):
-            chosen = slice(None) if models is None or len(set(models)) == 1 else np.array([m == model for m in models])
+        distinct = set(models) if models is not None else {None}
+        for model in distinct:
+            chosen = slice(None) if len(distinct) == 1 else np.array([m == model for m in models])
             totals = window.tokens.setdefault(model, [0, 0])
             totals[0] += int(tokens_in[chosen].sum())
             totals[1] += int(tokens_out[chosen].sum())
