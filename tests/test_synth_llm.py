@@ -3,9 +3,7 @@ replies: every question type, each quality rule firing, dedupe, the grounding ve
 stop and a re-run answered from the request cache."""
 import json
 import re
-from pathlib import Path
 
-import pytest
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
