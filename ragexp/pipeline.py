@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.cache import EmbeddingStore, StageCache, key_of
+from ragexp.cache import StageCache, key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.embedders import EmbeddingCache
@@ -189,7 +189,7 @@ class Work:
 
     def __init__(self, cache: StageCache):
         self.cache = cache
-        self.embeddings = EmbeddingCache(EmbeddingStore(cache.dir) if cache.enabled else None)
+        self.embeddings = EmbeddingCache.beside(cache)
         self.seconds: dict[str, float] = {}
 
     def stage(self, name: str, key: str | None, compute: Callable, *args):

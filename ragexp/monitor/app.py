@@ -123,13 +123,13 @@ def monitor(cfg: DictConfig, out: Path) -> int:
 
 def prepare_judge(cfg: DictConfig, llm):
     """The judge group's judge, connected to the LLM session, behind the stage cache."""
-    from ragexp.cache import EmbeddingStore
-    from ragexp.embedders import use_store
+    from ragexp.embedders import EmbeddingCache
     from ragexp.monitor.judging import SampleJudge
     from ragexp.pipeline import build
 
-    judge, cache = build(cfg.judge), build(cfg.cache)
-    use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
+    cache = build(cfg.cache)
+    with EmbeddingCache.beside(cache).building():  # the judge's embedder shares the stage cache's vectors
+        judge = build(cfg.judge)
     llm.connect(judge=judge)  # API key, endpoint reachable
     return SampleJudge(judge, cache, OmegaConf.to_container(cfg.judge, resolve=True))
 
