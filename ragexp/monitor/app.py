@@ -122,16 +122,16 @@ def monitor(cfg: DictConfig, out: Path) -> int:
 
 
 def prepare_judge(cfg: DictConfig, llm):
-    """The judge group's judge, connected to the LLM session, behind the stage cache."""
-    from ragexp.cache import EmbeddingStore
-    from ragexp.embedders import use_store
+    """The judge group's judge, connected to the LLM session, behind the stage cache and the
+    embedding cache as in the pipeline (`Work`: its embedders share one embedding cache)."""
     from ragexp.monitor.judging import SampleJudge
-    from ragexp.pipeline import build
+    from ragexp.pipeline import Work, build
 
-    judge, cache = build(cfg.judge), build(cfg.cache)
-    use_store(EmbeddingStore(cache.dir) if cache.enabled else None)
+    work = Work(build(cfg.cache))
+    with work.embeddings.building():  # the judge's embedder (offline judge) uses the run's embedding cache
+        judge = build(cfg.judge)
     llm.connect(judge=judge)  # API key, endpoint reachable
-    return SampleJudge(judge, cache, OmegaConf.to_container(cfg.judge, resolve=True))
+    return SampleJudge(judge, work, OmegaConf.to_container(cfg.judge, resolve=True))
 
 
 def judge_windows(sample_judge, summary, windows: list[dict], columns, reader) -> list:
