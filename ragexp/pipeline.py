@@ -156,7 +156,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
-        spec, aggregates = run_aggregates(results, c.weights, c.llm.stats())
+        spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)

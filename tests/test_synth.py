@@ -4,6 +4,7 @@ import json
 from collections import Counter
 
 import pytest
+from conftest import CONF, compose
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
@@ -21,7 +22,6 @@ from ragexp.synth.output import write_dataset
 from ragexp.synth.quality import QualityRules
 from ragexp.synth.sources import SourcePlan, stratified
 from ragexp.types import Chunk, Document, Hit
-from conftest import CONF, compose
 
 
 def synth_config(*overrides):

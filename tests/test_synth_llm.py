@@ -4,10 +4,11 @@ stop and a re-run answered from the request cache."""
 import json
 import re
 
+from conftest import CONF
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
-
 from openai_server import prompt_text
+
 from ragexp.embedders import HashEmbedder
 from ragexp.llm.session import LLMSession
 from ragexp.pipeline import build
@@ -16,7 +17,6 @@ from ragexp.synth.build import generate
 from ragexp.synth.quality import QualityRules
 from ragexp.synth.sources import SourcePlan
 from ragexp.types import Chunk, Document
-from conftest import CONF
 
 ROLE = "synth.generator"
 SENTENCES = {

@@ -48,6 +48,7 @@ class Selection:
     notes: list[str] = field(default_factory=list)
     failed_jobs: list[str] = field(default_factory=list)  # "name: STATUS (reason)" of the jobs that did not finish
     incomplete: str = ""  # why the sweep is incomplete (failed, killed or missing jobs); "" when complete
+    calibrations: list[Run] = field(default_factory=list)  # `python -m ragexp.calibrate` runs of these runs
 
     @property
     def title(self) -> str:
@@ -154,6 +155,7 @@ def select(targets: list[str], uri: str | None = None, all_runs: bool = False) -
     experiment = client.get_experiment(anchor.info.experiment_id).name if anchor else "?"
     selection = Selection(resolved, experiment, runs, to_run(parent) if parent else None, notes, failed_jobs, incomplete)
     load_tables(client, selection)
+    selection.calibrations = calibrations(client, selection)
     if len(selection.runs) < 1:
         raise RagexpError(f"nothing to compare in {selection.title}: no finished run with a per-question table")
     return selection
@@ -183,6 +185,25 @@ def sweep_state(parent, found: list) -> tuple[list[str], str]:
     if total and total.isdigit() and int(total) > len(found):
         reasons.append(f"{int(total) - len(found)} of its {total} jobs logged no run")
     return failed, "; ".join(reasons)
+
+
+def calibrations(client, selection: Selection) -> list[Run]:
+    """The calibration runs (`python -m ragexp.calibrate`) of the selected runs' judge: made on one
+    of these runs, or on another run judged by the same judge, in the same experiments; the latest
+    per judge and judged run."""
+    ids = {r.run_id for r in selection.runs}
+    judges = {r.tags.get("judge") for r in selection.runs} - {None}
+    experiments = sorted({r.experiment_id for r in selection.runs})
+    if not experiments:
+        return []
+    found = client.search_runs(experiments, filter_string=f"tags.`{SWEEP_ROLE}` = 'calibration'",
+                               order_by=["attributes.start_time DESC"], max_results=200)
+    latest: dict[str, Run] = {}
+    for info in found:
+        tags = info.data.tags
+        if tags.get("ragexp.calibrates") in ids or tags.get("judge") in judges:
+            latest.setdefault(tags.get("ragexp.calibrates", ""), to_run(info))
+    return list(latest.values())
 
 
 def finished(found: list, notes: list[str]) -> list[Run]:
