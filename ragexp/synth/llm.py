@@ -54,7 +54,7 @@ class LLMQuestionGenerator(AsksForJSON):
                  reask_prompt: str, verify: bool = True, temperature: Temperature = 0.0, max_tokens: PositiveInt = 400,
                  json_mode: JsonMode = "auto", name: str | None = None):
         self.endpoint, self.temperature, self.max_tokens = endpoint, float(temperature), max_tokens
-        self.json_mode = parse_json_mode(json_mode, f"{SETTING}.json_mode")
+        self.json_mode = parse_json_mode(json_mode)
         unknown = set(prompts) - set(TYPES)
         if unknown:
             raise RagexpError(f"{SETTING}.prompts: unknown question type {', '.join(sorted(unknown))}; "
