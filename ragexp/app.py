@@ -80,7 +80,7 @@ def execute(cfg: DictConfig) -> float | None:
         failure = run_failure(result, max_share)
         # the logged config re-runs this job as it is: its name included
         config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}  # type: ignore[dict-item]
-        run_id = tracker.log_run(result, config, sweep.get("parent_run_id"), files=overrides_files(output_dir),
+        run_id = tracker.log_run(result, config, sweep.get("parent_run_id"), files=run_files(output_dir),
                                  started=started, failure=failure)
         print(f"results: {results_file}")
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
@@ -159,7 +159,7 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
             except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
                 config = OmegaConf.to_container(cfg, resolve=False)
             tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,
-                               files=overrides_files(output_dir), started=started)
+                               files=run_files(output_dir), started=started)
         except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on
             log.warning("job %s: its failure could not be logged to the tracker (%s)", name, scrub_url(str(err)))
     return math.nan
@@ -188,7 +188,10 @@ def in_multirun() -> bool:
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def overrides_files(output_dir: Path) -> tuple[Path, ...]:
-    """Hydra's record of the job's command-line overrides, logged so the run can be repeated."""
-    overrides = output_dir / ".hydra" / "overrides.yaml"
-    return (overrides,) if overrides.exists() else ()
+def run_files(output_dir: Path) -> tuple[Path, ...]:
+    """The files of the run folder logged as artifacts: Hydra's record of the command-line overrides
+    (so the run can be repeated) and the audit trail (ragexp.report.write_audit)."""
+    from ragexp.report import AUDIT_FILES
+
+    candidates = [output_dir / ".hydra" / "overrides.yaml", *(output_dir / name for name in AUDIT_FILES)]
+    return tuple(path for path in candidates if path.exists())

@@ -21,6 +21,7 @@ from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import scorecard
 from ragexp.relevance import RelevanceRule
+from ragexp.relevance import CONTEXT_METRICS
 from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.targets import assess
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
@@ -113,9 +114,10 @@ def components(cfg: DictConfig) -> Components:
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
-    scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, metric_set.names)
+    retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
+    scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, retrieval_metrics)
     produced = ([aggregate_key(m) for m in (*judge.metrics, *answer_metrics)]
-                + [aggregate_key(n, retrieval=True) for n in metric_set.names])
+                + [aggregate_key(n, retrieval=True) for n in retrieval_metrics])
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
@@ -174,6 +176,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             statuses=assess(aggregates, c.scales),
             gate=verdict,
             aggregation=spec,
+            relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
         )
     finally:
         c.llm.close()
@@ -223,13 +226,16 @@ def load(loader) -> Dataset:
 
 
 def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit]) -> QuestionResult:
-    """A question with its hits (the generator's top_k) and the retrieval metrics of its ranking
-    (`depth` deep), or why it has none."""
+    """A question with its hits (the generator's top_k), the retrieval metrics of its ranking
+    (`depth` deep) and the context metrics of its top_k, or why it has none; the ranking and the
+    judgements they used are kept for the run folder's TREC files."""
     graded = c.rule.grade(question, ranked)
+    hits = tuple(ranked[: c.retriever.top_k])
+    scores = c.metric_set.retrieval_scores(graded.ranking, c.rule.level) if graded.ranking else {}
     return QuestionResult(
-        question, tuple(ranked[: c.retriever.top_k]),
-        retrieval=c.metric_set.retrieval_scores(graded.ranking, c.rule.level) if graded.ranking else {},
-        retrieval_excluded=graded.excluded,
+        question, hits, retrieval={**scores, **graded.context_scores([c.rule.item(h) for h in hits], c.rule.level)},
+        retrieval_excluded=graded.excluded, ranked=tuple(ranked),
+        ranking=graded.ranking.ids if graded.ranking else (), judged=graded.judged,
     )
 
 

@@ -4,20 +4,35 @@ the retrieval metrics score (one YAML option under conf/relevance/ per rule)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
 
 from ragexp.metrics.retrieval import UNJUDGED, Ranking
 from ragexp.types import Chunk, Hit, Question
 from ragexp.validation import PositiveInt
 
 
+CONTEXT_METRICS = ("context_hit", "context_recall")  # of what the generator saw (Graded.context_scores)
+
+
 @dataclass(frozen=True)
 class Graded:
-    """A question's ranking, or why it has none (`excluded`: nothing relevant to find)."""
+    """A question's ranking, or why it has none (`excluded`: nothing relevant to find), and its
+    relevance judgements as a TREC qrels file holds them (`judged`: id -> grade)."""
 
     ranking: Ranking | None
     excluded: str = ""
+    judged: dict[str, int] = field(default_factory=dict)
+
+    def context_scores(self, ids: Sequence[str], level: int) -> dict[str, float]:
+        """What the generator saw (`ids`: the items of its top_k chunks, documents or chunks):
+        `context_hit` 1 when one of them is relevant, `context_recall` the share of the relevant
+        items among them. Not ranking metrics: the order of the context does not count."""
+        if self.ranking is None:
+            return {}
+        relevant = {i for i, g in self.judged.items() if g >= level}
+        seen = relevant & set(ids)
+        return {"context_hit": float(bool(seen)), "context_recall": len(seen) / len(relevant) if relevant else 0.0}
 
 
 class RelevanceRule:
@@ -30,23 +45,35 @@ class RelevanceRule:
     def grade(self, question: Question, hits: Sequence[Hit]) -> Graded:
         raise NotImplementedError
 
+    def item(self, hit: Hit) -> str:
+        """What the rule ranks: a hit's document (doc) or chunk (span)."""
+        return hit.chunk.chunk_id
+
 
 class DocRelevance(RelevanceRule):
     """`doc`: a document's rank is the rank of its best (first) retrieved chunk, and it keeps its
     golden grade; the ranked list of distinct documents is scored. Grades >= `level` count as
-    relevant (trec_eval's -l); every judged document, retrieved or not, forms the ideal ranking."""
+    relevant (trec_eval's -l); every judged document, retrieved or not, forms the ideal ranking.
+    A question whose judged documents are all below `level` scores 0, as trec_eval scores it
+    (`without_relevant: exclude` leaves it out of the means instead, counted as excluded); a
+    question without judgements has nothing to score either way."""
 
-    def __init__(self, level: PositiveInt = 1, name: str = "doc"):
-        self.level, self.name = level, name
+    def __init__(self, level: PositiveInt = 1, name: str = "doc",
+                 without_relevant: Literal["score", "exclude"] = "score"):
+        self.level, self.name, self.without_relevant = level, name, without_relevant
+
+    def item(self, hit: Hit) -> str:
+        return hit.chunk.doc_id
 
     def grade(self, question: Question, hits: Sequence[Hit]) -> Graded:
+        if not question.golden:
+            return Graded(None, "no golden documents")
         pool = tuple(g for g in question.golden.values() if g >= 0)
-        if not any(g >= self.level for g in pool):
-            why = "no golden documents" if not question.golden else f"no golden document with grade >= {self.level}"
-            return Graded(None, why)
+        if self.without_relevant == "exclude" and not any(g >= self.level for g in pool):
+            return Graded(None, f"no golden document with grade >= {self.level}")
         docs = tuple(dict.fromkeys(hit.chunk.doc_id for hit in hits))
         grades = tuple(question.golden[d] if question.golden.get(d, UNJUDGED) >= 0 else UNJUDGED for d in docs)
-        return Graded(Ranking(grades, pool, docs))
+        return Graded(Ranking(grades, pool, docs), judged=dict(question.golden))
 
 
 def answer_pattern(answer: str) -> re.Pattern | None:
@@ -80,4 +107,5 @@ class SpanRelevance(RelevanceRule):
         if not relevant:
             return Graded(None, "no chunk contains an expected answer")
         ids = tuple(hit.chunk.chunk_id for hit in hits)
-        return Graded(Ranking(tuple(1 if cid in relevant else 0 for cid in ids), (1,) * len(relevant), ids))
+        return Graded(Ranking(tuple(1 if cid in relevant else 0 for cid in ids), (1,) * len(relevant), ids),
+                      judged=dict.fromkeys(sorted(relevant), 1))

@@ -21,11 +21,70 @@ def aggregates_json(result: RunResult) -> dict:
 
 
 def write_results(result: RunResult, folder: Path) -> Path:
-    """results.json, and aggregates.json beside it; returns the path of results.json."""
+    """results.json, and beside it aggregates.json and the audit trail (`write_audit`); returns the
+    path of results.json."""
     path = folder / "results.json"
     path.write_text(json.dumps(results_json(result), indent=2) + "\n")
     (folder / AGGREGATES).write_text(json.dumps(aggregates_json(result), indent=2) + "\n")
+    write_audit(result, folder)
     return path
+
+
+AUDIT_FILES = ("questions.jsonl", "run.trec", "qrels.trec", "retrieval.json")
+
+
+def question_record(r) -> dict:
+    """Everything about one question that the run's numbers come from."""
+    j = r.judgement
+    return {
+        "question_id": r.question.qid, "question": r.question.text, "kind": r.question.kind,
+        "source": r.question.source, "expected_answers": list(r.question.answers),
+        "answerable": r.question.answerable, "golden": r.question.golden,
+        "ranking": [{"rank": h.rank, "chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id, "score": h.score}
+                    for h in r.ranked],
+        "scored_items": list(r.ranking), "judged": r.judged,
+        "context": [{"chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id, "text": h.chunk.text} for h in r.hits],
+        "answer": r.answer.text if r.answer else None,
+        "status": "failed" if r.failed else "judged", "failure_reason": r.failure,
+        "judge_scores": j.scores if j else None, "hallucination": j.hallucination if j else None,
+        "reasoning": j.reasoning if j else "", "judge_details": j.details if j else {},
+        "answer_metrics": r.generation, "retrieval_metrics": r.retrieval, "retrieval_excluded": r.retrieval_excluded,
+    }
+
+
+def write_audit(result: RunResult, folder: Path) -> list[Path]:
+    """The run folder as its own audit trail: `questions.jsonl` (per question: the full ranking the
+    retrieval metrics saw, the context the generator saw, the answer, every score and the judge's
+    reasoning), and the TREC files the retrieval metrics amount to: `run.trec` (each scored question's
+    ranking; the score column is depth - rank + 1, so trec_eval keeps the run's order) and `qrels.trec`
+    (the judgements used), with `retrieval.json` (relevance level, NDCG gain, the logged means).
+    `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
+    from ragexp.metrics.names import metric_key
+    from ragexp.relevance import CONTEXT_METRICS
+
+    paths = [folder / name for name in AUDIT_FILES]
+    with paths[0].open("w", encoding="utf-8") as out:
+        for r in result.questions:
+            out.write(json.dumps(question_record(r), ensure_ascii=False, default=str) + "\n")
+    scored = [r for r in result.questions if r.retrieval and r.ranking]
+    tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.name) or "ragexp"
+    with paths[1].open("w", encoding="utf-8") as run, paths[2].open("w", encoding="utf-8") as qrels:
+        for r in scored:
+            qid = trec_id(r.question.qid)
+            for rank, item in enumerate(r.ranking, start=1):
+                run.write(f"{qid} Q0 {trec_id(item)} {rank} {len(r.ranking) - rank + 1} {tag}\n")
+            for item, grade in r.judged.items():
+                qrels.write(f"{qid} 0 {trec_id(item)} {grade}\n")
+    names = [n for n in dict.fromkeys(n for r in scored for n in r.retrieval) if n not in CONTEXT_METRICS]
+    logged = {n: result.aggregates[metric_key(n)] for n in names if metric_key(n) in result.aggregates}
+    paths[3].write_text(json.dumps({**result.relevance, "questions_scored": len(scored), "logged": logged,
+                                    "check": "python -m ragexp.trec_eval --check ."}, indent=2) + "\n")
+    return paths
+
+
+def trec_id(text: str) -> str:
+    """An id as one whitespace-free TREC field."""
+    return "_".join(str(text).split()) or "_"
 
 
 def question_table(result: RunResult) -> dict[str, list]:

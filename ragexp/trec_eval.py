@@ -143,6 +143,46 @@ def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[str]], measur
     return per_query
 
 
+def trec_measure(name: str) -> tuple[str, str] | None:
+    """A ragexp retrieval metric as trec_eval names it: (`-m` argument, output label), e.g.
+    `ndcg@10` -> ("ndcg_cut.10", "ndcg_cut_10"); None when trec_eval has no such measure."""
+    metric = MetricName.parse(name)
+    for family, (base, defaults) in FAMILIES.items():
+        if base == metric.base and (metric.cutoff is None) == (not defaults):
+            if metric.cutoff is None:
+                return family, family
+            return f"{family}.{metric.cutoff}", f"{family}_{metric.cutoff}"
+    return None
+
+
+RUN_FILE, QRELS_FILE, CHECK_FILE = "run.trec", "qrels.trec", "retrieval.json"
+
+
+def check(folder: str | Path) -> tuple[list[str], bool]:
+    """Recomputes every retrieval mean a run logged from its run folder alone (`run.trec`,
+    `qrels.trec` and `retrieval.json`, written by the run): one line per metric, logged vs
+    recomputed, and whether all are equal to 4 decimals."""
+    import json
+
+    folder = Path(folder)
+    if not (folder / CHECK_FILE).is_file():
+        raise RagexpError(f"{folder}: no {CHECK_FILE}; give the folder of a run (outputs/DATE/TIME or a sweep's job)")
+    spec = json.loads((folder / CHECK_FILE).read_text())
+    named = {name: trec_measure(name) for name in spec["logged"]}
+    usable = {name: m for name, m in named.items() if m is not None}
+    measures = parse_measures([m for m, _ in usable.values()], spec["level"], spec["gain"])
+    means = evaluate(read_qrels(folder / QRELS_FILE), read_run(folder / RUN_FILE), measures)["all"]
+    out, equal = [f"{'metric':<16}{'trec_eval':<16}{'logged':>10}{'recomputed':>12}"], True
+    for name, logged in spec["logged"].items():
+        if name not in usable:
+            out.append(f"{name:<16}{'(none)':<16}{logged:>10.4f}{'—':>12}")
+            continue
+        value = round(means[usable[name][1]], 4)
+        equal &= abs(value - logged) < 5e-5
+        out.append(f"{name:<16}{usable[name][1]:<16}{logged:>10.4f}{value:>12.4f}" + ("" if abs(value - logged) < 5e-5 else "  DIFFERS"))
+    return out, equal
+
+
 def lines(results: dict[str, dict[str, float]], per_query: bool) -> list[str]:
     out = []
     for qid, values in results.items():
@@ -152,7 +192,13 @@ def lines(results: dict[str, dict[str, float]], per_query: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ragexp.trec_eval", description=__doc__.split("\n\n")[0])
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--check":
+        return check_main(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m ragexp.trec_eval", description=__doc__.split("\n\n")[0],
+                                     epilog="python -m ragexp.trec_eval --check RUN_FOLDER: recompute a run's logged "
+                                            "retrieval means from its run.trec and qrels.trec")
     parser.add_argument("qrels", help="TREC qrels file: qid iter docno rel")
     parser.add_argument("run", help="TREC run file: qid Q0 docno rank score tag")
     parser.add_argument("-m", dest="measures", action="append",
@@ -170,6 +216,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("\n".join(lines(results, args.per_query)))
     return 0
+
+
+def check_main(folders: list[str]) -> int:
+    if not folders:
+        print("usage: python -m ragexp.trec_eval --check RUN_FOLDER [RUN_FOLDER ...]", file=sys.stderr)
+        return 2
+    ok = True
+    for folder in folders:
+        try:
+            out, equal = check(folder)
+        except RagexpError as err:
+            print(f"ragexp.trec_eval: error: {err}", file=sys.stderr)
+            return 2
+        print(f"{folder}: " + ("every logged retrieval mean recomputed" if equal else "DIFFERENT from the logged means"))
+        print("\n".join(out))
+        ok &= equal
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -86,6 +86,9 @@ class QuestionResult:
     retrieval: dict[str, float] = field(default_factory=dict)  # canonical metric name -> value, e.g. "ndcg@10"
     retrieval_excluded: str = ""  # why this question has no retrieval metrics (nothing relevant to find)
     generation: dict[str, float] = field(default_factory=dict)  # answer vs expected answers, scorecard
+    ranked: tuple[Hit, ...] = ()  # every hit the retrieval metrics saw (`metrics.depth` deep), best first
+    ranking: tuple[str, ...] = ()  # the items those metrics scored, best first (documents, or chunks for span)
+    judged: dict[str, int] = field(default_factory=dict)  # the relevance judgements they used: item -> grade
 
     @property
     def failed(self) -> bool:
@@ -115,6 +118,7 @@ class RunResult:
     statuses: dict[str, str] = field(default_factory=dict)  # aggregate -> good / ok / warning (specification targets)
     gate: GateVerdict | None = None
     aggregation: tuple = ()  # how each aggregate is made (ragexp.scoring.Aggregate), for aggregates.json
+    relevance: dict[str, Any] = field(default_factory=dict)  # rule, level and NDCG gain of the retrieval metrics
 
 
 # Plain-data codecs for the stage cache (ragexp.cache): each cached record to a JSON-able dict and

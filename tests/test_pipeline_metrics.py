@@ -50,8 +50,10 @@ def test_retrieval_metrics_per_question_and_their_means(folder, tmp_path):
     metrics = MetricSet(["hit_rate@1", "mrr", "ndcg@3", "recall@2"])
     for r in (q1, q3):
         [ranked] = bm25.search([r.question.text], depth=10)
-        expected = metrics.retrieval_scores(DocRelevance().grade(r.question, ranked).ranking, 1)
-        assert r.retrieval == pytest.approx(expected)
+        graded = DocRelevance().grade(r.question, ranked)
+        expected = metrics.retrieval_scores(graded.ranking, 1)
+        context = graded.context_scores([ranked[0].chunk.doc_id], 1)  # what the generator saw: its top_k
+        assert r.retrieval == pytest.approx({**expected, **context})
     assert q2.retrieval == {} and q2.retrieval_excluded == "no golden documents"
     aggregates = result.aggregates
     for name, key in (("mrr", "mrr"), ("ndcg@3", "ndcg_at_3"), ("recall@2", "recall_at_2")):

@@ -48,10 +48,13 @@ def test_doc_rule_relevance_level_keeps_ndcg_graded():
     assert scores["ndcg@3"] == pytest.approx((1 / log2(3) + 2 / 2) / (2 + 1 / log2(3) + 1 / 2))
 
 
-def test_doc_rule_excludes_questions_without_relevant_golden_documents():
+def test_doc_rule_scores_questions_without_relevant_golden_documents_like_trec_eval():
     assert DocRelevance().grade(Question("q", "?", ("a",), {}), hits(D1A)).excluded == "no golden documents"
     only_zero = DocRelevance().grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
-    assert only_zero.ranking is None and "grade >= 1" in only_zero.excluded
+    assert only_zero.excluded == "" and MetricSet(["mrr", "ndcg@3", "map"]).retrieval_scores(only_zero.ranking, 1) == {
+        "mrr": 0.0, "ndcg@3": 0.0, "map": 0.0}
+    excluded = DocRelevance(without_relevant="exclude").grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
+    assert excluded.ranking is None and "grade >= 1" in excluded.excluded
     from conftest import compose
     from ragexp.validation import problems
 
