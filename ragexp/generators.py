@@ -13,16 +13,21 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Question
-from ragexp.validation import PositiveInt, Temperature
+from ragexp.validation import Cosine, PositiveInt, Temperature
 
 
 class ExtractiveGenerator:
     """Offline baseline: answers with the retrieved sentences most similar to the question
-    (cosine of their embeddings), best first, up to `max_sentences` and `max_chars`."""
+    (cosine of their embeddings), best first, up to `max_sentences` and `max_chars`. Abstention
+    rule: when even the best sentence's cosine with the question is below `abstain_below` (null:
+    never), it answers `abstention` instead ("I don't know."); with nothing retrieved, it answers
+    the empty string (which also counts as abstaining)."""
 
-    def __init__(self, embedder, max_sentences: PositiveInt = 2, max_chars: PositiveInt = 400):
+    def __init__(self, embedder, max_sentences: PositiveInt = 2, max_chars: PositiveInt = 400,
+                 abstain_below: Cosine | None = None, abstention: str = "I don't know."):
         self.embedder = embedder
         self.max_sentences, self.max_chars = max_sentences, max_chars
+        self.abstain_below, self.abstention = abstain_below, abstention
 
     def generate(self, question: str, hits: Sequence[Hit]) -> Answer:
         started = time.perf_counter()
@@ -30,7 +35,10 @@ class ExtractiveGenerator:
         if not sentences:
             return Answer("", time.perf_counter() - started)
         vectors = self.embedder.embed([question, *sentences])
-        order = np.argsort(-(vectors[1:] @ vectors[0]), kind="stable")
+        similarity = vectors[1:] @ vectors[0]
+        if self.abstain_below is not None and float(similarity.max()) < self.abstain_below:
+            return Answer(self.abstention, time.perf_counter() - started)
+        order = np.argsort(-similarity, kind="stable")
         chosen: list[str] = []
         for i in order[: self.max_sentences]:
             if chosen and len(" ".join([*chosen, sentences[i]])) > self.max_chars:

@@ -19,7 +19,7 @@ from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
-from ragexp.metrics.generation import scorecard
+from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.relevance import RelevanceRule
 from ragexp.relevance import CONTEXT_METRICS
 from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
@@ -58,14 +58,15 @@ def data_notes(dataset: Dataset) -> list[str]:
     if dataset.skipped_documents:
         notes.append(f"{len(dataset.skipped_documents)} empty documents skipped: {', '.join(dataset.skipped_documents[:10])}")
     for what, missing in (
-        ("no expected answer", [q.qid for q in dataset.questions if not q.answers]),
+        ("no expected answer", [q.qid for q in dataset.questions if not q.answers and q.answerable]),
         ("no golden documents", [q.qid for q in dataset.questions if not q.golden]),
     ):
         if missing:
             notes.append(f"{len(missing)} questions with {what}: {listed(missing)}")
     unanswerable = [q for q in dataset.questions if not q.answerable]
     if unanswerable:
-        notes.append(f"{len(unanswerable)} questions marked unanswerable (expected answer: {unanswerable[0].expected!r})")
+        notes.append(f"{len(unanswerable)} questions marked unanswerable: an abstention is their correct answer "
+                     "(avg_abstention_recall, avg_answered_unanswerable)")
     corpus = {d.doc_id for d in dataset.documents}
     unknown = sorted({d for q in dataset.questions for d, g in q.golden.items() if g > 0 and d not in corpus})
     if unknown:
@@ -240,11 +241,14 @@ def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit]) -
 
 
 def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge) -> dict[str, float]:
-    """The answer against the expected answers, and the specification's generation scorecard from
-    the judge's scores that feed it (`judge.scorecard`) on 0-1 (see metrics.generation)."""
-    if result.answer is None or not result.question.answers:
+    """The answer against the expected answers, whether it abstained (and whether it should have: see
+    metrics.generation.abstention_scores), and the specification's generation scorecard from the
+    judge's scores that feed it (`judge.scorecard`) on 0-1 (see metrics.generation)."""
+    if result.answer is None:
         return {}
-    scores = metric_set.answer_scores(result.answer.text, result.question.answers)
+    question = result.question
+    scores = metric_set.answer_scores(result.answer.text, question.answers) if question.answers else {}
+    scores.update(abstention_scores(result.answer.text, question.answerable))
     if result.judgement is not None:
         judged, scales = result.judgement.scores, getattr(judge, "scales", {})
         unit = {part: (judged[metric] - scales[metric][0]) / (scales[metric][1] - scales[metric][0])
@@ -265,7 +269,7 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     """One question to its answer, cached under the generator's settings and the content it reads;
     or failed with the reason (one bad question never fails the run; a failure is never cached)."""
     question, hits = result.question, result.hits
-    if not question.answers:
+    if not question.answers and question.answerable:
         return replace(result, failure="no expected answer in the dataset")
     key = key_of("answer", generator_settings, question.text, context(hits))
     try:

@@ -19,7 +19,7 @@ class Question:
     answers: tuple[str, ...]
     golden: dict[str, int] = field(default_factory=dict)  # doc_id -> relevance grade
     kind: str = ""
-    answerable: bool = True  # False: the corpus holds no answer (SQuAD 2.0); `answers` is then the abstention
+    answerable: bool = True  # False: the corpus holds no answer; abstaining is correct (`answers` is empty)
     source: str = ""  # where the question comes from: "golden", "synthetic" (ragexp.synth), "" = not said
 
     @property

@@ -95,10 +95,12 @@ def test_squad_contexts_are_documents_and_unanswerable_questions_are_kept(tmp_pa
     assert [d.doc_id for d in data.documents] == ["Port/0", "Port/1", "Other/0"]
     a1, u1, a2 = data.questions
     assert a1.answers == ("7400", "port 7400") and a1.golden == {"Port/0": 1} and a1.answerable
-    assert not u1.answerable and u1.kind == "unanswerable" and u1.answers == ("I don't know",)
+    assert not u1.answerable and u1.kind == "unanswerable" and u1.answers == ()
     assert u1.golden == {"Port/0": 1} and a2.golden == {"Port/1": 1}
-    assert "1 questions marked unanswerable (expected answer: \"I don't know\")" in " ".join(data_notes(data))
-    limited = SquadDataset(str(path), limit=1, unanswerable_answer="No answer").load()
+    notes = " ".join(data_notes(data))
+    assert "1 questions marked unanswerable: an abstention is their correct answer" in notes
+    assert "questions with no expected answer" not in notes
+    limited = SquadDataset(str(path), limit=1).load()
     assert [q.qid for q in limited.questions] == ["a1"] and len(limited.documents) == 3
 
 
@@ -180,7 +182,7 @@ def test_jsonl_fields_are_mapped_from_config(tmp_path):
     assert (q1.qid, q1.answers, q1.golden) == ("1", ("Alpha",), {"p1": 2, "p2": 1})
     assert (q2.answers, q2.golden) == (("Beta",), {"p2": 1})
     assert TableDataset.constraints(fields={"gold": "x"}) == [
-        "fields.gold: unknown field; the fields are question_id, question, answer, golden, kind, doc_id, text, title"]
+        "fields.gold: unknown field; the fields are question_id, question, answer, golden, kind, source, answerable, doc_id, text, title"]
 
 
 def test_csv_lists_and_malformed_rows(tmp_path):

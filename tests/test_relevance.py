@@ -87,7 +87,7 @@ def test_span_rule_marks_chunks_that_contain_an_expected_answer():
 def test_span_rule_leaves_out_what_has_no_answer_to_find():
     rule = SpanRelevance()
     rule.prepare(SPAN_CORPUS)
-    unanswerable = Question("u", "?", ("I don't know",), {"a": 1}, kind="unanswerable", answerable=False)
+    unanswerable = Question("u", "?", (), {"a": 1}, kind="unanswerable", answerable=False)
     assert rule.grade(unanswerable, hits(SPAN_CORPUS[0])).excluded == "unanswerable question"
     nowhere = Question("n", "?", ("port 9999",), {"a": 1})
     assert rule.grade(nowhere, hits(SPAN_CORPUS[0])).excluded == "no chunk contains an expected answer"

@@ -18,17 +18,16 @@ class SquadDataset(Loader):
     - A question's golden document is its paragraph; its expected answers are the distinct
       `answers[].text`.
     - A SQuAD 2.0 question with `is_impossible: true` (or no answers) is kept, marked
-      `kind: unanswerable` and `answerable: false`; its expected answer is `unanswerable_answer`
-      ("I don't know"), so answer metrics reward abstaining. Its paragraph stays its golden
+      `kind: unanswerable` and `answerable: false`, with no expected answer: an abstention is its
+      correct answer (the abstention metrics and the judges say so). Its paragraph stays its golden
       document (the topic it was written against); the `span` relevance rule leaves it out.
     - A malformed entry is named by file and JSON path (`data[3].paragraphs[2].qas[5]`): a SQuAD
       file is one JSON document, often on one line, so a line number would not locate it.
     """
 
     def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "squad",
-                 on_error: OnError = "stop", qrels: str | None = None, unanswerable_answer: str = "I don't know"):
+                 on_error: OnError = "stop", qrels: str | None = None):
         super().__init__(path, limit, name, on_error, qrels)
-        self.unanswerable_answer = unanswerable_answer
 
     def read(self, rows: Rows) -> Dataset:
         file = required_path(self.path, "a SQuAD .json file", "file")
@@ -86,6 +85,5 @@ class SquadDataset(Loader):
         if bad_bytes:
             raise RowError(f"id, question or answers: {bad_bytes}")
         if qa.get("is_impossible") or not texts:
-            return Question(str(qa["id"]), qa["question"], (self.unanswerable_answer,), {doc_id: 1},
-                            kind="unanswerable", answerable=False)
+            return Question(str(qa["id"]), qa["question"], (), {doc_id: 1}, kind="unanswerable", answerable=False)
         return Question(str(qa["id"]), qa["question"], texts, {doc_id: 1}, kind="answerable")

@@ -11,7 +11,7 @@ from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
 
 FIELDS = {"question_id": "id", "question": "question", "answer": "answer", "golden": "golden_docs", "kind": None,
-          "source": "source",
+          "source": "source", "answerable": "answerable",
           "doc_id": "doc_id", "text": "text", "title": None}
 
 
@@ -134,9 +134,25 @@ class TableDataset(Loader):
         answers = [] if answer is None else [answer] if isinstance(answer, str) else answer
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise RowError(f"the answer ({self.fields['answer']}) must be a string or a list of strings")
+        answerable = self.answerable(row)
+        if not answerable and any(a.strip() for a in answers):
+            raise RowError(f"a question marked unanswerable ({self.fields['answerable']}) has no expected answer")
         return Question(str(qid), text, tuple(a for a in answers if a.strip()), self.golden(row),
                         kind=str(self.get(row, "kind", required=False) or ""),
-                        source=str(self.get(row, "source", required=False) or ""))
+                        source=str(self.get(row, "source", required=False) or ""), answerable=answerable)
+
+    def answerable(self, row: dict) -> bool:
+        """The optional `answerable` field: false (or 0, no) marks a question the corpus cannot
+        answer, whose correct answer is an abstention; missing or empty: answerable."""
+        value = self.get(row, "answerable", required=False)
+        if value is None or value == "":
+            return True
+        named = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in named:
+            return named[str(value).strip().lower()]
+        raise RowError(f"answerable ({self.fields['answerable']}) must be true or false, got {value!r}")
 
     def golden(self, row: dict) -> dict[str, int]:
         value = self.get(row, "golden", required=False)

@@ -14,6 +14,20 @@ from ragexp.validation import PositiveInt, Temperature
 LOW, HIGH = 1.0, 10.0
 
 
+UNANSWERABLE = ("UNANSWERABLE: the corpus holds no answer to this question; abstaining (\"I don't know\") "
+                "is the correct answer")
+
+
+def expected_text(question: Question) -> str:
+    """What the judge is told to expect: the expected answer, the alternatives (any of them is
+    right), or that the question is unanswerable."""
+    if not question.answerable:
+        return UNANSWERABLE
+    if len(question.answers) > 1:
+        return "any of:\n" + "\n".join(f"- {a}" for a in question.answers)
+    return question.expected
+
+
 class LLMJudge(LLMJudgeBase):
     """Sends the question, the retrieved context (numbered chunks), the expected and the generated
     answer; reads `context_relevance`, `answer_similarity`, `faithfulness` (1-10; values outside
@@ -41,7 +55,7 @@ class LLMJudge(LLMJudgeBase):
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         values = {"question": question.text, "context": numbered_context(hits) or "(nothing was retrieved)",
-                  "expected": question.expected, "generated": answer.text.strip() or "(empty answer)"}
+                  "expected": expected_text(question), "generated": answer.text.strip() or "(empty answer)"}
         return [self.request(self.system.render(**values), self.user.render(**values), repeat)]
 
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:

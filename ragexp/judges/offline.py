@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from ragexp.judges.contract import Judge
-from ragexp.metrics.generation import coherence_offline, conciseness_offline, token_recall
+from ragexp.metrics.generation import abstains, coherence_offline, conciseness_offline, token_recall
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.validation import Cosine
@@ -54,7 +54,11 @@ class OfflineJudge(Judge):
     - faithfulness = 1 + 9 * (share of answer sentences supported by the context: made of context
       text verbatim (see `verbatim`), or with a cosine of at least `support_threshold` with some
       context sentence);
-    - hallucination = some answer sentence is supported by no context sentence;
+    - hallucination = some answer sentence is supported by no context sentence, or (with
+      `answered_unanswerable_hallucinates`) the question is unanswerable and the answer does not
+      abstain. An abstaining answer ("I don't know", see metrics.generation.abstains) makes no
+      claim (faithfulness 10); for an unanswerable question it is the right answer
+      (answer_similarity 10; answering anyway: 1);
     - claim_hallucination_rate = unsupported answer sentences / answer sentences (0-1; the
       specification's hallucination rate with sentences as claims);
     - conciseness_offline, coherence_offline: see ragexp.metrics.generation (0-1 estimates).
@@ -67,8 +71,9 @@ class OfflineJudge(Judge):
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
 
     def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
-                 name: str | None = None):
+                 name: str | None = None, answered_unanswerable_hallucinates: bool = True):
         self.embedder = embedder
+        self.answered_unanswerable_hallucinates = answered_unanswerable_hallucinates
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
         self.name = name or f"offline-{embedder.name}"
 
@@ -81,19 +86,29 @@ class OfflineJudge(Judge):
         a = self.embedder.embed(answer_sentences)
 
         relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
-        recall = token_recall(answer.text, question.answers)
+        abstained = abstains(answer.text)
+        if question.answerable:
+            recall = token_recall(answer.text, question.answers)
+            expected = f"the answer holds {recall:.0%} of the expected answer's words"
+        else:  # the corpus holds no answer: abstaining is the right answer
+            recall = 1.0 if abstained else 0.0
+            expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
         flat_context = " ".join(context.split())
+        claims = [] if abstained else list(zip(answer_sentences, a))  # an abstention makes no claim
         supported = [
             verbatim(s, flat_context, context_sentences) or (len(c) > 0 and float(np.max(c @ v)) >= self.support_threshold)
-            for s, v in zip(answer_sentences, a)
+            for s, v in claims
         ]
         unsupported = len(supported) - sum(supported)
+        answered_unanswerable = not question.answerable and not abstained and self.answered_unanswerable_hallucinates
         reasoning = (
             f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
-            f"(cosine >= {self.relevance_threshold}); the answer holds {recall:.0%} of the expected answer's words; "
+            f"(cosine >= {self.relevance_threshold}); {expected}; "
             + (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
-               f"(cosine >= {self.support_threshold} or verbatim)" if supported else "empty answer")
+               f"(cosine >= {self.support_threshold} or verbatim)" if supported
+               else "the answer abstains" if abstained else "empty answer")
             + (f"; {unsupported} unsupported: hallucination" if unsupported else "")
+            + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else "")
         )
         scores = {
             "context_relevance": to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
@@ -103,4 +118,4 @@ class OfflineJudge(Judge):
             "conciseness_offline": round(conciseness_offline(answer.text), 4),
             "coherence_offline": round(coherence_offline(a), 4),
         }
-        return Judgement(self.name, scores, hallucination=unsupported > 0, reasoning=reasoning)
+        return Judgement(self.name, scores, hallucination=unsupported > 0 or answered_unanswerable, reasoning=reasoning)

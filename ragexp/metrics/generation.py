@@ -69,6 +69,34 @@ def token_recall(prediction: str, answers: Sequence[str]) -> float:
     return best
 
 
+ABSTENTION = re.compile(
+    r"\b(i (do not|don't|dont) know|i'm not sure|i am not sure|(cannot|can't|can not|unable to) (be )?(answer|determine|find|tell)"
+    r"|not (enough|sufficient) information|no (relevant )?information|(is|are) not (mentioned|provided|stated|given)"
+    r"|(do|does) not (contain|mention|say|provide|state)|no answer)\b", re.IGNORECASE)
+
+
+def abstains(answer: str) -> bool:
+    """An answer that declines to answer: empty, or saying it does not know / the documents do not
+    hold it (within its first 200 characters): "I don't know", "The documents do not mention ...",
+    "There is not enough information ..."."""
+    return not answer.strip() or bool(ABSTENTION.search(answer[:200]))
+
+
+def abstention_scores(answer: str, answerable: bool) -> dict[str, float]:
+    """Per answered question: `abstention` (1 when it abstains); for a question the corpus cannot
+    answer, `abstention_recall` (1 when it abstains) and `answered_unanswerable` (1 when it answers
+    anyway: a confident answer to an unanswerable question); for an abstaining answer,
+    `abstention_precision` (1 when the question was unanswerable). Their means are the run's
+    abstention rate, abstention recall, answered-unanswerable rate and abstention precision."""
+    abstained = abstains(answer)
+    scores = {"abstention": float(abstained)}
+    if not answerable:
+        scores.update(abstention_recall=float(abstained), answered_unanswerable=float(not abstained))
+    if abstained:
+        scores["abstention_precision"] = float(not answerable)
+    return scores
+
+
 def conciseness_offline(answer: str) -> float:
     """Distinct content words / all words (0-1): repetition and filler words lower it. An empty
     answer wastes no words: 1. A crude proxy of the specification's conciseness, not an LLM score."""
