@@ -41,10 +41,10 @@ def test_value_overrides_reach_the_components():
 
 def test_weights_that_do_not_sum_to_one_are_an_error():
     from ragexp.errors import RagexpError
-    from ragexp.pipeline import build
+    from ragexp.validation import validate
 
     with pytest.raises(RagexpError, match="sum to 1"):
-        build(compose("weights.answer_similarity=0.5").weights)
+        validate(compose("weights.answer_similarity=0.5"))
 
 
 PLUGIN = {"slurm": "hydra_plugins.hydra_submitit_launcher", "ray": "hydra_plugins.hydra_ray_launcher",
