@@ -50,13 +50,14 @@ def problems(cfg) -> list[str]:
 
 
 def walk(node, prefix: str, errors: list[str]) -> None:
-    from omegaconf import DictConfig
+    """Every component (`_target_` node) outside `hydra`, also inside plain groups of settings."""
+    from omegaconf import DictConfig, OmegaConf
 
     for key in node:
-        if not prefix and key == "hydra":
+        if (not prefix and key == "hydra") or OmegaConf.is_interpolation(node, key) or OmegaConf.is_missing(node, key):
             continue
-        value = node._get_node(key)
-        if isinstance(value, DictConfig) and not value._is_interpolation() and not value._is_missing():
+        value = node[key]
+        if isinstance(value, DictConfig):
             if "_target_" in value:
                 check_component(value, f"{prefix}{key}", errors)
             else:
@@ -87,7 +88,7 @@ def check_component(node, key: str, errors: list[str]) -> None:
         if OmegaConf.is_missing(node, name):
             errors.append(f"{full}: no value given; set {full}=...")
             continue
-        reference = REFERENCE.fullmatch(str(node._get_node(name)._value()))
+        reference = OmegaConf.is_interpolation(node, name) and REFERENCE.fullmatch(str(node._get_node(name)._value()))
         where = reference.group(1) if reference else full  # a problem is reported where the value is written
         try:
             value = node[name]
@@ -137,9 +138,9 @@ def constraint_errors(cls, node, named: dict, arguments: dict, key: str) -> list
         return []
     errors = []
     for message in constraints(**given):  # "setting: ..." or about the whole node
-            setting = re.match(r"([\w.]+): ", message)
-            named_setting = setting and setting.group(1).split(".")[0] in {*named, *arguments}
-            errors.append(f"{key}.{message}" if named_setting else f"{key}: {message}")
+        setting = re.match(r"([\w.]+): ", message)
+        named_setting = setting and setting.group(1).split(".")[0] in {*named, *arguments}
+        errors.append(f"{key}.{message}" if named_setting else f"{key}: {message}")
     return errors
 
 

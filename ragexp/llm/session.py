@@ -33,8 +33,8 @@ class LLMSession:
 
     def connect(self, **components) -> None:
         """Gives each LLM component (keyword = its role: generator=..., judge=...) a client, after
-        checking its settings, its API key and that its endpoint can be reached; other components
-        are left alone. In a dry run nothing is checked beyond the settings and no client is made."""
+        checking its API key and that its endpoint can be reached (its settings were checked with the
+        config, ragexp.validation); other components are left alone. In a dry run no client is made."""
         for role, component in components.items():
             if not isinstance(component, UsesLLM):
                 continue
