@@ -38,7 +38,7 @@ class EmbeddingCache:
     def __init__(self, store=None):
         self.store = store
         self.memo: dict[str, dict[str, np.ndarray]] = {}
-        self.stats: Counter[str] = Counter()
+        self.stats: Counter[str] = Counter(embedded_texts=0)
         self._lock = threading.Lock()
 
     @contextmanager
