@@ -1,14 +1,17 @@
-# make run   : set up .venv (tested versions from constraints.txt) and run the default experiment
-# make test  : set up .venv and run the fast test tier (what CI runs)
+# make help: the targets, one line each (from their `## ` comments)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-full bench clean
+.PHONY: help install run test test-process test-full lint bench clean
+.DEFAULT_GOAL := help
 
-install: $(STAMP)
+help:  ## list the targets
+	@awk -F ':.*## ' '/^[a-z-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+install: $(STAMP)  ## set up .venv with the tested versions (constraints.txt), the test and lint tools included
 
 # torch first, pinned to the CPU build: otherwise sentence-transformers pulls a multi-GB CUDA build
 $(STAMP): pyproject.toml constraints.txt
@@ -18,20 +21,25 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
-run: install
+run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
 	$(PY) -m ragexp
 
-test: install
+test: install  ## the fast test tier (what CI runs)
 	$(PY) -m pytest -m "not slow"
 
-# every tier, with the optional Optuna search and Ray extras (kept out of the default install)
-test-full: install
+test-process: install  ## only the tests that run ragexp in subprocesses or build the package (marker `process`)
+	$(PY) -m pytest -m process
+
+test-full: install  ## every tier, slow tests and the optuna and ray extras included
 	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray]'
 	$(PY) -m pytest
 
-clean:
+lint: install  ## ruff (style and bugs) and mypy (types) on the code; settings in pyproject.toml
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+clean:  ## remove Hydra's outputs and pytest's cache
 	rm -rf outputs multirun/[0-9]* .pytest_cache
 
-# speed and memory figures on ../shared/data/hotpotqa_ircot_dev500 -> bench/results.json, bench/results.md
-bench: install
+bench: install  ## speed and memory figures on HotpotQA -> bench/results.json, bench/results.md
 	$(PY) bench/run.py

@@ -4,7 +4,10 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-CONF = str(Path(__file__).resolve().parent.parent / "conf")  # absolute: the same for `python -m` and `ragexp`
+# ragexp/conf: in a checkout (and an editable install) a symlink to the repository's top-level conf/, in a
+# wheel the YAML files themselves (setuptools follows the link). Absolute, so `python -m ragexp` and the
+# `ragexp` script find the same folder; user folders come on top with --config-dir or hydra.searchpath.
+CONF = str(Path(__file__).resolve().parent / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=CONF, config_name="config")

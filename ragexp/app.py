@@ -53,8 +53,11 @@ def execute(cfg: DictConfig) -> float | None:
     from ragexp.pipeline import build, run
     from ragexp.report import summary, write_results
 
+    from ragexp.validation import validate
+
     started = time.time()
     try:
+        validate(cfg)  # every setting checked, every problem reported at once, before any work
         run_where_launched()
         tracker = build(cfg.tracker)
         sweep = sweep_info()
@@ -67,7 +70,7 @@ def execute(cfg: DictConfig) -> float | None:
         results_file = write_results(result, output_dir)
         print(summary(result))
         # the logged config re-runs this job as it is: its name included
-        config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}
+        config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}  # type: ignore[dict-item]
         run_id = tracker.log_run(result, config, sweep.get("parent_run_id"), files=overrides_files(output_dir),
                                  started=started)
         print(f"results: {results_file}")

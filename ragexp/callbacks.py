@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 
 SWEEP_FILE = "sweep.json"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 log = logging.getLogger("ragexp")
 
 
@@ -25,6 +26,39 @@ def swept_keys(config: DictConfig) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def grid_points(config: DictConfig) -> list[list[str]]:
+    """Every job's overrides, as Hydra's basic sweeper will enumerate them (hydra.sweeper.params,
+    then the command line)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    arguments = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    arguments += list(config.hydra.overrides.task)
+    parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+    return [point for batch in BasicSweeper.split_arguments(parser.parse_overrides(arguments), None) for point in batch]
+
+
+def invalid_points(config: DictConfig) -> list[str]:
+    """Each grid point composed and validated (ragexp.validation): one entry per invalid point,
+    naming its job number, its swept values and every problem."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ragexp.validation import problems
+
+    loader, swept = GlobalHydra.instance().config_loader(), swept_keys(config)
+    invalid = []
+    for number, point in enumerate(grid_points(config)):
+        try:
+            errors = problems(loader.load_sweep_config(config, list(point)))
+        except Exception as err:  # noqa: BLE001 - Hydra cannot compose it (an unknown option or key)
+            errors = [" ".join(str(err).splitlines()[:2])]
+        if errors:
+            name = " ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point)
+            invalid.append(f"job {number} ({name}):\n    " + "\n    ".join(errors))
+    return invalid
+
+
 def read_sweep(sweep_dir: str | Path) -> dict:
     """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
     path = Path(sweep_dir) / SWEEP_FILE
@@ -32,7 +66,8 @@ def read_sweep(sweep_dir: str | Path) -> dict:
 
 
 class SweepTracking(Callback):
-    """`on_multirun_start` opens the parent run and leaves its id and the swept keys in the
+    """`on_multirun_start` checks every point of a grid (all invalid points reported, exit 2, nothing
+    run), then opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them;
     `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
     makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
@@ -42,6 +77,12 @@ class SweepTracking(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.pipeline import build
 
+        if config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:  # a grid: known in advance, checked before any job
+            invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)
+            if invalid:
+                print(f"ragexp: error: {len(invalid)} of {len(grid_points(config))} grid points are invalid; "
+                      "no job was started:\n  " + "\n  ".join(invalid), file=sys.stderr)
+                sys.exit(2)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = build(config.tracker)

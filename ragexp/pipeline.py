@@ -84,7 +84,7 @@ def retrieval_notes(results: list[QuestionResult], rule: str) -> list[str]:
 
 def settings(node: DictConfig) -> dict:
     """A component's resolved config: what goes into its stage's cache key."""
-    return OmegaConf.to_container(node, resolve=True)
+    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]  # a DictConfig gives a dict
 
 
 @dataclass

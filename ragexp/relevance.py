@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ragexp.errors import RagexpError
 from ragexp.metrics.retrieval import UNJUDGED, Ranking
 from ragexp.types import Chunk, Hit, Question
+from ragexp.validation import PositiveInt
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,7 @@ class DocRelevance(RelevanceRule):
     golden grade; the ranked list of distinct documents is scored. Grades >= `level` count as
     relevant (trec_eval's -l); every judged document, retrieved or not, forms the ideal ranking."""
 
-    def __init__(self, level: int = 1, name: str = "doc"):
-        if level < 1:
-            raise RagexpError(f"relevance.level must be at least 1, got {level}")
+    def __init__(self, level: PositiveInt = 1, name: str = "doc"):
         self.level, self.name = level, name
 
     def grade(self, question: Question, hits: Sequence[Hit]) -> Graded:

@@ -10,6 +10,7 @@ from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.text import words
 from ragexp.types import Chunk, Hit
+from ragexp.validation import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 
 class Retriever:
@@ -23,20 +24,14 @@ class Retriever:
         raise NotImplementedError
 
 
-def check_top_k(top_k: int) -> int:
-    if top_k < 1:
-        raise RagexpError(f"retriever.top_k must be at least 1, got {top_k}")
-    return top_k
-
-
 class DenseRetriever(Retriever):
     """Cosine similarity in a Qdrant collection: qdrant-client's local in-memory mode by
     default, a Qdrant server with `url` (and `api_key_env` when it needs a key)."""
 
-    def __init__(self, embedder, top_k: int = 5, url: str | None = None, api_key_env: str | None = None,
-                 collection: str | None = None, batch_size: int = 256):
+    def __init__(self, embedder, top_k: PositiveInt = 5, url: str | None = None, api_key_env: str | None = None,
+                 collection: str | None = None, batch_size: PositiveInt = 256):
         self.embedder = embedder
-        self.top_k = check_top_k(top_k)
+        self.top_k = top_k
         self.url, self.api_key_env, self.collection = url, api_key_env, collection
         self.batch_size = batch_size
 
@@ -90,8 +85,8 @@ class DenseRetriever(Retriever):
 class BM25Retriever(Retriever):
     """Okapi BM25 (rank-bm25) over lower-cased word tokens without stop words."""
 
-    def __init__(self, top_k: int = 5, k1: float = 1.5, b: float = 0.75):
-        self.top_k = check_top_k(top_k)
+    def __init__(self, top_k: PositiveInt = 5, k1: NonNegativeFloat = 1.5, b: Fraction = 0.75):
+        self.top_k = top_k
         self.k1, self.b = k1, b
 
     def index(self, chunks: Sequence[Chunk]) -> None:
@@ -111,18 +106,26 @@ class BM25Retriever(Retriever):
 
 
 class HybridRetriever(Retriever):
-    """Reciprocal rank fusion: score(chunk) = sum over retrievers of weight / (k + rank), over
-    each retriever's best `depth` hits."""
+    """Weighted reciprocal rank fusion of any retrievers: score(chunk) = sum over the retrievers of
+    weight / (k + rank), over each retriever's best `depth` hits. `retrievers` maps a name to a
+    configured retriever (conf/retriever/hybrid.yaml fuses `dense` and `bm25`); `weights` maps the
+    same names to weights >= 0 (a retriever without a weight gets 1 / number of retrievers)."""
 
-    def __init__(self, dense: Retriever, bm25: Retriever, top_k: int = 5, k: int = 60,
-                 weights: dict[str, float] | None = None, depth: int = 50):
-        self.retrievers = {"dense": dense, "bm25": bm25}
-        self.top_k = check_top_k(top_k)
+    def __init__(self, retrievers: dict[str, Retriever], top_k: PositiveInt = 5, k: NonNegativeInt = 60,
+                 weights: dict[str, NonNegativeFloat] | None = None, depth: PositiveInt = 50):
+        self.retrievers = dict(retrievers)
+        self.top_k = top_k
         self.k, self.depth = k, depth
-        self.weights = dict(weights or {"dense": 0.5, "bm25": 0.5})
-        unknown = set(self.weights) - set(self.retrievers)
-        if unknown or any(w < 0 for w in self.weights.values()):
-            raise RagexpError(f"retriever.weights: keys must be dense/bm25 with weights >= 0, got {self.weights}")
+        given = {str(name): float(w) for name, w in (weights or {}).items()}
+        self.weights = {name: given.get(name, 1.0 / len(self.retrievers)) for name in self.retrievers}
+
+    @classmethod
+    def constraints(cls, retrievers: dict, weights: dict | None = None, **_) -> list[str]:
+        """Cross-field checks of the settings, run by ragexp.validation before any work."""
+        if not retrievers:
+            return ["retrievers: name at least one retriever to fuse"]
+        unknown = sorted(set(weights or {}) - set(retrievers))
+        return [f"weights.{name}: no retriever {name!r} in retrievers ({', '.join(retrievers)})" for name in unknown]
 
     def index(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = {c.chunk_id: c for c in chunks}
@@ -136,7 +139,7 @@ class HybridRetriever(Retriever):
             fused: dict[str, float] = {}
             for name, hits in ranked.items():
                 for hit in hits[i]:
-                    fused[hit.chunk.chunk_id] = fused.get(hit.chunk.chunk_id, 0.0) + self.weights.get(name, 0.0) / (self.k + hit.rank)
+                    fused[hit.chunk.chunk_id] = fused.get(hit.chunk.chunk_id, 0.0) + self.weights[name] / (self.k + hit.rank)
             best = sorted(fused.items(), key=lambda item: -item[1])[: depth or self.top_k]
             results.append([Hit(self.chunks[cid], score, rank) for rank, (cid, score) in enumerate(best, 1)])
         return results

@@ -8,6 +8,7 @@ from typing import Sequence
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName, metric_key
 from ragexp.types import Judgement, QuestionResult
+from ragexp.validation import NonNegativeFloat
 
 UNIT = (0.0, 1.0)
 
@@ -17,13 +18,18 @@ class Weights:
     (computed by the `overall` Aggregate that `aggregation_spec` makes of these weights).
     Each keyword names a judge metric and its weight; the weights must be >= 0 and sum to 1."""
 
-    def __init__(self, hallucination_penalty: bool = True, **weights: float):
+    def __init__(self, hallucination_penalty: bool = True, **weights: NonNegativeFloat):
         self.weights = {metric: float(w) for metric, w in weights.items()}
         self.hallucination_penalty = hallucination_penalty
-        total = sum(self.weights.values())
-        if not self.weights or abs(total - 1.0) > 1e-6 or any(w < 0 for w in self.weights.values()):
-            shown = " + ".join(f"{k}={v:g}" for k, v in self.weights.items())
-            raise RagexpError(f"weights: {shown} = {total:g}; the weights must be >= 0 and sum to 1 (set weights.<metric>=...)")
+
+    @classmethod
+    def constraints(cls, hallucination_penalty: bool = True, **weights: float) -> list[str]:
+        """The weights sum to 1, checked by ragexp.validation before any work."""
+        total = sum(weights.values())
+        if weights and abs(total - 1.0) <= 1e-6:
+            return []
+        shown = " + ".join(f"{k}={v:g}" for k, v in weights.items()) or "no weight"
+        return [f"{shown} = {total:g}; the weights must sum to 1 (set weights.<metric>=...)"]
 
     def check(self, judge_name: str, metrics: Sequence[str]) -> None:
         """Stop before any work when a weighted metric is one the judge does not produce."""
@@ -93,7 +99,7 @@ class Aggregate:
         return {**shown, "inputs": list(self.inputs), **({"weights": list(self.weights)} if self.weights else {})}
 
     @classmethod
-    def from_json(cls, entry: dict) -> "Aggregate":
+    def from_json(cls, entry: dict) -> Aggregate:
         return cls(**{**entry, "inputs": tuple(entry.get("inputs", ())), "weights": tuple(entry.get("weights", ()))})
 
 
@@ -183,9 +189,9 @@ def aggregate(results: Sequence[QuestionResult], weights: Weights) -> dict[str, 
 def aggregate_scales(judge_scales: dict[str, tuple[float, float]], weights: Weights,
                      answer_metrics: Sequence[str], retrieval_metrics: Sequence[str]) -> dict[str, tuple[float, float]]:
     """The scale of each aggregate that has a known one (targets and the gate compare on it)."""
-    scales = {aggregate_key(m): tuple(s) for m, s in judge_scales.items()}
+    scales = {aggregate_key(m): (lo, hi) for m, (lo, hi) in judge_scales.items()}
     scales["hallucination_rate"] = UNIT
-    weighted = {tuple(judge_scales[m]) for m in weights.weights if m in judge_scales}
+    weighted = {(judge_scales[m][0], judge_scales[m][1]) for m in weights.weights if m in judge_scales}
     if len(weighted) == 1 and all(m in judge_scales for m in weights.weights):
         scales["overall_score"] = weighted.pop()
     scales.update({aggregate_key(m): UNIT for m in answer_metrics})

@@ -67,6 +67,8 @@ class NoTracker:
 
 
 def process_alive(pid: str | None) -> bool:
+    if pid is None:
+        return False
     try:
         os.kill(int(pid), 0)
     except (TypeError, ValueError, ProcessLookupError):

@@ -160,7 +160,7 @@ def test_a_failing_report_does_not_fail_the_sweep(tmp_path, caplog):
     callback.parent_id = "0" * 32
     with caplog.at_level(logging.WARNING, logger="ragexp"):
         callback.leaderboard(tmp_path)  # no exception
-    assert f"no leaderboard for this sweep (RagexpError: no MLflow store at" in caplog.text
+    assert "no leaderboard for this sweep (RagexpError: no MLflow store at" in caplog.text
     assert f"python -m ragexp.compare {'0' * 32}" in caplog.text
 
 

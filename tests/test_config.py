@@ -1,5 +1,4 @@
 """Every YAML under conf/ composes, and every component in it instantiates."""
-from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate

@@ -56,10 +56,13 @@ def test_gate_with_max_bounds_and_missing_metrics():
 
 
 def test_gate_settings_are_checked_before_any_work():
-    with pytest.raises(RagexpError, match=r"gate.thresholds.mrr: write \{min: X\}"):
-        Gate("g", {"mrr": {"at_least": 0.5}})
-    with pytest.raises(RagexpError, match="gate.thresholds.mrr.min: 'high' is not a number"):
-        Gate("g", {"mrr": {"min": "high"}})
+    from conftest import compose
+    from ragexp.validation import problems
+
+    assert Gate.constraints({"mrr": {"at_least": 0.5}}) == [
+        "thresholds.mrr: write {min: X}, {max: X} or both, optionally with scale: [lo, hi]; at_least is not one of them"]
+    assert problems(compose("gate=production", "gate.thresholds.mrr.min=high")) == [
+        "gate.thresholds.mrr.min: 'high' is not a number"]
     gate = Gate("g", {"answer_relevance": {"min": 0.8, "scale": [0, 1]}})
     with pytest.raises(RagexpError, match="gate.thresholds.answer_relevance: this run does not produce answer_relevance"):
         gate.check(["avg_faithfulness", "mrr"], {})

@@ -54,3 +54,10 @@ def test_offline_judge_declares_scales_and_gives_claim_level_hallucination(minil
     assert j.scores["claim_hallucination_rate"] == pytest.approx(1 / 2)
     assert (j.scores["faithfulness"] - 1) / 9 == pytest.approx(1 - j.scores["claim_hallucination_rate"])
     assert 0 <= j.scores["coherence_offline"] <= 1 and 0 < j.scores["conciseness_offline"] <= 1
+
+
+def test_metric_set_defaults_are_the_default_yaml():
+    from conftest import compose
+
+    cfg = compose("embedder@scoring_embedder=hash")
+    assert list(cfg.metrics.retrieval) == MetricSet().names

@@ -8,7 +8,6 @@ from openai_server import judge_json, numbered, task, user_text
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.generators import OpenAIGenerator
 from ragexp.judges.llm import LLMJudge
-from ragexp.judges.triad import TriadJudge
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, json_objects, read_reply
@@ -180,7 +179,8 @@ def test_prompt_templates_allow_only_their_fields():
                        ("{question!r}", "{question!r}")):
         with pytest.raises(RagexpError, match=r"judge.user_prompt: unknown field " + shown.replace("{", r"\{").replace("}", r"\}")):
             Template(bad, ("question",), "judge.user_prompt")
-    with pytest.raises(RagexpError, match="judge.repeats must be a positive integer"):
-        from_yaml("llm", repeats=0)
-    with pytest.raises(RagexpError, match="judge.prompts.claims needs a system and a user template"):
-        from_yaml("triad", prompts={"claims": None})
+    from ragexp.validation import problems
+
+    assert problems(compose("judge=llm", "judge.repeats=0")) == ["judge.repeats: must be >= 1, got 0"]
+    assert problems(compose("judge=triad", "weights=triad", "~judge.prompts.claims.user")) == [
+        "judge.prompts.claims: needs a system and a user template"]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, compose
 from ragexp.datasets.autorag import AutoRAGDataset
 from ragexp.datasets.beir import BeirDataset
 from ragexp.datasets.folder import FolderDataset
@@ -62,8 +62,10 @@ def test_beir_malformed_rows_stop_or_are_skipped_and_counted(tmp_path):
 
 
 def test_loader_settings_are_checked_when_built(tmp_path):
-    with pytest.raises(RagexpError, match="dataset.on_error: 'ignore' is not one of stop, skip"):
-        BeirDataset(str(tmp_path), on_error="ignore")
+    from ragexp.validation import problems
+
+    assert problems(compose("dataset=beir", "dataset.on_error=ignore")) == [
+        "dataset.on_error: 'ignore' is not one of 'stop', 'skip'"]
     with pytest.raises(RagexpError, match="dataset.path: not set"):
         BeirDataset().load()
 
@@ -177,8 +179,8 @@ def test_jsonl_fields_are_mapped_from_config(tmp_path):
     q1, q2 = data.questions
     assert (q1.qid, q1.answers, q1.golden) == ("1", ("Alpha",), {"p1": 2, "p2": 1})
     assert (q2.answers, q2.golden) == (("Beta",), {"p2": 1})
-    with pytest.raises(RagexpError, match="dataset.fields: unknown field gold"):
-        TableDataset(str(tmp_path), fields={"gold": "x"})
+    assert TableDataset.constraints(fields={"gold": "x"}) == [
+        "fields.gold: unknown field; the fields are question_id, question, answer, golden, kind, doc_id, text, title"]
 
 
 def test_csv_lists_and_malformed_rows(tmp_path):

@@ -5,6 +5,7 @@ import pytest
 from openai_server import OpenAIServer
 from ragexp.embedders import OpenAIEmbedder
 from ragexp.errors import RagexpError
+from ragexp.llm.endpoint import Endpoint
 
 
 @pytest.fixture
@@ -15,7 +16,7 @@ def server():
 
 def test_embeds_through_the_endpoint_with_the_key_from_the_named_variable(server, monkeypatch):
     monkeypatch.setenv("MY_EMBED_KEY", "sk-test-123")
-    embedder = OpenAIEmbedder(base_url=server.base_url, model="emb-small", api_key_env="MY_EMBED_KEY", batch_size=2)
+    embedder = OpenAIEmbedder(Endpoint(server.base_url, "emb-small", "MY_EMBED_KEY"), batch_size=2)
     vectors = embedder.embed(["port 7400 server", "server port 7400", "bananas", "port 7400 server"])
     assert vectors.shape == (4, 64)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
@@ -29,15 +30,15 @@ def test_embeds_through_the_endpoint_with_the_key_from_the_named_variable(server
 
 def test_missing_key_names_the_variable_and_the_setting(server, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    embedder = OpenAIEmbedder(base_url=server.base_url, model="m", api_key_env="NO_SUCH_KEY_VAR")
-    with pytest.raises(RagexpError, match=r"embedder.api_key_env: environment variable 'NO_SUCH_KEY_VAR' is not set"):
+    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", "NO_SUCH_KEY_VAR"))
+    with pytest.raises(RagexpError, match=r"embedder.endpoint.api_key_env: environment variable 'NO_SUCH_KEY_VAR' is not set"):
         embedder.embed(["x"])
     assert server.requests == []
 
 
 def test_garbage_and_errors_are_one_clear_message(server, monkeypatch):
     monkeypatch.setenv("K", "k")
-    embedder = OpenAIEmbedder(base_url=server.base_url, model="m", api_key_env="K", max_retries=0)
+    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", "K", max_retries=0))
     server.faults = ["garbage"]
     with pytest.raises(RagexpError, match="embedder"):
         embedder.embed(["a text"])
@@ -48,6 +49,14 @@ def test_garbage_and_errors_are_one_clear_message(server, monkeypatch):
 
 def test_unreachable_endpoint_names_the_url(monkeypatch):
     monkeypatch.setenv("K", "k")
-    embedder = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="K", max_retries=0, timeout_s=2)
-    with pytest.raises(RagexpError, match=r"embedder.base_url: cannot reach http://127.0.0.1:9/v1"):
+    embedder = OpenAIEmbedder(Endpoint("http://127.0.0.1:9/v1", "m", "K", max_retries=0, timeout_s=2))
+    with pytest.raises(RagexpError, match=r"embedder.endpoint.base_url: cannot reach http://127.0.0.1:9/v1"):
         embedder.embed(["x"])
+
+
+def test_retries_transient_failures_with_the_endpoints_setting(server, monkeypatch):
+    monkeypatch.setenv("K", "k")
+    server.faults = [500, 429]
+    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", "K", max_retries=2))
+    assert embedder.embed(["a text"]).shape == (1, 64)
+    assert len(server.requests) == 3  # two failures, then the answer

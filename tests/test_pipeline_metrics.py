@@ -64,7 +64,7 @@ def test_retrieval_metrics_per_question_and_their_means(folder, minilm):
     table = question_table(result)
     assert table["mrr"][1] is None and table["retrieval_excluded"][1] == "no golden documents"
     assert table["ndcg_at_3"][0] == q1.retrieval["ndcg@3"] and table["token_f1"][2] == q3.generation["token_f1"]
-    assert f"  mrr " in summary(result) and "gate" not in summary(result)
+    assert "  mrr " in summary(result) and "gate" not in summary(result)
 
 
 def test_a_beir_set_without_answers_is_scored_on_retrieval_only(tmp_path, minilm):

@@ -1,7 +1,6 @@
 """Retrievers on a small real corpus: BM25 (rank-bm25), dense (MiniLM in Qdrant local mode), hybrid (RRF)."""
 import pytest
 
-from ragexp.errors import RagexpError
 from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ragexp.types import Chunk, Hit
 
@@ -48,7 +47,7 @@ class Fixed(Retriever):
 def test_hybrid_is_weighted_reciprocal_rank_fusion():
     dense = Fixed(["port#0", "dlq#0", "auth#0"])
     bm25 = Fixed(["dlq#0", "cron#0", "port#0"])
-    hybrid = HybridRetriever(dense, bm25, top_k=3, k=60, weights={"dense": 0.7, "bm25": 0.3})
+    hybrid = HybridRetriever({"dense": dense, "bm25": bm25}, top_k=3, k=60, weights={"dense": 0.7, "bm25": 0.3})
     hybrid.index(CHUNKS)
     [hits] = hybrid.search(["q"])
     expected = {
@@ -62,15 +61,48 @@ def test_hybrid_is_weighted_reciprocal_rank_fusion():
     assert [h.score for h in hits] == pytest.approx([expected[c] for c in best])
 
 
+def test_hybrid_fuses_any_number_of_retrievers_equal_weights_by_default():
+    first, second, third = Fixed(["port#0", "dlq#0"]), Fixed(["dlq#0", "port#0"]), Fixed(["cron#0", "dlq#0"])
+    hybrid = HybridRetriever({"a": first, "b": second, "c": third}, top_k=3, k=60)
+    hybrid.index(CHUNKS)
+    [hits] = hybrid.search(["q"])
+    third_of = 1 / 3
+    expected = {"dlq#0": third_of * (1 / 62 + 1 / 61 + 1 / 62), "port#0": third_of * (1 / 61 + 1 / 62),
+                "cron#0": third_of / 61}
+    assert [h.chunk.chunk_id for h in hits] == ["dlq#0", "port#0", "cron#0"]
+    assert [h.score for h in hits] == pytest.approx([expected[c] for c in ("dlq#0", "port#0", "cron#0")])
+
+
+def test_hybrid_members_are_configured_retriever_options():
+    from hydra.utils import instantiate
+
+    from conftest import compose
+
+    cfg = compose("retriever=hybrid", "embedder=hash", "+retriever@retriever.retrievers.strict=bm25",
+                  "retriever.retrievers.strict.k1=0.5", "+retriever.weights.strict=0.2")
+    hybrid = instantiate(cfg.retriever)
+    assert list(hybrid.retrievers) == ["dense", "bm25", "strict"]
+    assert isinstance(hybrid.retrievers["strict"], BM25Retriever) and hybrid.retrievers["strict"].k1 == 0.5
+    assert hybrid.weights == {"dense": 0.5, "bm25": 0.5, "strict": 0.2}
+
+
 def test_hybrid_of_real_retrievers_returns_top_k(minilm):
-    hybrid = HybridRetriever(DenseRetriever(minilm), BM25Retriever(), top_k=4)
+    hybrid = HybridRetriever({"dense": DenseRetriever(minilm), "bm25": BM25Retriever()}, top_k=4)
     hybrid.index(CHUNKS)
     [hits] = hybrid.search(["default port of the server"])
     assert len(hits) == 4 and hits[0].chunk.chunk_id == "port#0"
 
 
 def test_bad_settings_name_the_key():
-    with pytest.raises(RagexpError, match="retriever.top_k"):
-        BM25Retriever(top_k=0)
-    with pytest.raises(RagexpError, match="retriever.weights"):
-        HybridRetriever(Fixed([]), Fixed([]), weights={"sparse": 1.0})
+    from conftest import compose
+    from ragexp.validation import problems
+
+    assert problems(compose("retriever=bm25", "retriever.top_k=0")) == ["retriever.top_k: must be >= 1, got 0"]
+    assert HybridRetriever.constraints({"dense": None, "bm25": None}, weights={"sparse": 1.0}) == [
+        "weights.sparse: no retriever 'sparse' in retrievers (dense, bm25)"]
+    assert problems(compose("retriever=hybrid", "embedder=hash", "+retriever.weights.sparse=1.0")) == [
+        "retriever.weights.sparse: no retriever 'sparse' in retrievers (dense, bm25)"]
+    assert problems(compose("retriever=hybrid", "embedder=hash", "retriever.retrievers.bm25.top_k=0",
+                            "+retriever.retrievers.x=3")) == [
+        "retriever.retrievers.bm25.top_k: must be >= 1, got 0",
+        "retriever.retrievers.x: expected a Retriever config with a _target_, got 3"]

@@ -112,7 +112,7 @@ def build(selection: Selection, objective: str | None = None, maximize: bool = T
 
 def common_objective(runs: list[Run]) -> str:
     """The `objective` the runs were configured with, when they agree; else overall_score."""
-    chosen = {r.params.get("objective") for r in runs} - {None}
+    chosen = {o for r in runs if (o := r.params.get("objective")) is not None}
     return chosen.pop() if len(chosen) == 1 else "overall_score"
 
 
@@ -127,7 +127,7 @@ def compare_with_best(board: Leaderboard) -> None:
     best = board.best
     spec_best = best.specs.get(board.objective)
     best.verdict = "best"
-    tested = []
+    tested: list[tuple[Entry, Comparison, float]] = []  # with the p-value of its test against the best
     for entry in board.entries[1:]:
         spec = entry.specs.get(board.objective)
         if spec_best is None or spec is None or not spec.same_as(spec_best):
@@ -136,13 +136,13 @@ def compare_with_best(board: Leaderboard) -> None:
             entry.comparison = Comparison(None, 0, 0, 0, note=why)
             entry.verdict = "not tested"
             continue
-        entry.comparison = paired(entry.run, best.run, spec, board)
-        if entry.comparison.test is not None:
-            tested.append(entry)
+        comparison = entry.comparison = paired(entry.run, best.run, spec, board)
+        if comparison.test is not None:
+            tested.append((entry, comparison, comparison.test.p_value))
         else:
             entry.verdict = "not tested"
-    for entry, adjusted in zip(tested, holm([e.comparison.test.p_value for e in tested])):
-        entry.comparison.p_holm = adjusted
+    for (entry, comparison, _), adjusted in zip(tested, holm([p for _, _, p in tested])):
+        comparison.p_holm = adjusted
         entry.verdict = "worse" if adjusted < board.alpha else "≈ best"
 
 

@@ -159,7 +159,7 @@ def method(board: Leaderboard) -> str:
 
 def header_lines(board: Leaderboard) -> list[str]:
     selection = board.selection
-    tags = {r.tags.get("judge") for r in selection.runs} - {None}
+    tags = {t for r in selection.runs if (t := r.tags.get("judge")) is not None}
     questions = sorted({len(r.table) for r in selection.runs})
     lines = [f"Experiment `{selection.experiment}` at `{selection.tracking_uri}`"
              + (f", sweep parent run `{selection.parent.run_id}`" if selection.parent else "")

@@ -13,8 +13,7 @@ from typing import Iterator
 
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Question
-
-ON_ERROR = ("stop", "skip")
+from ragexp.validation import OnError, PositiveInt
 
 
 class RowError(Exception):
@@ -25,9 +24,7 @@ class Rows:
     """The `on_error` policy: `stop` raises a RagexpError naming file and line at the first
     malformed row; `skip` remembers "file:line: reason" and goes on."""
 
-    def __init__(self, on_error: str = "stop"):
-        if on_error not in ON_ERROR:
-            raise RagexpError(f"dataset.on_error: {on_error!r} is not one of {', '.join(ON_ERROR)}")
+    def __init__(self, on_error: OnError = "stop"):
         self.on_error = on_error
         self.skipped: list[str] = []
 
@@ -89,13 +86,10 @@ def read_qrels(path: str, rows: Rows) -> dict[str, dict[str, int]]:
 class Loader:
     """Base of the dataset options: subclasses implement `read(rows) -> Dataset`."""
 
-    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "dataset",
-                 on_error: str = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "dataset",
+                 on_error: OnError = "stop", qrels: str | None = None):
         self.path, self.limit, self.name = path, limit, name
         self.on_error, self.qrels = on_error, qrels
-        Rows(on_error)  # a bad setting fails when the config is built, before any work
-        if limit is not None and limit < 1:
-            raise RagexpError(f"dataset.limit must be at least 1 (or null for all), got {limit}")
 
     def full(self, questions: list) -> bool:
         """True once `limit` questions are kept: loaders stop reading questions there."""

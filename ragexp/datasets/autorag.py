@@ -6,6 +6,7 @@ from pathlib import Path
 from ragexp.datasets import Loader, RowError, Rows, existing_path, required_path
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 QA_COLUMNS = ("qid", "query", "generation_gt", "retrieval_gt")
 CORPUS_COLUMNS = ("doc_id", "contents")
@@ -47,8 +48,8 @@ class AutoRAGDataset(Loader):
     retrieval_gt groups are flattened: every listed document is relevant (grade 1). A malformed
     row is named by file and row number (1-based)."""
 
-    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "autorag",
-                 on_error: str = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "autorag",
+                 on_error: OnError = "stop", qrels: str | None = None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ragexp.datasets import Loader, Rows, existing_path, read_jsonl, required_path
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 
 class BeirDataset(Loader):
@@ -20,8 +21,8 @@ class BeirDataset(Loader):
     have expected answers: such questions are scored on retrieval only (and counted as failed
     for generation and judging, with that reason)."""
 
-    def __init__(self, path: str | None = None, split: str = "test", limit: int | None = None, name: str = "beir",
-                 on_error: str = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None = None, split: str = "test", limit: PositiveInt | None = None, name: str = "beir",
+                 on_error: OnError = "stop", qrels: str | None = None):
         super().__init__(path, limit, name, on_error, qrels)
         self.split = split
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from ragexp.datasets import Loader, Rows, RowError, existing_path, read_jsonl
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 SAMPLE_PATH = Path(__file__).parent / "sample"
 DOC_SUFFIXES = (".md", ".txt")
@@ -15,8 +16,8 @@ class FolderDataset(Loader):
     """`path/docs/*.md|*.txt` (document id = file stem) and `path/questions.jsonl` with
     `id`, `question`, `answer`, `golden_docs`, optional `kind`. `path: null` is the bundled sample."""
 
-    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "sample",
-                 on_error: str = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "sample",
+                 on_error: OnError = "stop", qrels: str | None = None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:

@@ -1,8 +1,9 @@
 """HotpotQA in the IRCoT JSONL form: corpus = every paragraph, golden = supporting paragraphs."""
 from __future__ import annotations
 
-from ragexp.datasets import Loader, Rows, existing_path, read_jsonl
+from ragexp.datasets import Loader, Rows, existing_path, read_jsonl, required_path
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 
 class HotpotQADataset(Loader):
@@ -11,12 +12,12 @@ class HotpotQADataset(Loader):
     also when `limit` keeps only the first questions, so retrieval difficulty does not
     depend on the limit."""
 
-    def __init__(self, path: str, limit: int | None = None, name: str = "hotpotqa",
-                 on_error: str = "stop", qrels: str | None = None):
+    def __init__(self, path: str, limit: PositiveInt | None = None, name: str = "hotpotqa",
+                 on_error: OnError = "stop", qrels: str | None = None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:
-        file = existing_path(self.path, "dataset.path")
+        file = required_path(self.path, "dev_subsampled.jsonl")
         if file.is_dir():
             file = existing_path(file / "dev_subsampled.jsonl", "dataset.path")
         paragraphs: dict[str, str] = {}

@@ -6,6 +6,7 @@ import json
 from ragexp.datasets import Loader, RowError, Rows, required_path
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 
 class SquadDataset(Loader):
@@ -23,8 +24,8 @@ class SquadDataset(Loader):
       file is one JSON document, often on one line, so a line number would not locate it.
     """
 
-    def __init__(self, path: str | None = None, limit: int | None = None, name: str = "squad",
-                 on_error: str = "stop", qrels: str | None = None, unanswerable_answer: str = "I don't know"):
+    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "squad",
+                 on_error: OnError = "stop", qrels: str | None = None, unanswerable_answer: str = "I don't know"):
         super().__init__(path, limit, name, on_error, qrels)
         self.unanswerable_answer = unanswerable_answer
 
@@ -36,7 +37,7 @@ class SquadDataset(Loader):
             raise RagexpError(f"{file}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             raise RagexpError(f'{file}: not a SQuAD file (expected {{"data": [...]}} at the top)')
-        documents, skipped, questions = [], [], []
+        documents, skipped, questions = [], [], []  # type: list[Document], list[str], list[Question]
         for i, article in enumerate(data["data"]):
             where = f"{file}: data[{i}]"
             if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):

@@ -8,6 +8,7 @@ from typing import Callable, Iterator, Mapping
 from ragexp.datasets import Loader, RowError, Rows, existing_path, read_jsonl
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
+from ragexp.validation import OnError, PositiveInt
 
 FIELDS = {"question_id": "id", "question": "question", "answer": "answer", "golden": "golden_docs", "kind": None,
           "doc_id": "doc_id", "text": "text", "title": None}
@@ -20,7 +21,7 @@ def read_delimited(delimiter: str) -> Callable[[Path, Rows], Iterator[tuple[int,
             try:
                 for row in reader:
                     if None in row:
-                        rows.malformed(f"{path}:{reader.line_num}", f"more fields than the header's {len(reader.fieldnames)}")
+                        rows.malformed(f"{path}:{reader.line_num}", f"more fields than the header's {len(reader.fieldnames or ())}")
                         continue
                     yield reader.line_num, row
             except csv.Error as err:
@@ -46,13 +47,16 @@ class TableDataset(Loader):
 
     def __init__(self, path: str | None = None, questions: str = "questions.jsonl", corpus: str = "corpus.jsonl",
                  fields: Mapping[str, str | None] | None = None, list_separator: str = "|",
-                 limit: int | None = None, name: str = "table", on_error: str = "stop", qrels: str | None = None):
+                 limit: PositiveInt | None = None, name: str = "table", on_error: OnError = "stop", qrels: str | None = None):
         super().__init__(path, limit, name, on_error, qrels)
-        unknown = set(fields or {}) - set(FIELDS)
-        if unknown:
-            raise RagexpError(f"dataset.fields: unknown field {', '.join(sorted(unknown))}; the fields are {', '.join(FIELDS)}")
         self.fields = {**FIELDS, **dict(fields or {})}
         self.questions_file, self.corpus_file, self.list_separator = questions, corpus, list_separator
+
+    @classmethod
+    def constraints(cls, fields: Mapping | None = None, **_) -> list[str]:
+        """Cross-field checks of the settings, run by ragexp.validation before any work."""
+        return [f"fields.{name}: unknown field; the fields are {', '.join(FIELDS)}"
+                for name in sorted(set(fields or {}) - set(FIELDS))]
 
     def file(self, name: str, setting: str) -> tuple[Path, Callable]:
         path = Path(name) if Path(name).is_absolute() or not self.path else Path(self.path) / name

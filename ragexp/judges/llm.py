@@ -4,11 +4,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from ragexp.judges.llm_base import LLMJudgeBase
-from ragexp.llm.client import ChatRequest
+from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
-from ragexp.llm.prompts import Template, numbered_context
+from ragexp.llm.prompts import Template, numbered_context, template_problems
 from ragexp.llm.replies import boolean, clamped, number, text
 from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.validation import PositiveInt, Temperature
 
 LOW, HIGH = 1.0, 10.0
 
@@ -26,11 +27,17 @@ class LLMJudge(LLMJudgeBase):
     kind = "llm"
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, reask_prompt: str,
-                 temperature: float = 0.0, max_tokens: int = 500, json_mode: str | bool = "auto",
-                 repeats: int = 1, name: str | None = None):
+                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 500, json_mode: JsonMode = "auto",
+                 repeats: PositiveInt = 1, name: str | None = None):
         super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
         self.system = Template(system_prompt, self.fields, "judge.system_prompt")
         self.user = Template(user_prompt, self.fields, "judge.user_prompt")
+
+    @classmethod
+    def constraints(cls, system_prompt: str, user_prompt: str, reask_prompt: str, **_) -> list[str]:
+        """The prompts' fields, checked by ragexp.validation before any work."""
+        return [*template_problems(cls.fields, system_prompt=system_prompt, user_prompt=user_prompt),
+                *template_problems(("problem",), reask_prompt=reask_prompt)]
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         values = {"question": question.text, "context": numbered_context(hits) or "(nothing was retrieved)",

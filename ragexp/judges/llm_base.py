@@ -4,13 +4,13 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from ragexp.errors import RagexpError
 from ragexp.judges.contract import Judge
-from ragexp.llm.client import ChatRequest, parse_json_mode
-from ragexp.llm.component import AsksForJSON, check_sampling
+from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
+from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.validation import PositiveInt, Temperature
 
 
 class LLMJudgeBase(AsksForJSON, Judge):
@@ -20,12 +20,9 @@ class LLMJudgeBase(AsksForJSON, Judge):
 
     kind = "llm"
 
-    def __init__(self, endpoint: Endpoint, reask_prompt: str, temperature: float = 0.0, max_tokens: int = 500,
-                 json_mode: str | bool = "auto", repeats: int = 1, name: str | None = None):
-        check_sampling("judge", temperature, max_tokens)
-        if not isinstance(repeats, int) or repeats < 1:
-            raise RagexpError(f"judge.repeats must be a positive integer, got {repeats!r}")
-        self.json_mode = parse_json_mode(json_mode, "judge.json_mode")
+    def __init__(self, endpoint: Endpoint, reask_prompt: str, temperature: Temperature = 0.0, max_tokens: PositiveInt = 500,
+                 json_mode: JsonMode = "auto", repeats: PositiveInt = 1, name: str | None = None):
+        self.json_mode = parse_json_mode(json_mode)
         self.endpoint, self.temperature, self.max_tokens, self.repeats = endpoint, float(temperature), max_tokens, repeats
         self.reask_prompt = Template(reask_prompt, ("problem",), "judge.reask_prompt")
         self.name = name or f"{self.kind}-{endpoint.model}"

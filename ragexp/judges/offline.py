@@ -6,9 +6,36 @@ from typing import Sequence
 import numpy as np
 
 from ragexp.judges.contract import Judge
-from ragexp.metrics.generation import coherence_offline, conciseness_offline
+from ragexp.metrics.generation import coherence_offline, conciseness_offline, token_recall
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.validation import Cosine
+
+
+def verbatim(sentence: str, context: str, context_sentences: Sequence[str] = (), min_piece: int = 12) -> bool:
+    """True when `sentence` is made of pieces of the context, each found there verbatim (whitespace
+    normalised in all) and at least `min_piece` characters long, or a whole context sentence (a
+    heading such as "Limits."). An extractive answer, context fragments joined, is verbatim even
+    where the sentence splitter sees one sentence across two fragments."""
+    text, i = " ".join(sentence.split()), 0
+    whole = {" ".join(s.split()) for s in context_sentences}
+    while i < len(text):
+        if text[i] == " ":
+            i += 1
+            continue
+        low, high = 0, len(text) - i  # the longest piece from i found in the context (monotone: binary search)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if text[i : i + middle] in context:
+                low = middle
+            else:
+                high = middle - 1
+        if low < min(min_piece, len(text) - i):
+            low = max((len(s) for s in whole if text.startswith(s, i)), default=0)
+            if not low:
+                return False
+        i += low
+    return True
 
 
 def to_scale(share: float) -> float:
@@ -21,9 +48,12 @@ class OfflineJudge(Judge):
 
     - context_relevance = 1 + 9 * (share of retrieved sentences whose cosine with the question
       is at least `relevance_threshold`);
-    - answer_similarity = 1 + 9 * max(0, cosine(generated answer, expected answer));
-    - faithfulness = 1 + 9 * (share of answer sentences supported by some context sentence:
-      cosine at least `support_threshold`, or contained verbatim in the context);
+    - answer_similarity = 1 + 9 * (share of the expected answer's words the generated answer holds,
+      SQuAD-normalised, the best over the expected answers): lexical, unlike the embedding cosine
+      of the `correctness` metric (ragexp.metrics);
+    - faithfulness = 1 + 9 * (share of answer sentences supported by the context: made of context
+      text verbatim (see `verbatim`), or with a cosine of at least `support_threshold` with some
+      context sentence);
     - hallucination = some answer sentence is supported by no context sentence;
     - claim_hallucination_rate = unsupported answer sentences / answer sentences (0-1; the
       specification's hallucination rate with sentences as claims);
@@ -36,7 +66,8 @@ class OfflineJudge(Judge):
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
 
-    def __init__(self, embedder, relevance_threshold: float = 0.35, support_threshold: float = 0.8, name: str | None = None):
+    def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
+                 name: str | None = None):
         self.embedder = embedder
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
         self.name = name or f"offline-{embedder.name}"
@@ -45,27 +76,28 @@ class OfflineJudge(Judge):
         context = " ".join(hit.chunk.text for hit in hits)
         context_sentences = split_sentences(context)
         answer_sentences = split_sentences(answer.text)
-        q, expected, generated = self.embedder.embed([question.text, question.expected, answer.text or " "])
+        [q] = self.embedder.embed([question.text])
         c = self.embedder.embed(context_sentences)
         a = self.embedder.embed(answer_sentences)
 
         relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
-        similarity = float(generated @ expected) if answer.text.strip() else 0.0
+        recall = token_recall(answer.text, question.answers)
+        flat_context = " ".join(context.split())
         supported = [
-            s in context or (len(c) > 0 and float(np.max(c @ v)) >= self.support_threshold)
+            verbatim(s, flat_context, context_sentences) or (len(c) > 0 and float(np.max(c @ v)) >= self.support_threshold)
             for s, v in zip(answer_sentences, a)
         ]
         unsupported = len(supported) - sum(supported)
         reasoning = (
             f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
-            f"(cosine >= {self.relevance_threshold}); generated vs expected answer cosine {similarity:.2f}; "
+            f"(cosine >= {self.relevance_threshold}); the answer holds {recall:.0%} of the expected answer's words; "
             + (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
                f"(cosine >= {self.support_threshold} or verbatim)" if supported else "empty answer")
             + (f"; {unsupported} unsupported: hallucination" if unsupported else "")
         )
         scores = {
             "context_relevance": to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
-            "answer_similarity": to_scale(similarity),
+            "answer_similarity": to_scale(recall),
             "faithfulness": to_scale(sum(supported) / len(supported) if supported else 1.0),
             "claim_hallucination_rate": round(unsupported / len(supported), 4) if supported else 0.0,
             "conciseness_offline": round(conciseness_offline(answer.text), 4),

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ragexp.errors import RagexpError
 from ragexp.judges.llm_base import LLMJudgeBase
-from ragexp.llm.client import ChatRequest
+from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
-from ragexp.llm.prompts import Template, numbered_context, numbered_lines
+from ragexp.llm.prompts import Template, numbered_context, numbered_lines, template_problems
 from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.validation import PositiveInt, Temperature
 
 # the four requests and the fields of their prompts
 STEPS = {
@@ -39,15 +39,24 @@ class TriadJudge(LLMJudgeBase):
     scorecard = {"faithfulness": "faithfulness"}
     kind = "triad"
 
-    def __init__(self, endpoint: Endpoint, prompts: dict, reask_prompt: str, temperature: float = 0.0,
-                 max_tokens: int = 500, json_mode: str | bool = "auto", repeats: int = 1, name: str | None = None):
+    def __init__(self, endpoint: Endpoint, prompts: dict[str, dict[str, str]], reask_prompt: str,
+                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 500, json_mode: JsonMode = "auto",
+                 repeats: PositiveInt = 1, name: str | None = None):
         super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
-        self.prompts = {}
+        self.prompts = {step: tuple(Template(prompts[step][part], fields, f"judge.prompts.{step}.{part}")
+                                    for part in ("system", "user")) for step, fields in STEPS.items()}
+
+    @classmethod
+    def constraints(cls, prompts: dict, reask_prompt: str, **_) -> list[str]:
+        """Every step's two prompts and their fields, checked by ragexp.validation before any work."""
+        problems = template_problems(("problem",), reask_prompt=reask_prompt)
         for step, fields in STEPS.items():
-            pair = (prompts or {}).get(step) or {}
+            pair = prompts.get(step) or {}
             if "system" not in pair or "user" not in pair:
-                raise RagexpError(f"judge.prompts.{step} needs a system and a user template")
-            self.prompts[step] = tuple(Template(pair[part], fields, f"judge.prompts.{step}.{part}") for part in ("system", "user"))
+                problems.append(f"prompts.{step}: needs a system and a user template")
+            else:
+                problems += template_problems(fields, **{f"prompts.{step}.{part}": pair[part] for part in ("system", "user")})
+        return problems
 
     def step(self, step: str, repeat: int, **values: str) -> ChatRequest:
         system, user = self.prompts[step]
@@ -78,7 +87,7 @@ class TriadJudge(LLMJudgeBase):
         claims = []
         if answer.text.strip():
             claims = self.ask_json(self.step("claims", repeat, question=question.text, answer=answer.text), read_claims)
-        verdicts = []
+        verdicts: list[tuple[bool, str]] = []
         if claims and hits:
             verdicts, ignored = self.ask_json(
                 self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(claims)),

@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.endpoint import Endpoint
@@ -47,13 +48,12 @@ class Reply:
     cached: bool = False
 
 
-def parse_json_mode(value, setting: str) -> str:
+JsonMode = Literal["auto", "on", "off", True, False]
+
+
+def parse_json_mode(value: JsonMode) -> str:
     """The `json_mode` setting (auto / true / false) as "auto", "on" or "off"."""
-    named = {True: "on", False: "off", "true": "on", "false": "off", "on": "on", "off": "off", "auto": "auto"}
-    key = value.lower() if isinstance(value, str) else value
-    if key not in named:
-        raise RagexpError(f"{setting} must be auto, true or false, got {value!r}")
-    return named[key]
+    return {True: "on", False: "off"}.get(value, value)
 
 
 def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
@@ -131,6 +131,7 @@ class ChatClient:
         import openai
 
         attempt = 0
+        error: openai.OpenAIError
         while True:
             json_format = request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
             self._wait_turn()

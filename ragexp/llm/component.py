@@ -3,21 +3,14 @@ from __future__ import annotations
 
 from typing import Callable, Sequence, TypeVar
 
-from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.errors import QuestionFailed
 from ragexp.llm.client import ChatClient, ChatRequest, Reply
 from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, read_reply
 from ragexp.types import Answer, Hit, Question
 
 T = TypeVar("T")
-
-
-def check_sampling(setting: str, temperature: float, max_tokens: int) -> None:
-    """`temperature` and `max_tokens` of a component's requests, else an error naming `<setting>.<key>`."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise RagexpError(f"{setting}.temperature must be between 0 and 2, got {temperature!r}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise RagexpError(f"{setting}.max_tokens must be a positive integer, got {max_tokens!r}")
 
 
 class UsesLLM:
@@ -48,10 +41,11 @@ class AsksForJSON(UsesLLM):
     stated (`reask_prompt`, field {problem}), then the question fails with the reason."""
 
     counters = ("reasks", "unreadable_replies", "clamped_values")
-    reask_prompt = None  # a Template with the field {problem}, set by the subclass
+    reask_prompt: Template  # with the field {problem}, set by the subclass
 
     def ask_json(self, request: ChatRequest, read: Callable[[dict], T]) -> T:
         reply = self.ask(request)
+        assert self.client is not None  # ask() has checked
         try:
             return read_reply(reply.text, read)
         except Unreadable as first:

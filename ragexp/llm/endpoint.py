@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from ragexp.errors import RagexpError
+from ragexp.validation import NonEmptyStr, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 NO_KEY = "no-key"  # what the client sends to a server that takes no key (api_key_env: null)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -22,9 +23,10 @@ class Endpoint:
     `max_backoff_s`), which pauses every request to the endpoint. `requests_per_minute` (null:
     unlimited) spaces the requests out."""
 
-    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
-                 max_concurrency: int = 16, timeout_s: float = 60.0, max_retries: int = 5,
-                 backoff_s: float = 1.0, max_backoff_s: float = 60.0, requests_per_minute: float | None = None):
+    def __init__(self, base_url: str, model: NonEmptyStr, api_key_env: str | None = "OPENAI_API_KEY",
+                 max_concurrency: PositiveInt = 16, timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 5,
+                 backoff_s: NonNegativeFloat = 1.0, max_backoff_s: NonNegativeFloat = 60.0,
+                 requests_per_minute: PositiveFloat | None = None):
         self.base_url = str(base_url).rstrip("/")
         self.model = str(model)
         self.api_key_env = api_key_env
@@ -36,23 +38,13 @@ class Endpoint:
     def __repr__(self) -> str:
         return f"Endpoint({self.base_url!r}, model={self.model!r})"
 
-    def check(self, setting: str) -> None:
-        """Settings in range, else an error naming `<setting>.<key>`."""
-        url = urlsplit(self.base_url)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise RagexpError(f"{setting}.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}")
-        if not self.model:
-            raise RagexpError(f"{setting}.model must name the model to use")
-        for key, value, low in (("max_concurrency", self.max_concurrency, 1), ("max_retries", self.max_retries, 0)):
-            if not isinstance(value, int) or value < low:
-                raise RagexpError(f"{setting}.{key} must be an integer >= {low}, got {value!r}")
-        for key, value in (("timeout_s", self.timeout_s), ("backoff_s", self.backoff_s),
-                           ("max_backoff_s", self.max_backoff_s)):
-            if not isinstance(value, (int, float)) or value < 0 or (key == "timeout_s" and value == 0):
-                raise RagexpError(f"{setting}.{key} must be a positive number of seconds, got {value!r}")
-        if self.requests_per_minute is not None and not (isinstance(self.requests_per_minute, (int, float))
-                                                         and self.requests_per_minute > 0):
-            raise RagexpError(f"{setting}.requests_per_minute must be > 0 or null, got {self.requests_per_minute!r}")
+    @classmethod
+    def constraints(cls, base_url: str, **_) -> list[str]:
+        """Cross-field and format checks, run by ragexp.validation before any work."""
+        url = urlsplit(str(base_url))
+        if url.scheme in ("http", "https") and url.hostname:
+            return []
+        return [f"base_url: must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}"]
 
     def api_key(self, setting: str) -> str:
         """The key from the environment variable `api_key_env` names (never logged or stored)."""
@@ -73,7 +65,7 @@ class Endpoint:
         url = urlsplit(self.base_url)
         host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
         proxy = getproxies().get(url.scheme)
-        if proxy and not proxy_bypass(host):
+        if proxy and not proxy_bypass(host or ""):
             proxied = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
             host, port = proxied.hostname, proxied.port or 80
         try:

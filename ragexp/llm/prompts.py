@@ -30,6 +30,17 @@ class Template:
         return self.text.format(**{name: values.get(name, "") for name in self.fields})
 
 
+def template_problems(fields: Sequence[str], **templates: str) -> list[str]:
+    """What is wrong with each template (keyword = its setting), for a component's `constraints`."""
+    problems = []
+    for setting, text in templates.items():
+        try:
+            Template(text, fields, setting)
+        except RagexpError as err:
+            problems.append(str(err))
+    return problems
+
+
 def numbered_context(hits: Sequence[Hit]) -> str:
     """The retrieved chunks as the generator and the judges see them: `[Doc N] (doc id)` and text."""
     return "\n\n".join(f"[Doc {n}] ({hit.chunk.doc_id})\n{hit.chunk.text.strip()}" for n, hit in enumerate(hits, start=1))

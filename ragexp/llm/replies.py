@@ -38,12 +38,13 @@ def read_reply(text: str, read: Callable[[dict], T]) -> T:
     if not objects:
         shown = " ".join(text.split())[:80]
         raise Unreadable(f"no JSON object in the reply ({shown!r})" if shown else "empty reply")
-    first_error = None
+    first_error: Unreadable | None = None
     for obj in objects:
         try:
             return read(obj)
         except Unreadable as err:
             first_error = first_error or err
+    assert first_error is not None  # objects is not empty
     raise first_error
 
 

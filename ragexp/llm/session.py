@@ -10,8 +10,9 @@ from ragexp.llm.cache import ResponseCache
 from ragexp.llm.client import ChatClient
 from ragexp.llm.component import UsesLLM
 from ragexp.llm.estimate import Estimate, RoleEstimate
-from ragexp.llm.usage import Prices, Usage
+from ragexp.llm.usage import Price, Prices, Usage
 from ragexp.types import Answer, Hit, Question
+from ragexp.validation import NonNegativeFloat
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +23,8 @@ class LLMSession:
     `budget_usd` stops new requests once that much is spent; `dry_run` makes no request at all
     (`estimate` says what the run would send)."""
 
-    def __init__(self, cache_dir: str | None = ".ragexp-cache/llm", prices: dict | None = None,
-                 budget_usd: float | None = None, dry_run: bool = False, cache_enabled: bool = True):
+    def __init__(self, cache_dir: str | None = ".ragexp-cache/llm", prices: dict[str, Price] | None = None,
+                 budget_usd: NonNegativeFloat | None = None, dry_run: bool = False, cache_enabled: bool = True):
         self.cache_dir, self.dry_run = (cache_dir if cache_enabled else None), bool(dry_run)
         self.prices = Prices(prices)
         self.usage = Usage(budget_usd)
@@ -38,7 +39,6 @@ class LLMSession:
             if not isinstance(component, UsesLLM):
                 continue
             setting, endpoint = f"{role}.endpoint", component.endpoint
-            endpoint.check(setting)
             self.components[role] = component
             if self.dry_run:
                 continue

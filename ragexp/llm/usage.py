@@ -6,26 +6,27 @@ import logging
 import threading
 from collections import Counter
 
-from ragexp.errors import BudgetExhausted, RagexpError
+from typing_extensions import TypedDict
+
+from ragexp.errors import BudgetExhausted
+from ragexp.validation import NonNegativeFloat
 
 log = logging.getLogger(__name__)
+
+
+class Price(TypedDict):
+    """One model's entry of `llm.prices`: US dollars per million input and output tokens."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
 
 
 class Prices:
     """Model -> {input, output}: US dollars per million tokens. A model not in the table costs 0
     (with one warning), e.g. a local server."""
 
-    def __init__(self, table: dict | None):
-        self.table: dict[str, tuple[float, float]] = {}
-        for model, price in (table or {}).items():
-            try:
-                entry = (float(price["input"]), float(price["output"]))
-            except (KeyError, TypeError, ValueError):
-                raise RagexpError(f"llm.prices.{model} must have numeric input and output prices "
-                                  "(US dollars per million tokens)") from None
-            if min(entry) < 0:
-                raise RagexpError(f"llm.prices.{model}: prices must be >= 0, got {entry}")
-            self.table[str(model)] = entry
+    def __init__(self, table: dict[str, Price] | None):
+        self.table = {str(model): (float(price["input"]), float(price["output"])) for model, price in (table or {}).items()}
 
     def known(self, model: str) -> bool:
         return model in self.table
@@ -42,13 +43,11 @@ class Usage:
 
     ROLES = ("generator", "judge")
 
-    def __init__(self, budget_usd: float | None = None):
-        if budget_usd is not None and (not isinstance(budget_usd, (int, float)) or budget_usd < 0):
-            raise RagexpError(f"budget_usd must be a number of dollars >= 0 or null, got {budget_usd!r}")
+    def __init__(self, budget_usd: NonNegativeFloat | None = None):
         self.budget_usd = budget_usd
         self.spent_usd = 0.0
         self.tokens: Counter = Counter()  # (role, "input"|"output") -> tokens
-        self.cost: Counter = Counter()  # role -> dollars
+        self.cost: dict[str, float] = {}  # role -> dollars
         self.counts: Counter = Counter()  # "requests", "retries", "failures", "cache_hits", (role, name)
         self._lock = threading.Lock()
 
@@ -61,7 +60,7 @@ class Usage:
         with self._lock:
             self.tokens[role, "input"] += input_tokens
             self.tokens[role, "output"] += output_tokens
-            self.cost[role] += cost
+            self.cost[role] = self.cost.get(role, 0.0) + cost
             self.spent_usd += cost
 
     def count(self, name: str, role: str | None = None, n: int = 1) -> None:
@@ -76,7 +75,7 @@ class Usage:
             for role in self.ROLES:
                 stats[f"{role}_input_tokens"] = self.tokens[role, "input"]
                 stats[f"{role}_output_tokens"] = self.tokens[role, "output"]
-                stats[f"{role}_cost_usd"] = round(self.cost[role], 8)
+                stats[f"{role}_cost_usd"] = round(self.cost.get(role, 0.0), 8)
             for name in ("requests", "retries", "failures", "cache_hits"):
                 stats[f"llm_{name}"] = self.counts[name]
             for key, n in sorted((k, v) for k, v in self.counts.items() if isinstance(k, tuple)):

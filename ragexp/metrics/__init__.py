@@ -3,16 +3,19 @@ metrics of each question's ranking and answer metrics against the expected answe
 Judge metrics (faithfulness, ...) come from the judge; see ragexp.judges."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.generation import exact_match, token_f1
 from ragexp.metrics.names import MetricName, metric_key
-from ragexp.metrics.retrieval import Measure, Ranking, gain_function, measure
+from ragexp.metrics.retrieval import Measure, Ranking, measure
+from ragexp.validation import PositiveInt
 
 __all__ = ["MetricName", "MetricSet", "metric_key"]
 
 GENERATION = ("correctness", "exact_match", "token_f1")
+# the retrieval metrics of `metrics=default` (conf/metrics/default.yaml lists the same)
+DEFAULT_RETRIEVAL = ("hit_rate@1", "hit_rate@5", "mrr", "ndcg@10", "recall@5", "recall@10", "precision@5", "map")
 
 
 class MetricSet:
@@ -22,15 +25,21 @@ class MetricSet:
     `correctness`, the cosine of the generated and the best-matching expected answer (0-1,
     negative cosines count 0); exact_match and token_f1 follow SQuAD."""
 
-    def __init__(self, retrieval: Sequence[str] = ("hit_rate@5", "mrr", "ndcg@10"), ndcg_gain: str = "linear",
-                 depth: int = 50, embedder=None):
-        self.names = list(dict.fromkeys(str(MetricName.parse(n, "metrics.retrieval")) for n in retrieval))
-        for name in self.names:
-            measure(name, setting="metrics.retrieval")
-        gain_function(ndcg_gain)
-        if depth < 1:
-            raise RagexpError(f"metrics.depth must be at least 1, got {depth}")
+    def __init__(self, retrieval: Sequence[str] = DEFAULT_RETRIEVAL,
+                 ndcg_gain: Literal["linear", "exponential"] = "linear", depth: PositiveInt = 50, embedder=None):
+        self.names = list(dict.fromkeys(str(MetricName.parse(n)) for n in retrieval))
         self.ndcg_gain, self.depth, self.embedder = ndcg_gain, depth, embedder
+
+    @classmethod
+    def constraints(cls, retrieval: Sequence[str], **_) -> list[str]:
+        """Every name a retrieval metric, checked by ragexp.validation before any work."""
+        problems = []
+        for name in retrieval:
+            try:
+                measure(name, setting="retrieval")
+            except RagexpError as err:
+                problems.append(str(err))
+        return problems
 
     def require(self, names: Iterable[str]) -> None:
         """Also computes these retrieval metrics (e.g. the ones a quality gate checks)."""

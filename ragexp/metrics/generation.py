@@ -56,6 +56,19 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
     return best
 
 
+def token_recall(prediction: str, answers: Sequence[str]) -> float:
+    """Share of an expected answer's normalised tokens (SQuAD normalisation, as a bag) that the
+    prediction holds, the best over the expected answers: does the answer say what the reference
+    says, whatever else it says (token F1 also penalises the rest). 0 without expected answers."""
+    predicted = Counter(normalize_answer(prediction).split())
+    best = 0.0
+    for answer in answers:
+        expected = Counter(normalize_answer(answer).split())
+        if expected:
+            best = max(best, sum((predicted & expected).values()) / sum(expected.values()))
+    return best
+
+
 def conciseness_offline(answer: str) -> float:
     """Distinct content words / all words (0-1): repetition and filler words lower it. An empty
     answer wastes no words: 1. A crude proxy of the specification's conciseness, not an LLM score."""

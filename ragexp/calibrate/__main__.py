@@ -1,0 +1,152 @@
+"""`python -m ragexp.calibrate`: how well a run's judge agrees with human labels."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
+  python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
+  python -m ragexp.calibrate outputs/2026-11-30/10-00-00 --labels labels.jsonl
+
+RUN is an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db) or a
+run folder with questions.json or questions.jsonl. Labels: CSV or JSONL, long (question_id, metric,
+label[, annotator]) or wide (question_id[, annotator] and one column per judge metric), on the
+judge's scale."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ragexp.calibrate", description=__doc__.split(": ", 1)[1],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", metavar="RUN", help="MLflow run id, or a run folder")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--labels", metavar="FILE", help="human labels to compare the judge with")
+    what.add_argument("--export", metavar="N", type=int, help="write an annotation sheet of N stratified questions")
+    p.add_argument("--tracking-uri", help="MLflow store of the run")
+    p.add_argument("--out", help="report folder (with --labels) or sheet file (with --export)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample and the resampling")
+    p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
+    return p
+
+
+def markdown(run, results) -> str:
+    def shown(interval) -> str:
+        return "—" if interval is None else f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+    lines = [f"# Calibration of judge {run.judge!r} on run {run.name}", "",
+             "| metric | scale | questions | annotators | Spearman | Kendall | kappa (quadratic) | MAE | bias "
+             "| annotators' alpha | annotators' kappa |", "|" + " --- |" * 11]
+    for r in results:
+        cells = [shown(r.judge_vs_people.get(s)) for s in ("spearman", "kendall", "kappa", "mae", "bias")]
+        ceiling = [f"{v:.3f}" if v is not None else "—" for v in (r.alpha, r.pairwise_kappa)]
+        lines.append(f"| {r.metric} | {r.scale[0]:g}-{r.scale[1]:g} | {r.questions} | {r.annotators} | "
+                     + " | ".join(cells + ceiling) + " |")
+    lines += ["", "Judge vs people on the questions both scored (people: the mean over annotators); "
+              "[95% bootstrap CI]. bias > 0: the judge scores higher than people. The annotators' "
+              "agreement (Krippendorff's alpha, mean pairwise kappa) is the ceiling for the judge."]
+    return "\n".join(lines) + "\n"
+
+
+def confusion_plot(results, path: Path) -> Path | None:
+    from matplotlib.figure import Figure
+
+    from ragexp.calibrate.agreement import scale_points, snap
+
+    shown = [r for r in results if r.questions]
+    if not shown:
+        return None
+    fig = Figure(figsize=(4.2 * len(shown), 4.0), dpi=110, layout="constrained")
+    for n, r in enumerate(shown, start=1):
+        ax = fig.add_subplot(1, len(shown), n)
+        points = scale_points(r.scale)
+        counts = [[0] * len(points) for _ in points]
+        for j, h in zip(snap(r.pairs[0], points), snap(r.pairs[1], points)):
+            counts[h][j] += 1
+        ax.imshow(counts, origin="lower", cmap="Blues")
+        ticks = list(range(len(points)))
+        ax.set_xticks(ticks, [f"{p:g}" for p in points], fontsize=7)
+        ax.set_yticks(ticks, [f"{p:g}" for p in points], fontsize=7)
+        for y, row in enumerate(counts):
+            for x, count in enumerate(row):
+                if count:
+                    ax.text(x, y, str(count), ha="center", va="center", fontsize=7)
+        ax.set_xlabel("judge")
+        ax.set_ylabel("people")
+        ax.set_title(r.metric, fontsize=9)
+    fig.savefig(path)
+    return path
+
+
+def log_run(run, results, files: list[Path]) -> str | None:
+    """A calibration run in the judged run's experiment, tagged with the judged run's id."""
+    if run.run_id is None:
+        return None
+    from mlflow.entities import Metric
+
+    from ragexp.compare.source import client_for
+    from ragexp.metrics.names import metric_key
+
+    client, _ = client_for(run.tracking_uri)
+    created = client.create_run(run.experiment_id, run_name=f"calibration of {run.name}", tags={
+        "ragexp.role": "calibration", "ragexp.calibrates": run.run_id, "judge": run.judge})
+    run_id = created.info.run_id
+    metrics = []
+    for r in results:
+        values = {name: interval.estimate for name, interval in r.judge_vs_people.items()}
+        values.update({"krippendorff_alpha": r.alpha, "pairwise_kappa": r.pairwise_kappa, "questions": r.questions})
+        metrics += [Metric(f"{name}_{metric_key(r.metric)}", float(v), 0, 0) for name, v in values.items()
+                    if v is not None and v == v]
+    client.log_batch(run_id, metrics=metrics)
+    for file in files:
+        client.log_artifact(run_id, str(file))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from ragexp.errors import RagexpError
+
+    try:
+        from ragexp.calibrate import labels as labels_io
+        from ragexp.calibrate import source
+
+        run = source.load(args.run, args.tracking_uri)
+        if not run.metrics:
+            raise RagexpError(f"run {run.name}: the table has no score column of judge {run.judge!r}")
+        if args.export is not None:
+            if args.export < 1:
+                raise RagexpError("--export N needs N >= 1")
+            sheet = labels_io.export(run, args.export, args.out or f"calibration-sheet-{run.name}.csv", args.seed)
+            print(f"wrote {sheet}: {min(args.export, len(run.judged()))} questions to label "
+                  f"({', '.join(run.metrics)}, on the judge's scale); fill in, then --labels {sheet}")
+            return 0
+        if not 0 < args.level < 1 or args.resamples < 1:
+            raise RagexpError("--level must be between 0 and 1, --resamples at least 1")
+        from ragexp.calibrate.agreement import measure
+
+        results = measure(run, labels_io.read(args.labels, run), args.resamples, args.seed, args.level)
+    except RagexpError as err:
+        print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
+        return 2
+    folder = Path(args.out or Path("ragexp-calibrate") / (run.run_id[:8] if run.run_id else run.name))
+    folder.mkdir(parents=True, exist_ok=True)
+    report = markdown(run, results)
+    files = [folder / "calibration.md", folder / "calibration.json"]
+    files[0].write_text(report)
+    files[1].write_text(json.dumps({"run": run.run_id or run.name, "judge": run.judge,
+                                    "metrics": [r.row() for r in results]}, indent=2) + "\n")
+    plot = confusion_plot(results, folder / "confusion.png")
+    files += [plot] if plot else []
+    print(report)
+    logged = None if args.no_log else log_run(run, results, files)
+    print(f"report: {folder}" + (f"; logged as run {logged} (tag ragexp.calibrates={run.run_id})" if logged else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

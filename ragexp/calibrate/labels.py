@@ -1,0 +1,161 @@
+"""Human labels: read, checked against the judged run, and the annotation sheet that asks for them.
+
+A labels file is CSV or JSONL, in one of two shapes:
+- long: `question_id`, `metric`, `label` (and optionally `annotator`): one label a row;
+- wide: `question_id` and one column per judge metric (and optionally `annotator`): the sheet that
+  `--export` writes, filled in. Empty cells are labels not given.
+Labels are on the judge's scale of that metric (1-10 for the single-call judge, 0-1 for the triad).
+Every problem (an unknown question id, a label off the scale or not a number, a metric the run does
+not have) is reported with file:line, all at once."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragexp.calibrate.source import JudgedRun
+from ragexp.errors import RagexpError
+
+INFO = ("question_id", "annotator", "kind", "type", "question", "context", "expected_answer", "generated_answer",
+        "metric", "label", "score_band", "notes")
+MAX_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Label:
+    question_id: str
+    metric: str
+    annotator: str
+    value: float
+
+
+def rows(path: Path):
+    """(line number, dict) of each row of a CSV or JSONL file."""
+    if path.suffix.lower() == ".jsonl":
+        with path.open(encoding="utf-8-sig") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise RagexpError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+                    if not isinstance(row, dict):
+                        raise RagexpError(f"{path}:{number}: expected a JSON object")
+                    yield number, row
+        return
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            yield reader.line_num, row
+
+
+def read(path: str | Path, run: JudgedRun) -> list[Label]:
+    path = Path(path)
+    if not path.is_file():
+        raise RagexpError(f"labels: {path} is not a file (give a CSV or JSONL file of labels)")
+    if path.suffix.lower() not in (".csv", ".jsonl"):
+        raise RagexpError(f"labels: {path} must end in .csv or .jsonl")
+    known = set(run.table["question_id"].astype(str))
+    labels, problems = [], []
+    for number, row in rows(path):
+        where = f"{path}:{number}"
+        qid = str(row.get("question_id") or "").strip()
+        annotator = str(row.get("annotator") or "").strip() or "annotator"
+        if "metric" in row and "label" in row:
+            given = [(str(row.get("metric") or "").strip(), row.get("label"))]
+        else:
+            given = [(column, value) for column, value in row.items() if column not in INFO and column is not None]
+        given = [(m, v) for m, v in given if v is not None and str(v).strip() != ""]
+        if not given:
+            continue  # a sheet row nobody filled in
+        if not qid:
+            problems.append(f"{where}: no question_id")
+            continue
+        if qid not in known:
+            problems.append(f"{where}: question {qid!r} is not in run {run.name}")
+            continue
+        for metric, value in given:
+            if metric not in run.scales:
+                problems.append(f"{where}: metric {metric!r} is not a metric of judge {run.judge!r} "
+                                f"({', '.join(run.scales)})")
+                continue
+            lo, hi = run.scales[metric]
+            try:
+                number_value = float(value)
+            except (TypeError, ValueError):
+                problems.append(f"{where}: {metric} label {value!r} is not a number")
+                continue
+            if not math.isfinite(number_value) or not lo <= number_value <= hi:
+                problems.append(f"{where}: {metric} label {value} is off the judge's scale {lo:g}-{hi:g}")
+                continue
+            labels.append(Label(qid, metric, annotator, number_value))
+    if problems:
+        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
+        raise RagexpError(f"labels: {len(problems)} problems:\n  " + "\n  ".join(shown))
+    if not labels:
+        raise RagexpError(f"labels: {path} holds no label (fill in the metric columns of the sheet)")
+    return labels
+
+
+def band(value: float, scale: tuple[float, float]) -> str:
+    """low / mid / high third of the scale: the score stratum of the sheet."""
+    lo, hi = scale
+    share = (value - lo) / (hi - lo) if hi > lo else 0.0
+    return "low" if share < 1 / 3 else "mid" if share < 2 / 3 else "high"
+
+
+def judge_share(run: JudgedRun, table) -> np.ndarray:
+    """Each question's judge scores, each mapped onto 0-1 by its scale, averaged: its score range."""
+    shares = [(table[m].astype(float) - lo) / (hi - lo) for m, (lo, hi) in run.scales.items() if m in table and hi > lo]
+    return np.mean(shares, axis=0) if shares else np.zeros(len(table))
+
+
+def stratified_sample(run: JudgedRun, size: int, seed: int = 0) -> list[int]:
+    """Row positions of `size` judged questions spread over strata (question type x score band: the
+    low, middle or high third of the judge's scores averaged over its metrics on 0-1), each stratum in
+    proportion to its size and at least one where possible."""
+    table = run.judged().reset_index(drop=True)
+    kinds = table[run.kind_column].astype(str) if run.kind_column else ["all"] * len(table)
+    bands = [band(share, (0.0, 1.0)) for share in judge_share(run, table)]
+    strata: dict[tuple[str, str], list[int]] = {}
+    for position, key in enumerate(zip(kinds, bands)):
+        strata.setdefault(key, []).append(position)
+    rng = np.random.default_rng(seed)
+    size = min(size, len(table))
+    quotas = {key: max(1, round(size * len(members) / len(table))) for key, members in strata.items()}
+    while sum(quotas.values()) > size:  # rounding up every stratum can overshoot: trim the largest
+        largest = max(quotas, key=lambda k: (quotas[k], k))
+        quotas[largest] -= 1
+    chosen: list[int] = []
+    for key in sorted(strata):
+        members = strata[key]
+        chosen += [int(i) for i in rng.choice(members, size=min(quotas[key], len(members)), replace=False)]
+    left = [i for i in range(len(table)) if i not in set(chosen)]
+    if len(chosen) < size and left:
+        chosen += [int(i) for i in rng.choice(left, size=size - len(chosen), replace=False)]
+    return sorted(chosen)
+
+
+def export(run: JudgedRun, size: int, path: str | Path, seed: int = 0) -> Path:
+    """A CSV sheet of a stratified sample: what the judge saw and one empty column per metric."""
+    table = run.judged().reset_index(drop=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    metrics = run.metrics
+    bands = [band(share, (0.0, 1.0)) for share in judge_share(run, table)]
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question_id", "annotator", "kind", "score_band", "question", "context",
+                         "expected_answer", "generated_answer", *metrics])
+        for i in stratified_sample(run, size, seed):
+            row = table.iloc[i]
+            chunks = json.loads(row["retrieved_chunks"]) if isinstance(row.get("retrieved_chunks"), str) else []
+            context = "\n\n".join(f"[Doc {n}] {text}" for n, text in enumerate(chunks, start=1))
+            writer.writerow([row["question_id"], "", row.get(run.kind_column, "") if run.kind_column else "", bands[i],
+                             row.get("question", ""), context, row.get("expected_answer", ""),
+                             row.get("generated_answer", ""), *[""] * len(metrics)])
+    return path

@@ -1,0 +1,104 @@
+"""The judged run to calibrate: its per-question table, its judge and the scale of each judge metric.
+
+A run is an MLflow run id (its `questions.json` artifact, `judge._target_` param) or a run folder
+holding `questions.json` (the table as `mlflow.log_table` writes it) or `questions.jsonl` (one row a
+line) and the run's config (`.hydra/config.yaml` or `config.yaml`)."""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragexp.errors import RagexpError
+
+TABLES = ("questions.json", "questions.jsonl")
+CONFIGS = (".hydra/config.yaml", "config.yaml")
+
+
+@dataclass
+class JudgedRun:
+    name: str
+    judge: str
+    table: Any  # pandas.DataFrame, one row per question
+    scales: dict[str, tuple[float, float]]  # judge metric -> (lowest, highest)
+    run_id: str | None = None  # MLflow run id; None for a folder
+    experiment_id: str | None = None
+    tracking_uri: str | None = None
+
+    @property
+    def metrics(self) -> list[str]:
+        return [m for m in self.scales if m in self.table]
+
+    @property
+    def kind_column(self) -> str | None:
+        return next((c for c in ("type", "kind") if c in self.table and self.table[c].astype(bool).any()), None)
+
+    def judged(self):
+        """The rows of judged questions (failed questions have no scores to calibrate)."""
+        table = self.table
+        return table[table["status"] == "judged"] if "status" in table else table
+
+
+def judge_scales(target: str | None, where: str) -> dict[str, tuple[float, float]]:
+    """Each metric's scale, as the judge class named by `target` declares it."""
+    if not target:
+        raise RagexpError(f"{where}: no judge._target_ in the run's config, so the judge's scales are unknown")
+    module, _, name = str(target).rpartition(".")
+    try:
+        judge = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise RagexpError(f"{where}: judge {target!r} is not a class of this ragexp version") from None
+    return {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
+
+
+def read_table_file(path: Path):
+    import pandas as pd
+
+    if path.suffix == ".jsonl":
+        return pd.DataFrame([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()])
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return pd.DataFrame(data["data"], columns=data["columns"])
+
+
+def from_folder(folder: Path) -> JudgedRun:
+    import yaml
+
+    table_file = next((folder / t for t in TABLES if (folder / t).is_file()), None)
+    if table_file is None:
+        raise RagexpError(f"{folder}: no per-question table ({' or '.join(TABLES)}) in this folder")
+    config_file = next((folder / c for c in CONFIGS if (folder / c).is_file()), None)
+    config = yaml.safe_load(config_file.read_text()) if config_file else {}
+    target = ((config or {}).get("judge") or {}).get("_target_")
+    table = read_table_file(table_file)
+    judge = str(table["judge"].iloc[0]) if "judge" in table and len(table) else "judge"
+    return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder)))
+
+
+def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
+    import tempfile
+
+    from ragexp.compare.source import TABLE, client_for, get_run, read_table
+
+    client, resolved = client_for(tracking_uri)
+    run = get_run(client, run_id, resolved)
+    if TABLE not in {a.path for a in client.list_artifacts(run_id)}:
+        raise RagexpError(f"run {run_id} has no per-question table ({TABLE}); calibrate a run logged by ragexp")
+    with tempfile.TemporaryDirectory(prefix="ragexp-calibrate-") as tmp:
+        table = read_table(Path(client.download_artifacts(run_id, TABLE, tmp)))
+    scales = judge_scales(run.data.params.get("judge._target_"), f"run {run_id}")
+    return JudgedRun(run.info.run_name or run_id[:8], run.data.tags.get("judge", "judge"), table, scales,
+                     run_id, run.info.experiment_id, resolved)
+
+
+def load(target: str, tracking_uri: str | None = None) -> JudgedRun:
+    """`target`: a run folder, or an MLflow run id."""
+    from ragexp.compare.source import RUN_ID
+
+    path = Path(target)
+    if path.is_dir():
+        return from_folder(path)
+    if RUN_ID.match(target):
+        return from_mlflow(target, tracking_uri)
+    raise RagexpError(f"{target}: neither a run folder nor an MLflow run id (32 hex digits)")

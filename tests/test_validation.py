@@ -1,0 +1,146 @@
+"""One validation pass before any work (ragexp.validation): every setting of a composed config,
+every problem at once, one line each naming the full key; a grid is checked point by point."""
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+
+from conftest import CONF, ROOT, compose, run_cli
+from ragexp.errors import RagexpError
+from ragexp.validation import problems, validate
+
+BAD_CONFIGS = [
+    (["chunker.chunk_size=abc"], "chunker.chunk_size: 'abc' is not an integer"),
+    (["retriever.top_k=2.5"], "retriever.top_k: 2.5 is not a whole number"),
+    (["judge=llm", "judge.endpoint.max_concurrency=0"], "judge.endpoint.max_concurrency: must be >= 1, got 0"),
+    (["chunker.chunk_overlap=512"], "chunker.chunk_overlap: must be less than chunk_size (512), got 512"),
+    (["weights.faithfulness=0.5"], "weights: context_relevance=0.3 + answer_similarity=0.4 + faithfulness=0.5 = 1.2; "
+                                   "the weights must sum to 1 (set weights.<metric>=...)"),
+    (["+chunker.chunk_sise=5"], "chunker.chunk_sise: unknown setting; RecursiveChunker takes chunk_size, chunk_overlap"),
+    (["dataset.on_error=ignore"], "dataset.on_error: 'ignore' is not one of 'stop', 'skip'"),
+    (["budget_usd=-1"], "budget_usd: must be >= 0, got -1"),  # reported where it is written, not at llm.budget_usd
+    (["dry_run=maybe"], "dry_run: 'maybe' is not true or false"),
+    (["generator=openai", "generator.temperature=3"], "generator.temperature: must be <= 2, got 3"),
+    (["retriever=hybrid", "retriever.bm25.b=1.5"], "retriever.bm25.b: must be <= 1, got 1.5"),
+    (["llm.prices.gpt-4o.input=free"], "llm.prices.gpt-4o.input: 'free' is not a number"),
+    (["chunker=semantic", "chunker.breakpoint_percentile=100"], "chunker.breakpoint_percentile: must be < 100, got 100"),
+    (["dataset=hotpotqa", "~dataset.path"], "dataset.path: missing; HotpotQADataset needs it (set +dataset.path=...)"),
+    (["dataset.limit=???"], "dataset.limit: no value given; set dataset.limit=..."),
+    (["judge=llm", "judge.endpoint.base_url=localhost:8000"],
+     "judge.endpoint.base_url: must be an http(s) URL such as http://127.0.0.1:8000/v1, got 'localhost:8000'"),
+    (["judge=llm", "judge.user_prompt='Answer: {answer}'"],
+     "judge.user_prompt: unknown field {answer}; the fields are {question}, {context}, {expected}, {generated} "
+     "(write literal braces as {{ and }})"),
+    (["metrics.retrieval=[mrr,bleu@4]"], "metrics.retrieval: 'bleu@4' is not a retrieval metric; use hit_rate, mrr, "
+                                         "ndcg, recall, precision, map with an optional cutoff, e.g. ndcg@10"),
+    (["judge=llm", "judge.endpoint._target_=ragexp.chunkers.FixedChunker"],
+     "judge.endpoint._target_: ragexp.chunkers.FixedChunker is not a subclass of Endpoint"),
+    (["gate=production", "gate.thresholds.mrr.min=high"], "gate.thresholds.mrr.min: 'high' is not a number"),
+    (["gate=production", "gate.thresholds.faithfulness.scale=[1,0]"],
+     "gate.thresholds.faithfulness.scale: lowest must be below highest, got [1, 0]"),
+    (["chunker._target_=ragexp.chunkers.Nope"],
+     "chunker._target_: cannot import 'ragexp.chunkers.Nope' (AttributeError: module 'ragexp.chunkers' has no attribute 'Nope')"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_CONFIGS, ids=[" ".join(o) for o, _ in BAD_CONFIGS])
+def test_a_bad_setting_gives_one_line_naming_its_full_key(overrides, message):
+    assert problems(compose(*overrides)) == [message]
+
+
+def test_a_shared_component_is_reported_once_where_it_is_written():
+    # the embedder is referenced by the retriever (${embedder}); its problem is one line, at `embedder`
+    assert problems(compose("embedder.batch_size=0")) == ["embedder.batch_size: must be >= 1, got 0"]
+
+
+def test_every_problem_of_a_config_is_reported_at_once():
+    cfg = compose("chunker.chunk_size=abc", "retriever.top_k=2.5", "judge=llm", "judge.endpoint.max_concurrency=0",
+                  "judge.repeats=0", "weights.faithfulness=0.5", "+retriever.depth=3")
+    with pytest.raises(RagexpError) as err:
+        validate(cfg)
+    assert str(err.value).splitlines() == [
+        "6 problems in the config:",
+        "  chunker.chunk_size: 'abc' is not an integer",
+        "  retriever.top_k: 2.5 is not a whole number",
+        "  retriever.depth: unknown setting; DenseRetriever takes embedder, top_k, url, api_key_env, collection, batch_size",
+        "  judge.endpoint.max_concurrency: must be >= 1, got 0",
+        "  judge.repeats: must be >= 1, got 0",
+        "  weights: context_relevance=0.3 + answer_similarity=0.4 + faithfulness=0.5 = 1.2; "
+        "the weights must sum to 1 (set weights.<metric>=...)",
+    ]
+
+
+def config_options() -> list[str]:
+    """`group=option` for every YAML under conf/ (`+group=option` for groups not in the defaults list)."""
+    defaults = OmegaConf.load(CONF / "config.yaml").defaults
+    chosen = {next(iter(d)).split("@")[0] for d in defaults if not isinstance(d, str)}
+    return [f"{'' if group.name in chosen else '+'}{group.name}={option.stem}"
+            for group in sorted(p for p in CONF.iterdir() if p.is_dir()) for option in sorted(group.glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("option", config_options())
+def test_every_shipped_option_validates_clean(option):
+    from hydra.errors import MissingConfigException
+
+    try:
+        cfg = compose(option)
+    except MissingConfigException as err:  # a Hydra plugin from an optional extra (ray, optuna) not installed
+        pytest.skip(str(err).splitlines()[0])
+    assert problems(cfg) == []
+
+
+def test_validation_imports_no_model_code():
+    code = ("import sys; sys.path.insert(0, 'tests'); from conftest import compose; from ragexp.validation import problems; "
+            "assert problems(compose('judge=triad', 'generator=openai', 'retriever=hybrid', 'chunker=semantic')) == []; "
+            "print([m for m in ('torch', 'sentence_transformers', 'mlflow', 'openai', 'qdrant_client') if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.fixture
+def sweep_config():
+    """`sweep_config(*task)`: the multirun's master config as the SweepTracking callback gets it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    def make(*task: str):
+        cfg = hydra_compose(config_name="config", return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.overrides.task = list(task)
+        return cfg
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield make
+
+
+def test_every_grid_point_is_composed_and_checked(sweep_config):
+    from ragexp.callbacks import grid_points, invalid_points
+
+    cfg = sweep_config("retriever=bm25", "chunker=recursive,semantic", "chunker.chunk_size=64,256", "dataset.limit=2")
+    assert len(grid_points(cfg)) == 4
+    assert invalid_points(cfg) == [
+        "job 0 (chunker=recursive chunker.chunk_size=64):\n"
+        "    chunker.chunk_overlap: must be less than chunk_size (64), got 64",
+        "job 2 (chunker=semantic chunker.chunk_size=64):\n"
+        "    Could not override 'chunker.chunk_size'. To append to your config use +chunker.chunk_size=64",
+        "job 3 (chunker=semantic chunker.chunk_size=256):\n"
+        "    Could not override 'chunker.chunk_size'. To append to your config use +chunker.chunk_size=256",
+    ]
+    assert invalid_points(sweep_config("retriever=bm25", "chunker.chunk_size=128,256")) == []
+
+
+def test_a_sweep_with_one_bad_grid_point_runs_nothing(tmp_path):
+    sweep_dir, store = tmp_path / "multirun", tmp_path / "mlflow.db"
+    proc = run_cli("-m", "retriever=bm25", "chunker.chunk_size=64,256", "dataset.limit=2", f"hydra.sweep.dir={sweep_dir}",
+                   f"tracker.tracking_uri=sqlite:///{store}", f"cache.dir={tmp_path / 'cache'}", cwd=tmp_path,
+                   env={"PYTHONPATH": str(ROOT)})  # this checkout's ragexp, wherever the package is installed from
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-3:] == [
+        "ragexp: error: 1 of 2 grid points are invalid; no job was started:",
+        "  job 0 (chunker.chunk_size=64):",
+        "    chunker.chunk_overlap: must be less than chunk_size (64), got 64",
+    ]
+    assert "Launching" not in proc.stdout + proc.stderr
+    assert not sweep_dir.exists() and not store.exists()  # no job folder, no parent run
