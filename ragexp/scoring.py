@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, fields
-from typing import Sequence
+from typing import Self, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName, metric_key
@@ -83,7 +83,7 @@ class Aggregate:
             return means[0] * n
         return means[0]
 
-    def value(self, rows: Sequence[dict]) -> float | int | None:
+    def value(self, rows: Sequence[dict]) -> float | None:
         """This aggregate of per-question rows (None: no row to average)."""
         chosen = [row for row in rows if self.takes(row)]
         if self.kind == "count":
@@ -99,7 +99,7 @@ class Aggregate:
         return {**shown, "inputs": list(self.inputs), **({"weights": list(self.weights)} if self.weights else {})}
 
     @classmethod
-    def from_json(cls, entry: dict) -> Aggregate:
+    def from_json(cls, entry: dict) -> Self:
         return cls(**{**entry, "inputs": tuple(entry.get("inputs", ())), "weights": tuple(entry.get("weights", ()))})
 
 
@@ -113,7 +113,7 @@ def score_row(result: QuestionResult, judgement: Judgement | None = None) -> dic
     """A question's scores keyed by their column in the per-question table: the judge's metrics and
     `hallucination` (of `judgement`, default the question's), answer metrics, retrieval metrics."""
     j = judgement or result.judgement
-    judged = {**j.scores, "hallucination": j.hallucination} if result.judgement is not None else {}
+    judged = {**j.scores, "hallucination": j.hallucination} if j is not None else {}
     return {"status": "failed" if result.failed else "judged", **judged, **result.generation,
             **{metric_key(name): value for name, value in result.retrieval.items()}}
 
@@ -164,12 +164,10 @@ def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dic
         if a.kind == "std":
             values[a.name] = round(statistics.stdev(per_repeat[a.of]), 4)
         elif a.repeats > 1:
-            per_repeat[a.name] = [a.value(rows_n) for rows_n in repeat_rows]
+            per_repeat[a.name] = [v for rows_n in repeat_rows if (v := a.value(rows_n)) is not None]
             values[a.name] = round(statistics.fmean(per_repeat[a.name]), 4)
-        elif a.kind == "count":
-            values[a.name] = a.value(rows)
         elif (value := a.value(rows)) is not None:
-            values[a.name] = round(value, 4)
+            values[a.name] = value if a.kind == "count" else round(value, 4)
     return values
 
 
