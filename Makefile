@@ -24,11 +24,11 @@ $(STAMP): pyproject.toml constraints.txt
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
 	$(PY) -m ragexp
 
-test: install  ## the fast test tier (what CI runs)
-	$(PY) -m pytest -m "not slow"
+test: install  ## the fast test tier: in-process, no timing (what CI runs first)
+	$(PY) -m pytest -m "not slow and not process"
 
-test-process: install  ## only the tests that run ragexp in subprocesses or build the package (marker `process`)
-	$(PY) -m pytest -m process
+test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
+	$(PY) -m pytest -m "process and not slow"
 
 test-full: install  ## every tier, slow tests and the optuna and ray extras included
 	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray]'

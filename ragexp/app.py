@@ -1,7 +1,9 @@
 """The job behind `python -m ragexp`: run the pipeline, write results, log to the tracker."""
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -10,11 +12,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.errors import RagexpError
+from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError
+from ragexp.secrets import scrub_url
 
 log = logging.getLogger("ragexp")
 
-GATE_FAILED = 3  # exit status of a run (or sweep) that missed a quality-gate threshold
+DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more failed questions fail the run
+FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -28,7 +32,7 @@ def run_name(cfg: DictConfig) -> str:
     swept = sweep_info().get("swept")
     if swept:
         values = dict(o.split("=", 1) for o in hydra.overrides.task if "=" in o)
-        return ",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname
+        return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
     chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
     return "-".join(str(c) for c in chosen if c) or "run"
@@ -46,7 +50,8 @@ def sweep_info() -> dict:
 
 
 def execute(cfg: DictConfig) -> float | None:
-    """Runs one job; returns the configured objective (for sweepers that optimise it)."""
+    """Runs one job; returns the configured objective (for sweepers that optimise it). A job of a
+    multirun never exits: a failure is recorded (`record_failed_job`) and the sweep goes on."""
     from hydra.core.hydra_config import HydraConfig
 
     from ragexp.llm.estimate import Estimate
@@ -55,41 +60,109 @@ def execute(cfg: DictConfig) -> float | None:
 
     from ragexp.validation import validate
 
-    started = time.time()
+    started, multirun = time.time(), in_multirun()
+    tracker, sweep, name = None, {}, None
     try:
         validate(cfg)  # every setting checked, every problem reported at once, before any work
         run_where_launched()
+        max_share = max_failed_share(cfg)
         tracker = build(cfg.tracker)
         sweep = sweep_info()
         tracker.use_store(sweep.get("tracking_uri"))
-        result = run(cfg, run_name(cfg))
+        name = run_name(cfg)
+        result = run(cfg, name)
         if isinstance(result, Estimate):  # dry_run=true: nothing judged, nothing to log
             print(result.summary())
             return None
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         results_file = write_results(result, output_dir)
         print(summary(result))
+        failure = run_failure(result, max_share)
         # the logged config re-runs this job as it is: its name included
         config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}  # type: ignore[dict-item]
         run_id = tracker.log_run(result, config, sweep.get("parent_run_id"), files=overrides_files(output_dir),
-                                 started=started)
+                                 started=started, failure=failure)
         print(f"results: {results_file}")
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
     except RagexpError as err:
-        print(f"ragexp: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        if not multirun:
+            print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
+            sys.exit(BAD_INPUT)
+        return record_failed_job(cfg, tracker, sweep, name, str(err), BAD_INPUT, started)
+    except Exception as err:
+        if not multirun:
+            raise
+        log.exception("job failed")
+        return record_failed_job(cfg, tracker, sweep, name, f"{type(err).__name__}: {err}", RUN_FAILED, started,
+                                 logged=False)
+    if failure:
+        print(f"ragexp: error: {failure}", file=sys.stderr)
+        if not multirun:
+            sys.exit(RUN_FAILED)
+        return record_failed_job(cfg, tracker, sweep, result.name, failure, RUN_FAILED, started, logged=True)
     aggregates = result.aggregates
-    retrieval_scored = aggregates["total_questions"] - aggregates.get("retrieval_excluded_questions", 0)
-    if aggregates.get("failed_questions") == aggregates["total_questions"] and not retrieval_scored:
-        print(f"ragexp: error: all {len(result.questions)} questions failed; see the reasons above", file=sys.stderr)
-        sys.exit(1)
-    if result.gate is not None and not result.gate.passed and not in_multirun():
+    if result.gate is not None and not result.gate.passed and not multirun:
         # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.callbacks)
         missed = [check.removesuffix(": FAILED") for check in result.gate.checks if check.endswith("FAILED")]
         print(f"ragexp: error: quality gate {result.gate.name!r} failed ({len(missed)} of {len(result.gate.checks)} "
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
         sys.exit(GATE_FAILED)
     return aggregates.get(cfg.get("objective", "overall_score"))
+
+
+def max_failed_share(cfg: DictConfig) -> float:
+    share = cfg.get("max_failed_share", DEFAULT_MAX_FAILED_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise RagexpError(f"max_failed_share must be a number between 0 and 1 (the share of questions that may "
+                          f"fail before the run counts as failed), got {share!r}")
+    return float(share)
+
+
+def run_failure(result, max_share: float) -> str | None:
+    """Why the run failed as a whole, or None: every question failed and nothing was measured, or
+    of the questions that have an expected answer, all or more than `max_share` failed."""
+    judgeable = [r for r in result.questions if r.question.answers]
+    failed = [r for r in judgeable if r.failed]
+    aggregates = result.aggregates
+    total = aggregates["total_questions"]
+    retrieval_scored = total - aggregates.get("retrieval_excluded_questions", 0)
+    first = f" (first reason: {failed[0].failure})" if failed else ""
+    if total and aggregates.get("failed_questions") == total and not retrieval_scored:
+        return f"all {total} questions failed and nothing was measured{first}"
+    if judgeable and len(failed) == len(judgeable):
+        return f"run failed: all {len(failed)} questions failed{first}"
+    if judgeable and len(failed) / len(judgeable) > max_share:
+        return (f"run failed: {len(failed)} of {len(judgeable)} questions failed, more than "
+                f"max_failed_share={max_share:g}{first}")
+    return None
+
+
+def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, reason: str, code: int,
+                      started: float, logged: bool = False) -> float:
+    """A job of a multirun that failed: `failure.json` in its folder (read by the sweep's end,
+    `ragexp.callbacks`) and, unless its run is already `logged`, a FAILED run under the sweep's
+    parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"
+    reason = scrub_url(reason)
+    print(f"ragexp: error: job {hydra.job.num} ({name}) failed: {reason}; the sweep goes on", file=sys.stderr)
+    output_dir = Path(hydra.runtime.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    record = {"name": name, "job": hydra.job.num, "reason": reason, "exit_code": code}
+    (output_dir / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    if not logged and tracker is not None:
+        try:
+            try:
+                config = OmegaConf.to_container(cfg, resolve=True)
+            except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
+                config = OmegaConf.to_container(cfg, resolve=False)
+            tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,
+                               files=overrides_files(output_dir), started=started)
+        except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on
+            log.warning("job %s: its failure could not be logged to the tracker (%s)", name, scrub_url(str(err)))
+    return math.nan
 
 
 def run_where_launched() -> None:

@@ -65,14 +65,33 @@ def read_sweep(sweep_dir: str | Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def merged_results(sweep_dir: Path) -> tuple[dict, list[dict]]:
+    """The jobs' results.json files merged, and the failed jobs' failure.json records; a failed
+    job is listed in the merged results as {"status": "failed", "failure_reason": ...} (beside
+    its aggregates if it had any)."""
+    from ragexp.app import FAILURE_FILE
+
+    merged: dict = {}
+    for results in sorted(sweep_dir.glob("*/results.json")):
+        merged.update(json.loads(results.read_text()))
+    failures = []
+    for path in sorted(sweep_dir.glob(f"*/{FAILURE_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        failure = json.loads(path.read_text())
+        failures.append(failure)
+        merged[failure["name"]] = {**merged.get(failure["name"], {}), "status": "failed",
+                                   "failure_reason": failure["reason"]}
+    return merged, failures
+
+
 class SweepTracking(Callback):
     """`on_multirun_start` checks every point of a grid (all invalid points reported, exit 2, nothing
     run), then opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them;
     `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
     makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
-    report/ and logged to the parent run), then exits with status 3 when a job missed a
-    quality-gate threshold (`gate_passed` = 0)."""
+    report/ and logged to the parent run), then exits with status 4 when a job failed (the sweep
+    went on; failed jobs are listed with their reasons) or else 3 when a job missed a
+    quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.pipeline import build
@@ -86,7 +105,12 @@ class SweepTracking(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = build(config.tracker)
-        overrides = " ".join(config.hydra.overrides.task)
+        from omegaconf import OmegaConf
+
+        from ragexp.secrets import scrub_url
+
+        # as given (an ${oc.env:...} is not resolved), and with any credentials masked
+        overrides = scrub_url(" ".join(OmegaConf.to_container(config.hydra.overrides.task, resolve=False)))
         self.parent_id = self.tracker.start_sweep(
             name=f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
             tags={"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides},
@@ -95,20 +119,25 @@ class SweepTracking(Callback):
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from ragexp.errors import GATE_FAILED, RUN_FAILED
+
         sweep_dir = Path(config.hydra.sweep.dir)
-        merged: dict = {}
-        for results in sorted(sweep_dir.glob("*/results.json")):
-            merged.update(json.loads(results.read_text()))
+        merged, failures = merged_results(sweep_dir)
+        jobs = len([d for d in sweep_dir.iterdir() if (d / ".hydra").is_dir()]) if sweep_dir.is_dir() else 0
+        counts = {"jobs_total": jobs, "jobs_ok": jobs - len(failures), "jobs_failed": len(failures)}
         if merged:
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
-            self.tracker.end_sweep(self.parent_id, merged)
+            self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
             self.leaderboard(sweep_dir)
-
+        if failures:
+            print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
+                f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)
+            print(f"ragexp: error: {len(failures)} of {jobs} jobs failed (listed in {sweep_dir / 'results.json'})",
+                  file=sys.stderr)
+            sys.exit(RUN_FAILED)
         failed = [name for name, values in merged.items() if values.get("gate_passed") == 0]
         if failed:
-            from ragexp.app import GATE_FAILED
-
             print(f"ragexp: error: quality gate failed in {len(failed)} of {len(merged)} jobs: {', '.join(failed)}",
                   file=sys.stderr)
             sys.exit(GATE_FAILED)
@@ -123,6 +152,9 @@ class SweepTracking(Callback):
                                    out_dir=sweep_dir / "report")
             print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
                   + leaderboard_table(board).markdown())
+            if board.selection.incomplete:
+                print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
+                    f"  failed: {job}" for job in board.selection.failed_jobs))
         except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
             log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
                         type(err).__name__, err, self.parent_id)

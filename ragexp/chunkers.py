@@ -20,6 +20,14 @@ class Chunker:
     """Base: `chunk(documents)` numbers the spans that `split` finds in each document."""
 
     def chunk(self, documents: Sequence[Document]) -> list[Chunk]:
+        """Chunk ids are `<doc_id>#<n>`: unique as long as document ids are (the text after the
+        last `#` is the chunk's number), which is checked here, whatever loaded the documents."""
+        seen: set[str] = set()
+        for doc in documents:
+            if doc.doc_id in seen:
+                raise RagexpError(f"dataset: document id {doc.doc_id!r} appears twice; chunk ids would collide "
+                                  "(give each document its own id)")
+            seen.add(doc.doc_id)
         chunks = []
         for doc, spans in zip(documents, self.split(documents)):
             for n, (start, end) in enumerate(spans):

@@ -39,7 +39,7 @@ class EmbeddingCache:
     def __init__(self, store=None):
         self.store = store
         self.memo: dict[str, dict[str, np.ndarray]] = {}
-        self.stats: Counter[str] = Counter(embedded_texts=0)
+        self.stats: Counter[str] = Counter(embedded_texts=0, index_embedded_texts=0)  # reported even when 0
         self._lock = threading.Lock()
 
     @contextmanager
@@ -201,7 +201,7 @@ class OpenAIEmbedder(Embedder):
             from openai import OpenAI
 
             key = self.endpoint.api_key(self.setting)
-            self._client = OpenAI(base_url=self.endpoint.base_url, api_key=key, timeout=self.endpoint.timeout_s,
+            self._client = OpenAI(base_url=self.endpoint.connect_url, api_key=key, timeout=self.endpoint.timeout_s,
                                   max_retries=self.endpoint.max_retries)
         return self._client
 

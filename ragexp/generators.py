@@ -68,7 +68,11 @@ class OpenAIGenerator(UsesLLM):
 
     def generate(self, question: str, hits: Sequence[Hit]) -> Answer:
         started = time.perf_counter()
-        reply = self.ask(self.request(question, hits))
+        request = self.request(question, hits)
+        reply = self.ask(request, store=False)
+        if not reply.text.strip() and reply.cached:  # an empty reply cached by an older ragexp: ask afresh
+            reply = self.ask(request, store=False, use_cache=False)
         if not reply.text.strip():
-            raise QuestionFailed("generator: the endpoint replied with an empty answer")
+            raise QuestionFailed("generator: the endpoint replied with an empty answer")  # never cached
+        self.client.store(request, reply)
         return Answer(reply.text.strip(), time.perf_counter() - started)

@@ -34,13 +34,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build(node: DictConfig, **kwargs):
-    """`hydra.utils.instantiate`, with a RagexpError raised inside a constructor passed on as is."""
+def build(node: DictConfig, embeddings: EmbeddingCache | None = None, **kwargs):
+    """`hydra.utils.instantiate`, with a RagexpError raised inside a constructor passed on as is.
+    The embedders built (at any depth of `node`) share `embeddings` when given (see EmbeddingCache)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     try:
-        return instantiate(node, **kwargs)
+        if embeddings is None:
+            return instantiate(node, **kwargs)
+        with embeddings.building():
+            return instantiate(node, **kwargs)
     except InstantiationException as err:
         cause = err.__cause__
         while cause is not None and not isinstance(cause, RagexpError):
@@ -162,7 +166,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
-        spec, aggregates = run_aggregates(results, c.weights, c.llm.stats())
+        spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)

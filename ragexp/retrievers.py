@@ -47,7 +47,9 @@ class DenseRetriever(Retriever):
         try:
             client.get_collections()
         except Exception as err:
-            raise RagexpError(f"retriever.url: cannot reach the Qdrant server at {self.url} ({err})") from None
+            from ragexp.secrets import scrub_url
+
+            raise RagexpError(scrub_url(f"retriever.url: cannot reach the Qdrant server at {self.url} ({err})")) from None
         return client
 
     def index(self, chunks: Sequence[Chunk]) -> None:

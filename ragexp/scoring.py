@@ -1,8 +1,9 @@
 """Weights and per-run aggregates, named as in the specification."""
 from __future__ import annotations
 
+import re
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Self, Sequence
 
 from ragexp.errors import RagexpError
@@ -51,7 +52,8 @@ class Aggregate:
     (standard deviation across the judge's `repeats` of aggregate `of`), `total` (summed by the
     run's LLM session, not per question), `gate` (1 when the quality gate passed).
     rows: `all`, `judged` (status judged, inputs set), `failed`, `valued` (every input set),
-    `unvalued` (no input set). `repeats` > 1: computed on each repeat's judgements and averaged."""
+    `unvalued` (no input set). `repeats` > 1: computed on each repeat's judgements and averaged.
+    `where` (column, value) keeps only the rows of one slice of the questions (see `slice_spec`)."""
 
     name: str
     inputs: tuple[str, ...]
@@ -61,9 +63,12 @@ class Aggregate:
     penalty: bool = False
     repeats: int = 1
     of: str = ""
+    where: tuple[str, str] | tuple[()] = ()
 
     def takes(self, row: dict) -> bool:
         """Whether a per-question row (column -> value, None when unset) enters this aggregate."""
+        if self.where and str(row.get(self.where[0]) or "") != self.where[1]:
+            return False
         if self.rows == "all":
             return True
         if self.rows == "failed":
@@ -96,11 +101,13 @@ class Aggregate:
         """name, inputs, kind and rows, and the other fields where they are not their default."""
         shown = {f.name: getattr(self, f.name) for f in fields(self)
                  if f.name in ("name", "inputs", "kind", "rows") or getattr(self, f.name) != f.default}
-        return {**shown, "inputs": list(self.inputs), **({"weights": list(self.weights)} if self.weights else {})}
+        return {**shown, "inputs": list(self.inputs), **({"weights": list(self.weights)} if self.weights else {}),
+                **({"where": list(self.where)} if self.where else {})}
 
     @classmethod
     def from_json(cls, entry: dict) -> Self:
-        return cls(**{**entry, "inputs": tuple(entry.get("inputs", ())), "weights": tuple(entry.get("weights", ()))})
+        return cls(**{**entry, "inputs": tuple(entry.get("inputs", ())), "weights": tuple(entry.get("weights", ())),
+                      "where": tuple(entry.get("where", ()))})
 
 
 def aggregate_key(metric: str, retrieval: bool = False) -> str:
@@ -109,13 +116,41 @@ def aggregate_key(metric: str, retrieval: bool = False) -> str:
     return MetricName.parse(metric).key if retrieval else f"avg_{metric}"
 
 
+SLICE_VALUE = re.compile(r"[^\w.\- ]")
+
+
+def slice_key(aggregate: str, column: str, value: str) -> str:
+    """The key of an aggregate over one slice of the questions: `avg_faithfulness/kind/procedural`
+    (MLflow metric names allow letters, digits, `_ - . /` and spaces; other characters become `_`)."""
+    return f"{aggregate}/{column}/{SLICE_VALUE.sub('_', value)}"
+
+
 def score_row(result: QuestionResult, judgement: Judgement | None = None) -> dict:
     """A question's scores keyed by their column in the per-question table: the judge's metrics and
-    `hallucination` (of `judgement`, default the question's), answer metrics, retrieval metrics."""
+    `hallucination` (of `judgement`, default the question's), answer metrics, retrieval metrics, and
+    the columns that slice the questions (`kind`, `source`)."""
     j = judgement or result.judgement
     judged = {**j.scores, "hallucination": j.hallucination} if j is not None else {}
-    return {"status": "failed" if result.failed else "judged", **judged, **result.generation,
+    return {"status": "failed" if result.failed else "judged", "kind": result.question.kind,
+            "source": result.question.source, **judged, **result.generation,
             **{metric_key(name): value for name, value in result.retrieval.items()}}
+
+
+def slice_spec(spec: Sequence[Aggregate], results: Sequence[QuestionResult],
+               columns: Sequence[str]) -> tuple[Aggregate, ...]:
+    """Each aggregate made from the questions (means, overall, counts) again over each slice of the
+    questions: per value of each column in `columns` (e.g. kind, source) that takes two or more
+    values in the run. Keyed by `slice_key`."""
+    rows = [score_row(r) for r in results]
+    sliced = []
+    for column in columns:
+        values = sorted({str(row.get(column) or "") for row in rows} - {""})
+        if len(values) < 2:
+            continue  # one value: the slice is the whole run
+        for value in values:
+            sliced += [replace(a, name=slice_key(a.name, column, value), where=(column, value))
+                       for a in spec if a.kind in ("mean", "overall", "count") and not a.where]
+    return tuple(sliced)
 
 
 def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tuple[Aggregate, ...]:
@@ -171,11 +206,12 @@ def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dic
     return values
 
 
-def run_aggregates(results: Sequence[QuestionResult], weights: Weights,
-                   totals: dict[str, float]) -> tuple[tuple[Aggregate, ...], dict[str, float]]:
+def run_aggregates(results: Sequence[QuestionResult], weights: Weights, totals: dict[str, float],
+                   slices: Sequence[str] = ()) -> tuple[tuple[Aggregate, ...], dict[str, float]]:
     """A run's aggregation spec and its aggregates: those of `aggregation_spec`, then the LLM
-    session's `totals` (tokens, cost, requests) as they are."""
-    spec = aggregation_spec(results, weights) + tuple(Aggregate(k, (), "total", "all") for k in totals)
+    session's `totals` (tokens, cost, requests) as they are, then the same per slice (`slice_spec`)."""
+    base = aggregation_spec(results, weights)
+    spec = base + tuple(Aggregate(k, (), "total", "all") for k in totals) + slice_spec(base, results, slices)
     return spec, {**compute(spec, results), **totals}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ragexp.errors import RagexpError
 from ragexp.report import AGGREGATES, aggregates_json, question_table, results_json
+from ragexp.secrets import has_credentials, scrub_url
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
@@ -30,7 +31,7 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
         if isinstance(value, dict):
             flat.update(flatten(value, f"{name}."))
         else:
-            flat[name] = json.dumps(value) if isinstance(value, list) else str(value)
+            flat[name] = scrub_url(json.dumps(value) if isinstance(value, list) else str(value))
     return flat
 
 
@@ -48,11 +49,15 @@ class NoTracker:
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
         return None
 
-    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False) -> None:
+    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False, counts: dict | None = None) -> None:
         pass
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
-                files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+                files: tuple[Path, ...] = (), started: float | None = None, failure: str | None = None) -> str | None:
+        return None
+
+    def log_failed(self, name: str, config: dict[str, Any], parent_id: str | None, reason: str,
+                   files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
         return None
 
     def where(self) -> str:
@@ -129,12 +134,14 @@ class MlflowTracker(NoTracker):
     def where(self) -> str:
         import mlflow
 
-        return f"mlflow experiment {self.experiment!r} at {mlflow.get_tracking_uri()}"
+        return f"mlflow experiment {self.experiment!r} at {scrub_url(mlflow.get_tracking_uri())}"
 
     def store(self) -> str | None:
+        """None for a URI with credentials: it is not written to sweep.json; jobs find it as the launcher did."""
         import mlflow
 
-        return self.tracking_uri or mlflow.get_tracking_uri()
+        uri = self.tracking_uri or mlflow.get_tracking_uri()
+        return None if has_credentials(uri) else uri
 
     def use_store(self, store: str | None) -> None:
         """A sweep job logs to its parent run's store, even on a worker (Ray, SLURM) that lacks the
@@ -151,7 +158,8 @@ class MlflowTracker(NoTracker):
     def end_killed_sweeps(self, client, overrides: str | None, successor: str) -> None:
         """A sweep killed before its end leaves its parent run RUNNING. Started again with the
         same overrides (it resumes from the stage cache), it marks that run KILLED, tagged
-        `ragexp.resumed_by` with the new parent run, once this host has no process of it."""
+        `ragexp.resumed_by` with the new parent run, once this host has no process of it, and so
+        every child run it left RUNNING (a job killed while it was being logged)."""
         runs = client.search_runs([self._experiment_id], "tags.`ragexp.role` = 'sweep' and attributes.status = 'RUNNING'")
         for run in runs:
             tags = run.data.tags
@@ -159,20 +167,60 @@ class MlflowTracker(NoTracker):
                     and tags.get("ragexp.host") == socket.gethostname() and not process_alive(tags.get("ragexp.pid"))):
                 client.set_tag(run.info.run_id, "ragexp.resumed_by", successor)
                 client.set_terminated(run.info.run_id, "KILLED")
+                orphans = client.search_runs([self._experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}' "
+                                             "and attributes.status = 'RUNNING'")
+                for child in orphans:
+                    client.set_tag(child.info.run_id, "ragexp.resumed_by", successor)
+                    client.set_terminated(child.info.run_id, "KILLED")
                 log.warning("sweep run %s (%s) was killed before its end; marked KILLED, resumed by run %s",
                             run.info.run_id, run.info.run_name, successor)
+                if orphans:
+                    log.warning("and its %d child runs left RUNNING; marked KILLED", len(orphans))
 
-    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False) -> None:
+    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False, counts: dict | None = None) -> None:
+        """Closes the sweep's parent run with the merged results and the job counts (`counts`:
+        jobs_total, jobs_ok, jobs_failed; logged as metrics and `ragexp.<name>` tags)."""
         if parent_id:
+            from mlflow.entities import Metric
+
             client = self.client()
             client.log_text(parent_id, json.dumps(results, indent=2), "results.json")
+            if counts:
+                now = int(time.time() * 1000)
+                client.log_batch(parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()])
+                for key, value in counts.items():
+                    client.set_tag(parent_id, f"ragexp.{key}", str(value))
             client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
 
+    def log_failed(self, name: str, config: dict[str, Any], parent_id: str | None, reason: str,
+                   files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+        """A job that failed before it had results: a FAILED run with its params and the reason
+        (tag `ragexp.failure_reason`, also logged as `failure.txt`)."""
+        from mlflow.entities import Param
+
+        client = self.client()
+        tags = {"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(reason)[:5000], "git_commit": git_commit()}
+        if parent_id:
+            tags["mlflow.parentRunId"] = parent_id
+        start_ms = int(started * 1000) if started else None
+        run_id = client.create_run(self._experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
+        try:
+            params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
+            for start in range(0, len(params), 100):
+                client.log_batch(run_id, params=params[start : start + 100])
+            client.log_text(run_id, scrub_url(reason) + "\n", "failure.txt")
+            for file in files:
+                client.log_artifact(run_id, str(file))
+        finally:
+            client.set_terminated(run_id, "FAILED")
+        return run_id
+
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
-                files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+                files: tuple[Path, ...] = (), started: float | None = None, failure: str | None = None) -> str | None:
         """`started`: when the job began (time.time()): the run's start time, and its wall time
         logged as the metric `job_time_s` (what `python -m ragexp.compare` plots quality against
-        when no cost is logged)."""
+        when no cost is logged). `failure`: why the run failed as a whole (too many failed
+        questions): it is logged all the same, as a FAILED run tagged with the reason."""
         import mlflow
         import yaml
         from mlflow.entities import Metric, Param
@@ -187,6 +235,8 @@ class MlflowTracker(NoTracker):
             tags["gate"] = result.gate.name
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
+        if failure:
+            tags.update({"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(failure)[:5000]})
         start_ms = int(started * 1000) if started else None
         run_id = client.create_run(self._experiment_id, run_name=result.name, tags=tags, start_time=start_ms).info.run_id
         try:
@@ -210,7 +260,7 @@ class MlflowTracker(NoTracker):
         except Exception:
             client.set_terminated(run_id, "FAILED")
             raise
-        client.set_terminated(run_id, "FINISHED")
+        client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
         return run_id
 
 
@@ -220,4 +270,4 @@ def scrub(config: Any) -> Any:
         return {k: scrub(v) for k, v in config.items() if not SECRET.search(str(k))}
     if isinstance(config, list):
         return [scrub(v) for v in config]
-    return config
+    return scrub_url(config)

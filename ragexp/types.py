@@ -20,6 +20,7 @@ class Question:
     golden: dict[str, int] = field(default_factory=dict)  # doc_id -> relevance grade
     kind: str = ""
     answerable: bool = True  # False: the corpus holds no answer (SQuAD 2.0); `answers` is then the abstention
+    source: str = ""  # where the question comes from: "golden", "synthetic" (ragexp.synth), "" = not said
 
     @property
     def expected(self) -> str:
@@ -114,3 +115,51 @@ class RunResult:
     statuses: dict[str, str] = field(default_factory=dict)  # aggregate -> good / ok / warning (specification targets)
     gate: GateVerdict | None = None
     aggregation: tuple = ()  # how each aggregate is made (ragexp.scoring.Aggregate), for aggregates.json
+
+
+# Plain-data codecs for the stage cache (ragexp.cache): each cached record to a JSON-able dict and
+# back. Nothing but these fields is read, so a cache file can never run code.
+
+def chunk_to_dict(chunk: Chunk) -> dict:
+    return {"chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "text": chunk.text, "start": chunk.start, "end": chunk.end}
+
+
+def chunk_from_dict(data: dict) -> Chunk:
+    return Chunk(str(data["chunk_id"]), str(data["doc_id"]), str(data["text"]), int(data["start"]), int(data["end"]))
+
+
+def hit_to_dict(hit: Hit) -> dict:
+    return {"chunk": chunk_to_dict(hit.chunk), "score": hit.score, "rank": hit.rank}
+
+
+def hit_from_dict(data: dict) -> Hit:
+    return Hit(chunk_from_dict(data["chunk"]), float(data["score"]), int(data["rank"]))
+
+
+def answer_to_dict(answer: Answer) -> dict:
+    return {"text": answer.text, "latency_s": answer.latency_s}
+
+
+def answer_from_dict(data: dict) -> Answer:
+    return Answer(str(data["text"]), float(data["latency_s"]))
+
+
+def judgement_to_dict(judgement: Judgement) -> dict:
+    return {"judge": judgement.judge, "scores": dict(judgement.scores), "hallucination": judgement.hallucination,
+            "reasoning": judgement.reasoning, "details": judgement.details,
+            "repeats": [judgement_to_dict(r) for r in judgement.repeats]}
+
+
+def judgement_from_dict(data: dict) -> Judgement:
+    hallucination = data["hallucination"]
+    if not isinstance(hallucination, (bool, int, float)):
+        raise ValueError(f"hallucination is {type(hallucination).__name__}")
+    if not isinstance(data["scores"], dict) or not isinstance(data["details"], dict):
+        raise ValueError("scores and details must be objects")
+    return Judgement(str(data["judge"]), {str(k): float(v) for k, v in data["scores"].items()}, hallucination,
+                     str(data["reasoning"]), data["details"], tuple(judgement_from_dict(r) for r in data["repeats"]))
+
+
+# record type -> (its name in a cache file, to dict, from dict)
+CODECS = {Chunk: ("Chunk", chunk_to_dict, chunk_from_dict), Hit: ("Hit", hit_to_dict, hit_from_dict),
+          Answer: ("Answer", answer_to_dict, answer_from_dict), Judgement: ("Judgement", judgement_to_dict, judgement_from_dict)}

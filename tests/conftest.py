@@ -1,3 +1,11 @@
+"""Helpers shared by the test modules (import them from `conftest`, never from another test module).
+
+Two ways to run the CLI: `run_app` runs `python -m ragexp ARGS` inside the test process (Hydra and
+all; one MiniLM load per test session), `run_cli` in a subprocess, for tests where the process
+itself matters (marker `process`: SIGKILL, parallel sweep workers, Ray, the browser)."""
+import contextlib
+import io
+import logging
 import os
 import socket
 import subprocess
@@ -10,6 +18,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# model-free embedders for the retriever and for the offline generator, judge and correctness metric
+HASH = ("embedder=hash", "embedder@scoring_embedder=hash")
+# what a run leaves in the folder it was started from; never in the repository (see `repository_stays_clean`)
+RUN_LEFTOVERS = ("outputs", "multirun", "mlflow.db", "mlruns", "mlartifacts", ".ragexp-cache", "ragexp-compare")
+
+
+def options(group: str) -> list[str]:
+    """The options of a config group, as conf/ has them (e.g. the chunkers)."""
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
 def free_port() -> int:
@@ -35,12 +52,140 @@ def minilm():
     return SentenceTransformerEmbedder()
 
 
+def cli_env(env: dict | None = None) -> dict:
+    """The environment of a subprocess that runs ragexp: this checkout's package first on the path
+    (not another editable install of the venv), no $MLFLOW_TRACKING_URI (MLflow's default store in
+    its working directory), then `env`."""
+    full_env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full_env.get("PYTHONPATH")) if p)
+    return {**full_env, **(env or {})}
+
+
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`python -m ragexp ARGS` in `cwd`, as a user would run it."""
-    full_env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # MLflow's default store in cwd
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=full_env,
+    """`python -m ragexp ARGS` in `cwd`, as a user would run it, in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=cli_env(env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def reset_mlflow() -> None:
+    """Forget a tracking URI set with mlflow.set_tracking_uri (it also sets $MLFLOW_TRACKING_URI)."""
+    if "mlflow" in sys.modules:
+        sys.modules["mlflow"].set_tracking_uri(None)
+
+
+@contextlib.contextmanager
+def restored_logging():
+    """Hydra configures logging for each run (a console handler, a file handler in the run's folder):
+    afterwards every logger gets back its level and handlers, and the run's handlers are closed."""
+    loggers = {"": logging.getLogger(), **{name: logger for name, logger in logging.Logger.manager.loggerDict.items()
+                                           if isinstance(logger, logging.Logger)}}
+    saved = {name: (lg.level, lg.handlers[:], lg.propagate, lg.disabled) for name, lg in loggers.items()}
+    try:
+        yield
+    finally:
+        for name, logger in [("", logging.getLogger()), *logging.Logger.manager.loggerDict.items()]:
+            if not isinstance(logger, logging.Logger):
+                continue
+            level, handlers, propagate, disabled = saved.get(name, (logger.level, [], logger.propagate, False))
+            for handler in logger.handlers:
+                if handler not in handlers:
+                    handler.close()
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate, logger.disabled = propagate, disabled
+
+
+def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`entry()` as a command run in `cwd` with `argv`, inside this process: sys.argv, the working
+    directory and the environment ($MLFLOW_TRACKING_URI removed unless `env` sets it) are set for
+    the call and restored after it; stdout and stderr are captured; an exit status (SystemExit or
+    the value returned) becomes `returncode`. Logging, Hydra's global state, MLflow's tracking
+    URI and the embedding store are as before afterwards."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, restored_logging():
+        patch.chdir(cwd)
+        patch.setattr(sys, "argv", list(argv))
+        patch.setenv("MLFLOW_TRACKING_URI", "")  # recorded, so that it is restored as it was
+        patch.delenv("MLFLOW_TRACKING_URI")
+        for key, value in (env or {}).items():
+            patch.setenv(key, value)
+        reset_mlflow()
+        GlobalHydra.instance().clear()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                returned = entry()
+            code = returned if isinstance(returned, int) else 0
+        except SystemExit as exit:
+            if isinstance(exit.code, str):
+                err.write(exit.code + "\n")
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        finally:
+            GlobalHydra.instance().clear()
+            reset_mlflow()
+            forget_embedding_store()
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def run_app(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m ragexp ARGS` in `cwd`, run in this process (see `call_in`): the same Hydra app,
+    config, output folders and exit status as the command, without starting Python, torch and
+    MLflow again. Returns what subprocess.run would (returncode, stdout, stderr)."""
+    from ragexp.__main__ import main
+
+    return call_in(main, ["ragexp", *args], cwd, env)
+
+
+def mlflow_runs(cwd: Path, experiment: str = "ragexp"):
+    """The client and the runs of `experiment` in the MLflow sqlite store `cwd/mlflow.db`."""
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{cwd / 'mlflow.db'}")  # MlflowClient.load_table searches the global store
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    return client, client.search_runs([exp.experiment_id]) if exp else []
+
+
+def logged_sweep(uri: str, experiment: str = "ragexp"):
+    """The client, the sweep's parent run and its child runs (by run id) in the store at `uri`."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    [exp] = [e for e in client.search_experiments() if e.name == experiment]
+    runs = client.search_runs([exp.experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
+    children = {r.info.run_id: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    return client, parent, children
+
+
+def forget_embedding_store() -> None:
+    """A run shares vectors through an on-disk store set for the whole process (ragexp.embedders,
+    relative to the working directory when first used): the next test must not write into it."""
+    embedders = sys.modules.get("ragexp.embedders")
+    if embedders is not None and hasattr(embedders, "use_store"):
+        embedders.use_store(None)
+
+
+@pytest.fixture(autouse=True)
+def no_state_between_tests():
+    """A tracking URI one test sets (mlflow_runs, ragexp.compare) is not the next test's store, and
+    the embedding store of one test's run is not the next test's."""
+    saved = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    reset_mlflow()
+    forget_embedding_store()
+    if saved is not None:
+        os.environ["MLFLOW_TRACKING_URI"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repository_stays_clean():
+    """Tests write under tmp_path only: no run folder, store or cache appears in the repository."""
+    before = {p.name for p in ROOT.iterdir()}
+    yield
+    appeared = sorted(p.name for p in ROOT.iterdir() if p.name not in before and p.name in RUN_LEFTOVERS)
+    assert not appeared, f"a test wrote {appeared} into {ROOT}; write under tmp_path"
 
 
 @pytest.fixture
@@ -56,10 +201,10 @@ TEST_KEY_ENV = "RAGEXP_TEST_LLM_KEY"
 
 
 def llm_args(server, judge: str = "llm", model: str = "gpt-4o-mini", generator: bool = True, **settings) -> list[str]:
-    """CLI overrides for an offline-fast run against `server`: BM25 (no embedding model), the
-    LLM generator (unless generator=False) and the `judge` option on the test server, key in
-    $RAGEXP_TEST_LLM_KEY, fast backoff; `settings` are extra key=value overrides."""
-    args = ["retriever=bm25", f"judge={judge}", f"judge.endpoint.base_url={server.base_url}",
+    """CLI overrides for an offline-fast run against `server`: BM25 and the hash embedder (no
+    embedding model), the LLM generator (unless generator=False) and the `judge` option on the
+    test server, key in $RAGEXP_TEST_LLM_KEY, fast backoff; `settings` are extra key=value overrides."""
+    args = ["retriever=bm25", *HASH, f"judge={judge}", f"judge.endpoint.base_url={server.base_url}",
             f"judge.endpoint.model={model}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "judge.endpoint.backoff_s=0.01"]
     if judge == "triad":
         args.append("weights=triad")
@@ -73,10 +218,10 @@ def llm_args(server, judge: str = "llm", model: str = "gpt-4o-mini", generator: 
 @pytest.fixture(scope="session")
 def small_sweep(tmp_path_factory):
     """One small real sweep shared by the sweep, compare and browser tests: `python -m ragexp -m
-    retriever=dense,bm25 dataset.limit=6`, logged to an MLflow sqlite store in its own folder, its
-    leaderboard report made by the multirun callback."""
+    retriever=dense,bm25 dataset.limit=6` with the hash embedder (run in this process), logged to
+    an MLflow sqlite store in its own folder, its leaderboard report made by the multirun callback."""
     cwd = tmp_path_factory.mktemp("small-sweep")
-    proc = run_cli("-m", "retriever=dense,bm25", "dataset.limit=6", cwd=cwd)
+    proc = run_app("-m", "retriever=dense,bm25", "dataset.limit=6", *HASH, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     [sweep_dir] = cwd.glob("multirun/*/*")
     return SimpleNamespace(cwd=cwd, proc=proc, sweep_dir=sweep_dir, uri=f"sqlite:///{cwd / 'mlflow.db'}")

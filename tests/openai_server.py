@@ -5,20 +5,29 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
   `headers`) for an HTTP error. The default, `auto_reply`, answers the prompts of ragexp's
-  generator and judges with valid, fixed content. Every reply carries `usage` (default: about
+  generator and judges (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
-  being served at once.
+  being served at once. `gather = N` holds the first requests until N are in flight together (at
+  most 10 s), so a client that allows N concurrent requests reaches N however slow the machine.
+- Each request is recorded with its arrival time: `time` (time.monotonic) and `wall` (time.time).
 - Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
   to answer with (int), a dict {"status": 429, "retry_after": "1"}, "timeout" (reply only after
-  `timeout_sleep` seconds) or "garbage" (a 200 whose body is not the protocol's JSON).
+  `timeout_sleep` seconds), "garbage" (a 200 whose body is not the protocol's JSON) or "truncated"
+  (a 200 whose JSON body is cut in half, with a matching Content-Length).
   `reject_response_format = True` answers 400 to requests that ask for a JSON response format.
+- Random faults (fault-injection mode): `fault_rate` (0-1) of the chat requests, drawn from a
+  `random.Random(seed)`, get one of `FAULT_KINDS`: 429 with and without Retry-After, 500, a hang
+  past the client's timeout (`timeout_sleep`), a truncated 200 body, a 200 that is not JSON, and
+  for judge prompts a reply with a missing field, out-of-range scores or mistyped values (other
+  prompts get their normal reply then). `injected` counts the faults by kind.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import random
 import re
 import threading
 import time
@@ -57,16 +66,31 @@ def judge_json(context_relevance=8, answer_similarity=7, faithfulness=9, halluci
 def task(body: dict) -> str:
     """Which ragexp prompt this is, from the JSON keys the prompt asks for."""
     text = prompt_text(body)
-    for key, name in (('"verdicts"', "verification"), ('"claims"', "claims"), ('"relevant"', "context_relevance"),
+    for key, name in (('"grounded"', "synth_verdict"), ('"evidence"', "synth_question"), ('"verdicts"', "verification"),
+                      ('"claims"', "claims"), ('"relevant"', "context_relevance"),
                       ('"score"', "answer_relevance"), ('"answer_similarity"', "judge")):
         if key in text:
             return name
     return "generate"
 
 
+def first_sentence(passage: str) -> str:
+    """The first sentence of the first line that is not a heading, verbatim."""
+    line = next((line.strip() for line in passage.splitlines() if line.strip() and not line.startswith("#")), "")
+    return line[: line.find(". ") + 1] if ". " in line else line
+
+
 def auto_reply(body: dict) -> str:
     """Valid, fixed replies to ragexp's default prompts."""
     kind = task(body)
+    if kind == "synth_verdict":
+        return json.dumps({"grounded": True, "reason": "every statement is in the passages"})
+    if kind == "synth_question":  # ragexp.synth: a question on the first sentence of each passage
+        passages = re.split(r"\[Passage \d+\] \([^)]*\)\n", user_text(body))[1:]
+        quotes = [first_sentence(p) for p in passages]
+        subject = " ".join(quotes[0].split()[:6]).lower().rstrip(".,:;") if quotes else "the passage"
+        return json.dumps({"question": f"What do the docs say about {subject}?", "answer": " ".join(quotes),
+                           "evidence": quotes})
     if kind == "verification":
         return json.dumps({"verdicts": [{"claim": n, "supported": True, "reason": "stated"} for n in numbered(user_text(body))]})
     if kind == "claims":
@@ -80,21 +104,41 @@ def auto_reply(body: dict) -> str:
     return "The documents say so [Doc 1]."
 
 
+FAULT_KINDS = ("429_retry_after", "429", "500", "hang", "truncated", "not_json", "missing_field",
+               "out_of_range", "mistyped")
+
+
+def judge_fault(kind: str, body: dict) -> str:
+    """A judge reply with the content fault `kind`."""
+    reply = json.loads(judge_json())
+    if kind == "missing_field":
+        del reply["faithfulness"]
+    elif kind == "out_of_range":
+        reply.update(context_relevance=15, faithfulness=0)
+    else:  # mistyped
+        reply.update(answer_similarity="high", hallucination="perhaps")
+    return json.dumps(reply)
+
+
 class Server(ThreadingHTTPServer):
     request_queue_size = 256  # many concurrent clients connect at once
     daemon_threads = True
 
 
 class OpenAIServer:
-    def __init__(self, latency: float = 0.0, chat=None, port: int = 0):
+    def __init__(self, latency: float = 0.0, chat=None, port: int = 0, fault_rate: float = 0.0, seed: int = 0):
         self.requests: list[dict] = []
         self.faults: list = []
+        self.fault_rate, self.rng = fault_rate, random.Random(seed)
+        self.injected: dict[str, int] = {}
         self.latency = latency
         self.chat = chat or auto_reply
         self.reject_response_format = False
         self.timeout_sleep = 2.0
         self.in_flight = self.max_in_flight = 0
+        self.gather = 0
         self.lock = threading.Lock()
+        self.gathered = threading.Condition(self.lock)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,10 +151,12 @@ class OpenAIServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
-                                        "time": time.monotonic()})
+                                        "time": time.monotonic(), "wall": time.time()})
                 with server.lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.gathered.notify_all()
+                    server.gathered.wait_for(lambda: server.max_in_flight >= server.gather, timeout=10)
                 try:
                     status, payload, headers = server.answer(self.path, body)
                 finally:
@@ -151,6 +197,12 @@ class OpenAIServer:
             return error(fault)
         elif isinstance(fault, dict):
             return error(fault["status"], {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {})
+        elif fault == "truncated":  # Content-Length matches the bytes sent: only the JSON is cut short
+            status, payload, headers = self.reply_to(path, body)
+            return status, payload[: len(payload) // 2], headers
+        return self.reply_to(path, body)
+
+    def reply_to(self, path: str, body: dict) -> tuple[int, bytes, dict]:
         if path.endswith("/embeddings"):
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]
@@ -158,6 +210,14 @@ class OpenAIServer:
                        "usage": {"prompt_tokens": 1, "total_tokens": 1}}
             return 200, json.dumps(payload).encode(), {}
         if path.endswith("/chat/completions"):
+            with self.lock:
+                kind = self.rng.choice(FAULT_KINDS) if self.rng.random() < self.fault_rate else None
+                if kind:
+                    self.injected[kind] = self.injected.get(kind, 0) + 1
+            if kind:
+                injected = self.random_fault(kind, body)
+                if injected is not None:
+                    return injected
             if self.reject_response_format and "response_format" in body:
                 return error(400, message="response_format is not supported")
             reply = self.chat(body)
@@ -172,6 +232,31 @@ class OpenAIServer:
                        "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
             return 200, json.dumps(payload).encode(), {}
         return error(404, message=f"no route {path}")
+
+    def random_fault(self, kind: str, body: dict) -> tuple[int, bytes, dict] | None:
+        """The answer with fault `kind`; None for the normal answer (a content fault on a prompt
+        that is not the judge's, and a hang once it has slept)."""
+        if kind == "429_retry_after":
+            return error(429, {"Retry-After": "0"})
+        if kind in ("429", "500"):
+            return error(int(kind))
+        if kind == "hang":
+            time.sleep(self.timeout_sleep)
+            return None
+        if kind == "not_json":
+            return 200, b"<html><body>502 Bad Gateway</body></html>", {"Content-Type": "text/html"}
+        if kind == "truncated":
+            whole = json.dumps({"id": "chatcmpl-cut", "object": "chat.completion", "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": auto_reply(body)}}]})
+            return 200, whole[: len(whole) // 2].encode(), {}
+        if task(body) != "judge":
+            return None
+        content = judge_fault(kind, body)
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        payload = {"id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
+                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                   "usage": usage}
+        return 200, json.dumps(payload).encode(), {}
 
     def __enter__(self):
         self.thread.start()
@@ -193,8 +278,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of chat requests given a random fault")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the faults' random choices")
     args = parser.parse_args()
-    with OpenAIServer(latency=args.latency, port=args.port) as s:
+    with OpenAIServer(latency=args.latency, port=args.port, fault_rate=args.fault_rate, seed=args.seed) as s:
         print(f"serving the OpenAI protocol at {s.base_url} (latency {args.latency}s); Ctrl-C stops", flush=True)
         try:
             while True:

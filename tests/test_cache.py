@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from conftest import compose, run_cli
-from test_cli import mlflow_runs
+from conftest import HASH, cli_env, compose, mlflow_runs, run_cli
 from ragexp.cache import EmbeddingStore, StageCache, key_of, main as cache_main
 from ragexp.pipeline import run
 
@@ -29,7 +28,7 @@ def tiny(tmp_path):
 
 
 def work(data, cache_dir, *overrides):
-    cfg = compose(f"dataset.path={data}", f"cache.dir={cache_dir}", "tracker=none", "retriever.top_k=2", *overrides)
+    cfg = compose(f"dataset.path={data}", f"cache.dir={cache_dir}", "tracker=none", "retriever.top_k=2", *HASH, *overrides)
     return run(cfg)
 
 
@@ -101,10 +100,11 @@ def test_embedding_store_is_shared_and_keyed_by_model(tmp_path):
 def test_stage_cache_survives_a_damaged_file(tmp_path):
     cache = StageCache(str(tmp_path))
     key = key_of("k")
-    cache.put("s", key, [1, 2])
-    cache.path("s", key).write_bytes(b"\x80garbage")
+    assert cache.cached("s", key, lambda: [1, 2]) == [1, 2]
+    [entry] = (tmp_path / "s").rglob("*.json")
+    entry.write_bytes(b"\x80garbage")
     assert cache.cached("s", key, lambda: [3]) == [3]
-    assert cache.get("s", key) == [3]
+    assert cache.cached("s", key, lambda: [4]) == [3]
 
 
 def test_cache_command_shows_and_clears(tiny, capsys):
@@ -117,17 +117,18 @@ def test_cache_command_shows_and_clears(tiny, capsys):
     assert not cache_dir.exists()
 
 
+@pytest.mark.process
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     args = ["dataset.limit=12", "tracker=none", "retriever=bm25", "hydra.run.dir=out"]
-    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=cli_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     judgements = tmp_path / ".ragexp-cache" / "judgements"
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.pkl"))) < 3:
+    while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.json"))) < 3:
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    done = len(list(judgements.rglob("*.pkl")))
+    done = len(list(judgements.rglob("*.json")))
     assert 0 < done < 12, "the kill should land mid-way through judging"
 
     resumed = run_cli(*args, cwd=tmp_path)
@@ -138,22 +139,23 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     assert (tmp_path / "out" / "results.json").read_text() == (tmp_path / "fresh" / "results.json").read_text()
 
 
+@pytest.mark.process
 def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     """SIGKILL while the sweep's second job is generating; the same command again re-does no
     finished work, logs the same results, and closes the dead sweep's parent run as KILLED."""
     args = ["-m", "chunker=fixed,recursive", "retriever=bm25", "dataset.limit=6"]
     killed = tmp_path / "killed"
     killed.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=killed,
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=killed, env=cli_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     answers, results = killed / ".ragexp-cache" / "answers", "multirun/*/*/*/results.json"
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and len(list(answers.rglob("*.pkl"))) < 8:
+    while time.time() < deadline and proc.poll() is None and len(list(answers.rglob("*.json"))) < 8:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(list(killed.glob(results))) == 1, "the kill should land in the second job"
-    done = len(list(answers.rglob("*.pkl"))) - 6
+    done = len(list(answers.rglob("*.json"))) - 6
     [killed_sweep] = killed.glob("multirun/*/*")
 
     resumed = run_cli(*args, cwd=killed)

@@ -157,8 +157,10 @@ def test_bad_labels_name_file_and_line(tmp_path, capsys, content, message):
     assert message in err and "Traceback" not in err
 
 
-def test_a_logged_run_gets_a_linked_calibration_run(tmp_path):
+def test_a_logged_run_gets_a_linked_calibration_run(tmp_path, monkeypatch):
     import mlflow
+
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
 
     from ragexp.pipeline import run as run_pipeline
     from ragexp.trackers import MlflowTracker

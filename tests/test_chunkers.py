@@ -1,6 +1,9 @@
 """Each chunker on small real text, with the chunks checked against the text they came from."""
 import pytest
+import yaml
+from hydra.utils import get_class
 
+from conftest import CONF, options
 from ragexp.chunkers import (FixedChunker, MarkdownChunker, RecursiveChunker, SemanticChunker, SentenceChunker,
                              TokenChunker, pack)
 from ragexp.types import Document
@@ -100,7 +103,12 @@ def test_pack_steps_forward_even_when_a_unit_is_longer_than_the_chunk():
     assert pack([(0, 10), (11, 300), (301, 310)], chunk_size=50, chunk_overlap=20) == [(0, 10), (11, 300), (301, 310)]
 
 
-@pytest.mark.parametrize("cls", [FixedChunker, RecursiveChunker, SentenceChunker, TokenChunker, MarkdownChunker])
-def test_overlap_must_be_smaller_than_the_chunk(cls):
+def chunker_yaml(option: str) -> dict:
+    return yaml.safe_load((CONF / "chunker" / f"{option}.yaml").read_text())
+
+
+@pytest.mark.parametrize("option", [o for o in options("chunker") if "chunk_overlap" in chunker_yaml(o)])
+def test_overlap_must_be_smaller_than_the_chunk(option):
+    cls = get_class(chunker_yaml(option)["_target_"])
     assert cls.constraints(chunk_size=100, chunk_overlap=100) == ["chunk_overlap: must be less than chunk_size (100), got 100"]
     assert cls.constraints(chunk_size=100, chunk_overlap=99) == []

@@ -7,23 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import HASH, ROOT, cli_env, mlflow_runs, options, run_app, run_cli
 
 AGGREGATES = ("avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate",
               "total_questions", "failed_questions", "overall_score")
 
 
-def mlflow_runs(cwd: Path, experiment: str = "ragexp"):
-    import mlflow
-
-    mlflow.set_tracking_uri(f"sqlite:///{cwd / 'mlflow.db'}")  # MlflowClient.load_table searches the global store
-    client = mlflow.MlflowClient()
-    exp = client.get_experiment_by_name(experiment)
-    return client, client.search_runs([exp.experiment_id]) if exp else []
-
-
 def test_default_run_is_logged_to_mlflow(tmp_path):
-    proc = run_cli("dataset.limit=12", "run_name=e2e", cwd=tmp_path)
+    proc = run_app("dataset.limit=12", "run_name=e2e", cwd=tmp_path)  # the default pipeline: real MiniLM
     assert proc.returncode == 0, proc.stderr
     assert "scores by judge 'offline-minilm'" in proc.stdout
     client, runs = mlflow_runs(tmp_path)
@@ -69,10 +60,10 @@ def test_multirun_makes_one_parent_and_a_child_per_job(small_sweep):
 
 
 def test_unknown_option_lists_the_choices(tmp_path):
-    proc = run_cli("chunker=bogus", cwd=tmp_path)
+    proc = run_app("chunker=bogus", cwd=tmp_path)
     assert proc.returncode != 0
     assert "Could not find 'chunker/bogus'" in proc.stderr
-    for option in ("fixed", "markdown", "recursive", "semantic", "sentence", "token"):
+    for option in options("chunker"):
         assert option in proc.stderr
 
 
@@ -83,7 +74,7 @@ def test_unknown_option_lists_the_choices(tmp_path):
     (["chunker.chunk_overlap=600"], "ragexp: error: chunker.chunk_overlap: must be less than chunk_size (512), got 600"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, args, message):
-    proc = run_cli(*args, "tracker=none", cwd=tmp_path)
+    proc = run_app(*args, "tracker=none", cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -94,7 +85,7 @@ def test_malformed_dataset_row_names_file_and_line(tmp_path):
     (data / "docs").mkdir(parents=True)
     (data / "docs" / "a.txt").write_text("Alpha is the first letter.")
     (data / "questions.jsonl").write_text('{"id": "1", "question": "q?", "answer": "a", "golden_docs": ["a"]}\n{oops\n')
-    proc = run_cli(f"dataset.path={data}", "tracker=none", cwd=tmp_path)
+    proc = run_app(f"dataset.path={data}", "tracker=none", cwd=tmp_path)
     assert proc.returncode == 2
     assert f"{data / 'questions.jsonl'}:2: not valid JSON" in proc.stderr
 
@@ -111,7 +102,7 @@ def test_questions_without_answer_or_golden_docs_are_reported_not_fatal(tmp_path
         {"id": "nogold", "question": "Which letter is second?", "answer": "Beta."},
     ]
     (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    proc = run_cli(f"dataset.path={data}", "tracker=none", "retriever.top_k=2", cwd=tmp_path)
+    proc = run_app(f"dataset.path={data}", "tracker=none", "retriever.top_k=2", *HASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "1 empty documents skipped: empty" in proc.stdout
     assert "1 questions with no expected answer: noanswer" in proc.stdout
@@ -127,12 +118,13 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
                 f"sys.argv = ['ragexp', '{flag}']\n"
                 "try:\n    runpy.run_module('ragexp', run_name='__main__')\nexcept SystemExit:\n    pass\n"
                 "print('HEAVY', sorted(m for m in ('torch', 'mlflow', 'matplotlib', 'sentence_transformers', 'qdrant_client', 'openai') if m in sys.modules))")
-        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
         assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
-    help_text = run_cli("--help", cwd=tmp_path).stdout
-    assert "chunker: fixed, markdown, recursive, semantic, sentence, token" in help_text
+    help_text = run_app("--help", cwd=tmp_path).stdout
+    assert f"chunker: {', '.join(options('chunker'))}" in help_text
     console_script = Path(sys.executable).parent / "ragexp"  # installed by pyproject's [project.scripts]
-    assert subprocess.run([str(console_script), "--help"], cwd=tmp_path, capture_output=True, text=True).stdout == help_text
+    console_help = subprocess.run([str(console_script), "--help"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
+    assert console_help.stdout == help_text
 
 
 @pytest.mark.slow

@@ -2,33 +2,22 @@
 callback makes, the re-run command, and the one-line errors."""
 import json
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import call_in, cli_env, logged_sweep
 
 AGGREGATES = ("overall_score", "avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate")
 
 
 def compare_cli(*args, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return subprocess.run([sys.executable, "-m", "ragexp.compare", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    """`python -m ragexp.compare ARGS` in `cwd`, run in this process."""
+    from ragexp.compare.__main__ import main
 
-
-def logged_runs(uri: str):
-    import mlflow
-
-    client = mlflow.MlflowClient(uri)
-    [experiment] = [e for e in client.search_experiments() if e.name == "ragexp"]
-    runs = client.search_runs([experiment.experiment_id])
-    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
-    children = {r.info.run_id: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
-    return client, parent, children
+    return call_in(lambda: main(list(args)), ["python -m ragexp.compare", *args], cwd)
 
 
 def test_the_sweep_ends_with_a_report_in_its_folder_and_its_parent_run(small_sweep):
@@ -38,7 +27,7 @@ def test_the_sweep_ends_with_a_report_in_its_folder_and_its_parent_run(small_swe
         assert (report / name).stat().st_size > 0, name
     assert "leaderboard (overall_score, 95% CIs; report:" in small_sweep.proc.stdout
     assert "| 1 | retriever=" in small_sweep.proc.stdout
-    client, parent, _ = logged_runs(small_sweep.uri)
+    client, parent, _ = logged_sweep(small_sweep.uri)
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report/report.md", "report/report.html", "report/leaderboard.json", "report/plots"} <= logged
     assert parent.data.tags["ragexp.report"] == "report/report.html"
@@ -50,7 +39,7 @@ def test_leaderboard_reads_the_logged_numbers_from_another_folder(small_sweep, t
     assert proc.returncode == 0, proc.stderr
     assert "| # | configuration | retriever | overall_score [95% CI] |" in proc.stdout
     data = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
-    _, parent, children = logged_runs(small_sweep.uri)
+    _, parent, children = logged_sweep(small_sweep.uri)
     assert data["parent_run_id"] == parent.info.run_id and data["param_columns"] == ["retriever"]
     assert {e["run_id"] for e in data["entries"]} == set(children)
     scores = [e["values"]["overall_score"][0] for e in data["entries"]]
@@ -79,21 +68,20 @@ def test_default_target_is_the_latest_sweep_in_the_store_here(small_sweep, tmp_p
     assert not (tmp_path / "r" / "plots").exists()
 
 
+@pytest.mark.process
 def test_rerun_prints_a_command_that_reruns_the_job(small_sweep, tmp_path, capsys):
     """The README's re-run recipe (download the logged config.yaml, run it) as one printed command,
     run by a shell in another folder: same results as the logged job."""
     from ragexp.compare.__main__ import main
 
-    _, _, children = logged_runs(small_sweep.uri)
+    _, _, children = logged_sweep(small_sweep.uri)
     [(run_id, run)] = [(i, r) for i, r in children.items() if r.info.run_name == "retriever=bm25"]
     assert main(["--rerun", run_id, "--tracking-uri", small_sweep.uri]) == 0
     out = capsys.readouterr()
     command = out.out.strip()
     assert f"--run-id {run_id}" in command and "-m ragexp --config-path" in command
     assert "re-runs 'retriever=bm25'" in out.err
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     [job] = [d for d in small_sweep.sweep_dir.iterdir() if (d / "results.json").exists()
              and "retriever=bm25" in json.loads((d / "results.json").read_text())]
@@ -105,7 +93,7 @@ def test_rerun_prints_a_command_that_reruns_the_job(small_sweep, tmp_path, capsy
 def test_targets_experiment_parent_or_run_ids(small_sweep, tmp_path, target):
     from ragexp.compare.__main__ import main
 
-    _, parent, children = logged_runs(small_sweep.uri)
+    _, parent, children = logged_sweep(small_sweep.uri)
     args = {"experiment": ["ragexp"], "experiment --all": ["ragexp", "--all"], "parent": [parent.info.run_id],
             "run ids": list(children)}[target]
     out = tmp_path / "out"
@@ -146,7 +134,7 @@ def test_no_sweep_in_the_store(tmp_path, capsys):
 def test_rerun_of_a_sweep_parent_says_to_give_a_job(small_sweep, capsys):
     from ragexp.compare.__main__ import main
 
-    _, parent, _ = logged_runs(small_sweep.uri)
+    _, parent, _ = logged_sweep(small_sweep.uri)
     assert main(["--rerun", parent.info.run_id, "--tracking-uri", small_sweep.uri]) == 2
     assert "has no config.yaml artifact (a sweep's parent run); give the run id of one job" in capsys.readouterr().err
 
@@ -168,5 +156,5 @@ def test_compare_help_is_quick_and_light(tmp_path):
     code = ("import runpy, sys\nsys.argv = ['x', '--help']\n"
             "try:\n    runpy.run_module('ragexp.compare', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "print('HEAVY', sorted(m for m in ('mlflow', 'matplotlib', 'pandas', 'torch') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert "HEAVY []" in proc.stdout and "--rerun RUN_ID" in proc.stdout, proc.stdout + proc.stderr

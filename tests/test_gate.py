@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import HASH, mlflow_runs, run_app
 from ragexp.errors import RagexpError
 from ragexp.gate import Gate
 from ragexp.targets import assess
@@ -72,11 +72,11 @@ def test_gate_settings_are_checked_before_any_work():
     assert not Gate().active
 
 
-GATE_ARGS = ["dataset.limit=2", "retriever=bm25", "gate=production", "~gate.thresholds.answer_relevance"]
+GATE_ARGS = ["dataset.limit=2", "retriever=bm25", *HASH, "gate=production", "~gate.thresholds.answer_relevance"]
 
 
 def test_passing_gate_exits_zero(tmp_path):
-    proc = run_cli(*GATE_ARGS, "gate.thresholds.mrr.min=0", "gate.thresholds.hit_rate_at_5.min=0", "tracker=none",
+    proc = run_app(*GATE_ARGS, "gate.thresholds.mrr.min=0", "gate.thresholds.hit_rate_at_5.min=0", "tracker=none",
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
@@ -88,9 +88,7 @@ def test_passing_gate_exits_zero(tmp_path):
 
 
 def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
-    from test_cli import mlflow_runs
-
-    proc = run_cli(*GATE_ARGS, "gate.thresholds.mrr.min=1.01", "run_name=gated", cwd=tmp_path)
+    proc = run_app(*GATE_ARGS, "gate.thresholds.mrr.min=1.01", "run_name=gated", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
     assert f"mrr = {results['mrr']:.4f} >= 1.01: FAILED" in proc.stdout
@@ -103,7 +101,7 @@ def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
 
 
 def test_a_sweep_runs_every_job_then_exits_non_zero_when_one_missed_the_gate(tmp_path):
-    proc = run_cli("-m", *GATE_ARGS, "gate.thresholds.mrr.min=0,1.01", "tracker=none", cwd=tmp_path)
+    proc = run_app("-m", *GATE_ARGS, "gate.thresholds.mrr.min=0,1.01", "tracker=none", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
     [sweep] = tmp_path.glob("multirun/*/*")
     merged = json.loads((sweep / "results.json").read_text())

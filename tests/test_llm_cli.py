@@ -1,14 +1,13 @@
-"""LLM generation and judging end to end: the real CLI (`python -m ragexp`) against the real
-OpenAI-protocol server on 127.0.0.1 (started here), through the real openai client."""
+"""LLM generation and judging end to end: the real CLI (`python -m ragexp`, run in this process)
+against the real OpenAI-protocol server on 127.0.0.1 (started here), through the real openai client."""
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import TEST_KEY_ENV, llm_args, run_cli
+from conftest import TEST_KEY_ENV, llm_args, mlflow_runs, run_app
 from openai_server import auto_reply, judge_json, numbered, task, user_text
-from test_cli import mlflow_runs
 
 SAMPLE = Path(__file__).resolve().parents[1] / "ragexp" / "datasets" / "sample" / "questions.jsonl"
 QUESTIONS = [json.loads(line)["question"] for line in SAMPLE.read_text().splitlines()[:8]]
@@ -51,7 +50,7 @@ def test_llm_judge_scores_what_the_server_scripted(server, tmp_path):
 
     server.chat = chat
     server.faults = [500, {"status": 429, "retry_after": "0"}]
-    proc = run_cli(*llm_args(server), "dataset.limit=6", "tracker=none", cwd=tmp_path, env=ENV)
+    proc = run_app(*llm_args(server), "dataset.limit=6", "tracker=none", cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr
     assert "scores by judge 'llm-gpt-4o-mini'" in proc.stdout
     r = results_of(tmp_path)
@@ -75,12 +74,12 @@ def test_llm_judge_scores_what_the_server_scripted(server, tmp_path):
 
 def test_a_cached_rerun_and_a_weights_sweep_make_no_request(server, tmp_path):
     args = [*llm_args(server), "dataset.limit=4", "tracker=none"]
-    first = run_cli(*args, cwd=tmp_path, env=ENV)
+    first = run_app(*args, cwd=tmp_path, env=ENV)
     assert first.returncode == 0, first.stderr
     sent = len(server.chat_requests())
     assert sent == 8 and results_of(tmp_path)["llm_requests"] == 8
 
-    again = run_cli(*args, "hydra.run.dir=again", cwd=tmp_path, env=ENV)
+    again = run_app(*args, "hydra.run.dir=again", cwd=tmp_path, env=ENV)
     assert again.returncode == 0, again.stderr
     assert len(server.chat_requests()) == sent
     assert "answers_cached=4" in again.stdout and "judgements_cached=4" in again.stdout  # the stage cache
@@ -90,14 +89,14 @@ def test_a_cached_rerun_and_a_weights_sweep_make_no_request(server, tmp_path):
 
     for stage in ("answers", "judgements"):  # without the stage cache, the request cache answers
         shutil.rmtree(tmp_path / ".ragexp-cache" / stage)
-    third = run_cli(*args, "hydra.run.dir=third", cwd=tmp_path, env=ENV)
+    third = run_app(*args, "hydra.run.dir=third", cwd=tmp_path, env=ENV)
     assert third.returncode == 0, third.stderr
     assert len(server.chat_requests()) == sent
     [rerun] = json.loads((tmp_path / "third" / "results.json").read_text()).values()
     assert rerun["llm_requests"] == 0 and rerun["llm_cache_hits"] == 8 and rerun["judge_cost_usd"] == 0
     assert rerun["overall_score"] == results_of(tmp_path)["overall_score"]
 
-    sweep = run_cli("-m", *args, "weights.hallucination_penalty=true,false", cwd=tmp_path, env=ENV)
+    sweep = run_app("-m", *args, "weights.hallucination_penalty=true,false", cwd=tmp_path, env=ENV)
     assert sweep.returncode == 0, sweep.stderr
     assert len(server.chat_requests()) == sent
     merged = json.loads(next(tmp_path.glob("multirun/*/*/results.json")).read_text())
@@ -105,15 +104,15 @@ def test_a_cached_rerun_and_a_weights_sweep_make_no_request(server, tmp_path):
 
 
 def test_requests_overlap_up_to_max_concurrency(server, tmp_path):
-    server.latency = 0.25
-    proc = run_cli(*llm_args(server), "dataset.limit=8", "tracker=none", "judge.endpoint.max_concurrency=4",
+    server.latency, server.gather = 0.25, 4  # the first four requests are answered once all four are in flight
+    proc = run_app(*llm_args(server), "dataset.limit=8", "tracker=none", "judge.endpoint.max_concurrency=4",
                    "generator.endpoint.max_concurrency=4", cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr
     assert len(server.chat_requests()) == 16 and server.max_in_flight == 4
 
 
 def test_the_api_key_is_used_but_never_logged_or_stored(server, tmp_path):
-    proc = run_cli(*llm_args(server), "dataset.limit=2", "run_name=keyed", cwd=tmp_path, env=ENV)
+    proc = run_app(*llm_args(server), "dataset.limit=2", "run_name=keyed", cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr
     assert {r["auth"] for r in server.chat_requests()} == {f"Bearer {KEY}"}
     client, [run] = mlflow_runs(tmp_path)
@@ -135,7 +134,7 @@ def test_the_api_key_is_used_but_never_logged_or_stored(server, tmp_path):
      "ragexp: error: generator.endpoint.base_url: cannot reach http://127.0.0.1:9/v1"),
 ])
 def test_a_missing_key_or_unreachable_endpoint_stops_before_any_work(server, tmp_path, setting, value, message):
-    proc = run_cli(*llm_args(server), f"{setting}={value}", "tracker=none", cwd=tmp_path, env=ENV)
+    proc = run_app(*llm_args(server), f"{setting}={value}", "tracker=none", cwd=tmp_path, env=ENV)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "chunks" not in proc.stdout + proc.stderr  # no chunking, nothing retrieved
@@ -145,7 +144,7 @@ def test_a_missing_key_or_unreachable_endpoint_stops_before_any_work(server, tmp
 def test_dry_run_counts_and_prices_the_requests_and_makes_none(server, tmp_path):
     # input free, output $1 per token: the estimate is the max_tokens of every request, in dollars;
     # no key is needed to estimate
-    proc = run_cli(*llm_args(server, judge="triad"), "dataset.limit=5", "dry_run=true", "budget_usd=100",
+    proc = run_app(*llm_args(server, judge="triad"), "dataset.limit=5", "dry_run=true", "budget_usd=100",
                    "llm.prices.gpt-4o-mini.input=0", "llm.prices.gpt-4o-mini.output=1000000", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -165,7 +164,7 @@ def test_budget_fails_the_remaining_questions(server, tmp_path):
     server.chat = chat
     args = llm_args(server, model="free-model")  # not in the price table: generation costs 0
     args = [a.replace("judge.endpoint.model=free-model", "judge.endpoint.model=judge-model") for a in args]
-    proc = run_cli(*args, "+llm.prices.judge-model={input:10,output:0}", "budget_usd=0.025",
+    proc = run_app(*args, "+llm.prices.judge-model={input:10,output:0}", "budget_usd=0.025",
                    "judge.endpoint.max_concurrency=1", "dataset.limit=5", "tracker=none", cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr
     r = results_of(tmp_path)
@@ -190,7 +189,7 @@ def test_triad_claims_and_verdicts_go_into_the_table(server, tmp_path):
         return auto_reply(body) if kind == "generate" else json.dumps({"score": 5, "reasoning": "complete"})
 
     server.chat = chat
-    proc = run_cli(*llm_args(server, judge="triad"), "dataset.limit=3", cwd=tmp_path, env=ENV)
+    proc = run_app(*llm_args(server, judge="triad"), "dataset.limit=3", cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr
     assert len(server.chat_requests()) == 3 + 3 * 4  # generation + 4 triad requests per question
     client, [run] = mlflow_runs(tmp_path)

@@ -5,9 +5,10 @@ import threading
 
 import pytest
 
+from conftest import cli_env
 from ragexp.errors import BudgetExhausted, QuestionFailed, RagexpError
 from ragexp.llm.cache import ResponseCache
-from ragexp.llm.client import ChatClient, ChatRequest, request_key
+from ragexp.llm.client import ChatClient, ChatRequest, request_key, reserve_turn
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.usage import Prices, Usage
 
@@ -115,8 +116,8 @@ def test_budget_stops_new_requests_once_spent(server):
     assert len(server.chat_requests()) == 3 and usage.spent_usd == pytest.approx(0.03)
 
 
-def test_concurrency_limit_and_requests_per_minute(server):
-    server.latency = 0.2
+def test_concurrency_limit_and_requests_per_minute(server, monkeypatch, tmp_path):
+    server.latency, server.gather = 0.2, 3  # the first three requests are answered once all three are in flight
     c = client(server, max_concurrency=3)
     threads = [threading.Thread(target=c.complete, args=(ask(f"q{n}"),)) for n in range(8)]
     for t in threads:
@@ -124,34 +125,39 @@ def test_concurrency_limit_and_requests_per_minute(server):
     for t in threads:
         t.join()
     assert server.max_in_flight == 3
-    server.latency, server.requests = 0.0, []
+    server.latency, server.gather, server.requests = 0.0, 0, []
+    reserved = []  # the turns the client took: the schedule it decided
+
+    def spy(key, interval_s):
+        reserved.append(reserve_turn(key, interval_s))
+        return reserved[-1]
+
+    monkeypatch.setattr("ragexp.llm.client.reserve_turn", spy)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where reserve_turn keeps the schedule
     c = client(server, requests_per_minute=600)  # one every 0.1 s
     for n in range(4):
         c.complete(ask(f"paced {n}"))
-    times = [r["time"] for r in server.chat_requests()]
-    assert times[-1] - times[0] >= 0.28
+    assert len(reserved) == 4 and all(b - a >= 0.1 - 1e-6 for a, b in zip(reserved, reserved[1:]))
+    arrivals = [r["wall"] for r in server.chat_requests()]
+    assert len(arrivals) == 4 and all(arrived >= turn for arrived, turn in zip(arrivals, reserved))
 
 
-def test_requests_per_minute_is_shared_by_processes(server):
-    """Parallel sweep jobs (hydra/launcher=joblib) are processes: they share one pace."""
+def test_requests_per_minute_is_shared_by_processes(tmp_path):
+    """Parallel sweep jobs (hydra/launcher=joblib) are processes: they take turns from one schedule.
+    Two processes reserve four turns each at one per minute: the eight turns are a minute apart
+    (unshared, each process would start its own schedule: two turns at once)."""
     import subprocess
     import sys
 
-    code = ("import sys\n"
-            "from ragexp.llm.client import ChatClient, ChatRequest\n"
-            "from ragexp.llm.endpoint import Endpoint\n"
-            "from ragexp.llm.usage import Prices, Usage\n"
-            "e = Endpoint(sys.argv[1], 'm', api_key_env=None, requests_per_minute=300)\n"
-            "c = ChatClient(e, 'judge', 'k', Usage(), Prices({}), None)\n"
-            "for n in range(4):\n"
-            "    c.complete(ChatRequest((('user', sys.argv[2] + str(n)),)))\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code, server.base_url, name]) for name in ("a", "b")]
-    assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    times = sorted(r["time"] for r in server.chat_requests())
-    assert len(times) == 8
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    # one start every 0.2 s across both processes; arrival jitters by the send time (unshared: gaps of ~0)
-    assert min(gaps) >= 0.1 and times[-1] - times[0] >= 7 * 0.2 * 0.9
+    code = ("from ragexp.llm.client import reserve_turn\n"
+            "print(' '.join(repr(reserve_turn('one-endpoint', 60.0)) for _ in range(4)))\n")
+    env = cli_env({"TMPDIR": str(tmp_path)})  # where reserve_turn keeps the schedule
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outputs = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    turns = sorted(float(t) for out in outputs for t in out.split())
+    assert len(turns) == 8
+    assert [b - a for a, b in zip(turns, turns[1:])] == pytest.approx([60.0] * 7, abs=1e-3)
 
 
 def test_the_cache_is_safe_for_concurrent_processes(tmp_path):
@@ -161,9 +167,10 @@ def test_the_cache_is_safe_for_concurrent_processes(tmp_path):
     code = ("import sys; from ragexp.llm.cache import ResponseCache\n"
             "c = ResponseCache(sys.argv[1])\n"
             "for i in range(150):\n"
-            "    c.put(f'{sys.argv[2]}-{i}', {'i': i}, {'text': str(i)})\n"
-            "    assert c.get(f'{sys.argv[2]}-{i}') == {'text': str(i)}\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag]) for tag in "abc"]
+            "    reply = {'text': str(i), 'input_tokens': i, 'output_tokens': 1}\n"
+            "    c.put(f'{sys.argv[2]}-{i}', {'i': i}, reply)\n"
+            "    assert c.get(f'{sys.argv[2]}-{i}') == reply\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag], env=cli_env()) for tag in "abc"]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     assert len(ResponseCache(tmp_path)) == 450
 

@@ -69,7 +69,7 @@ def test_single_call_judge_scores_what_the_server_says_clamping_out_of_range(ser
     [sent] = server.chat_requests()
     prompt = user_text(sent["body"])
     assert QUESTION.text in prompt and "Port 7400." in prompt and ANSWER.text in prompt
-    assert "[Doc 1] (a)\nThe Quarry server listens" in prompt and "[Doc 2] (b)" in prompt
+    assert '<document n="1" id="a">\nThe Quarry server listens' in prompt and '<document n="2" id="b">' in prompt
     assert sent["body"]["temperature"] == 0 and sent["body"]["max_tokens"] == 500
     assert sent["body"]["response_format"] == {"type": "json_object"}
 
@@ -160,7 +160,7 @@ def test_generator_asks_for_citations_from_numbered_chunks(server, tmp_path):
     [sent] = server.chat_requests()
     system, user = (m["content"] for m in sent["body"]["messages"])
     assert "[Doc N]" in system and "I don't know" in system
-    assert "[Doc 1] (a)" in user and QUESTION.text in user
+    assert '<document n="1" id="a">' in user and QUESTION.text in user
     assert sent["body"]["temperature"] == 0 and "response_format" not in sent["body"]
     server.chat = lambda body: "   "
     with pytest.raises(QuestionFailed, match="empty answer"):

@@ -14,14 +14,14 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, logged_sweep
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 TIMEOUT_MS = 60_000
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.process]
 
 
 def need(condition: bool, what: str) -> None:
@@ -97,16 +97,6 @@ def page(tmp_path):
             browser.close()
 
 
-def runs_of(uri: str):
-    import mlflow
-
-    client = mlflow.MlflowClient(uri)
-    [experiment] = [e for e in client.search_experiments() if e.name == "ragexp"]
-    runs = client.search_runs([experiment.experiment_id])
-    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
-    return experiment.experiment_id, parent, [r for r in runs if r is not parent]
-
-
 def show_column(page, name: str) -> None:
     """Ticks one column in the runs table's Columns menu (search it, click it)."""
     page.get_by_role("button", name="Columns").click()
@@ -125,7 +115,8 @@ def row_texts(page) -> dict[str, str]:
 
 
 def test_experiment_page_lists_the_sweep_and_the_report_opens(mlflow_server, page, small_sweep, tmp_path):
-    experiment_id, parent, children = runs_of(small_sweep.uri)
+    _, parent, children_by_id = logged_sweep(small_sweep.uri)
+    experiment_id, children = parent.info.experiment_id, list(children_by_id.values())
     page.goto(f"{mlflow_server}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
     parent_row = page.locator(".ag-row", has_text=parent.info.run_name).first
     parent_row.wait_for()

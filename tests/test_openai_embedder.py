@@ -2,16 +2,9 @@
 import numpy as np
 import pytest
 
-from openai_server import OpenAIServer
 from ragexp.embedders import OpenAIEmbedder
 from ragexp.errors import RagexpError
 from ragexp.llm.endpoint import Endpoint
-
-
-@pytest.fixture
-def server():
-    with OpenAIServer() as s:
-        yield s
 
 
 def test_embeds_through_the_endpoint_with_the_key_from_the_named_variable(server, monkeypatch):

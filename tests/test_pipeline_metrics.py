@@ -1,10 +1,10 @@
-"""Retrieval and answer metrics through `pipeline.run`, in process (BM25, real MiniLM for the
+"""Retrieval and answer metrics through `pipeline.run`, in process (BM25, the hash embedder for the
 generator and judge): per question, averaged into the aggregates, excluded questions counted."""
 import json
 
 import pytest
 
-from conftest import compose
+from conftest import HASH, compose
 from ragexp.chunkers import RecursiveChunker
 from ragexp.metrics import MetricSet
 from ragexp.pipeline import run
@@ -37,8 +37,9 @@ def folder(tmp_path):
     return tmp_path
 
 
-def test_retrieval_metrics_per_question_and_their_means(folder, minilm):
-    cfg = compose(f"dataset.path={folder}", "retriever=bm25", "retriever.top_k=1", METRICS, "metrics.depth=10")
+def test_retrieval_metrics_per_question_and_their_means(folder, tmp_path):
+    cfg = compose(f"dataset.path={folder}", "retriever=bm25", "retriever.top_k=1", METRICS, "metrics.depth=10", *HASH,
+                  f"cache.dir={tmp_path / 'cache'}")
     result = run(cfg, "t")
     q1, q2, q3 = result.questions
     assert all(len(r.hits) == 1 for r in result.questions)  # the generator sees top_k ...
@@ -67,12 +68,13 @@ def test_retrieval_metrics_per_question_and_their_means(folder, minilm):
     assert "  mrr " in summary(result) and "gate" not in summary(result)
 
 
-def test_a_beir_set_without_answers_is_scored_on_retrieval_only(tmp_path, minilm):
+def test_a_beir_set_without_answers_is_scored_on_retrieval_only(tmp_path):
     (tmp_path / "qrels").mkdir()
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in DOCS.items()))
     (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "Which port does Quarry listen on?"}) + "\n")
     (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tports\t2\nq1\ttuning\t1\n")
-    result = run(compose("dataset=beir", f"dataset.path={tmp_path}", "retriever=bm25", "tracker=none"), "beir")
+    result = run(compose("dataset=beir", f"dataset.path={tmp_path}", "retriever=bm25", "tracker=none", *HASH,
+                         f"cache.dir={tmp_path / 'cache'}"), "beir")
     [q1] = result.questions
     assert q1.failure == "no expected answer in the dataset" and q1.generation == {}
     assert result.aggregates["failed_questions"] == 1 and "avg_faithfulness" not in result.aggregates

@@ -12,13 +12,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import free_port, run_cli
-from test_cli import mlflow_runs
+from conftest import HASH, free_port, mlflow_runs, run_cli
 
 
+@pytest.mark.process
 def test_a_parallel_sweep_loses_no_run(tmp_path):
     proc = run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", "retriever=bm25", "dataset.limit=3",
-                   "chunker=fixed,recursive,sentence,markdown", cwd=tmp_path)
+                   "chunker=fixed,recursive,sentence,markdown", *HASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "database is locked" not in proc.stderr
     client, runs = mlflow_runs(tmp_path)
@@ -33,6 +33,7 @@ def test_a_parallel_sweep_loses_no_run(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_path):
     """+search=optuna (the [optuna] extra, installed by `make test-full`)."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
@@ -79,6 +80,7 @@ def local_ray(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_a_ray_sweep_runs_each_job_on_ray_and_logs_next_to_its_parent(tmp_path, local_ray):
     """+cluster=ray (the [ray] extra, installed by `make test-full`), against a local Ray instance.
     The shell that launches the sweep points MLflow at a store that Ray's workers know nothing of."""

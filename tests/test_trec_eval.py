@@ -1,12 +1,10 @@
 """Retrieval metrics against NIST trec_eval's own expected outputs (../shared/data/trec_eval_tests),
-through `python -m ragexp.trec_eval` and through the pipeline's relevance rule."""
+through `python -m ragexp.trec_eval` (run in this process) and through the pipeline's relevance rule."""
 import math
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, call_in
 from ragexp import trec_eval
 from ragexp.metrics import MetricSet
 from ragexp.metrics.retrieval import Ranking, measure
@@ -39,9 +37,13 @@ def family(label: str) -> str:
     return ""
 
 
+def trec_eval_cli(*args: str):
+    """`python -m ragexp.trec_eval ARGS`, run in this process."""
+    return call_in(lambda: trec_eval.main(list(args)), ["python -m ragexp.trec_eval", *args], ROOT)
+
+
 def run(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "ragexp.trec_eval", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = trec_eval_cli(*args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -80,8 +82,7 @@ def test_ties_are_broken_by_docno_descending_and_ranks_ignored(tmp_path):
 def test_malformed_run_line_names_file_and_line(tmp_path):
     (tmp_path / "qrels").write_text("q1 0 a 1\n")
     (tmp_path / "run").write_text("q1 Q0 a 1 0.5 x\nq1 Q0 b 2\n")
-    proc = subprocess.run([sys.executable, "-m", "ragexp.trec_eval", str(tmp_path / "qrels"), str(tmp_path / "run")],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = trec_eval_cli(str(tmp_path / "qrels"), str(tmp_path / "run"))
     assert proc.returncode == 2
     assert f"{tmp_path / 'run'}:2: a run line is 'qid Q0 docno rank score tag'" in proc.stderr
 

@@ -22,7 +22,7 @@ BAD_CONFIGS = [
     (["budget_usd=-1"], "budget_usd: must be >= 0, got -1"),  # reported where it is written, not at llm.budget_usd
     (["dry_run=maybe"], "dry_run: 'maybe' is not true or false"),
     (["generator=openai", "generator.temperature=3"], "generator.temperature: must be <= 2, got 3"),
-    (["retriever=hybrid", "retriever.bm25.b=1.5"], "retriever.bm25.b: must be <= 1, got 1.5"),
+    (["retriever=hybrid", "retriever.retrievers.bm25.b=1.5"], "retriever.retrievers.bm25.b: must be <= 1, got 1.5"),
     (["llm.prices.gpt-4o.input=free"], "llm.prices.gpt-4o.input: 'free' is not a number"),
     (["chunker=semantic", "chunker.breakpoint_percentile=100"], "chunker.breakpoint_percentile: must be < 100, got 100"),
     (["dataset=hotpotqa", "~dataset.path"], "dataset.path: missing; HotpotQADataset needs it (set +dataset.path=...)"),

@@ -67,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{board.selection.title}: objective {board.objective}, {board.level:.0%} CIs, Holm-corrected "
           f"paired tests at alpha {board.alpha}\n")
     print(leaderboard_table(board).markdown() + "\n")
+    if board.selection.incomplete:
+        print(f"INCOMPLETE sweep: {board.selection.incomplete}")
+        for job in board.selection.failed_jobs:
+            print(f"  failed: {job}")
     for note in board.notes:
         print(f"note: {note}")
     print(f"report: {files['html']} (and {files['markdown'].name}, {files['json'].name}"

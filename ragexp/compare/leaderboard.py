@@ -88,6 +88,8 @@ def build(selection: Selection, objective: str | None = None, maximize: bool = T
         specs = specs_for(run)
         values = {}
         for metric, spec in specs.items():  # a logged aggregate keeps its logged value, with the table's CI
+            if spec.where and metric.split("/")[0] != objective:
+                continue  # per slice, only the objective gets a CI (the report's per-slice table)
             x = spec.matrix(run.table)
             ci = bootstrap_ci(x, spec.statistic(len(x)), resamples, seed, level)
             values[metric] = Interval(run.metrics.get(metric, ci.estimate), ci.low, ci.high)
@@ -117,10 +119,15 @@ def common_objective(runs: list[Run]) -> str:
 
 
 def metric_order(entries: list[Entry], objective: str) -> list[str]:
-    names = list(dict.fromkeys(m for e in entries for m in e.values))
+    names = list(dict.fromkeys(m for e in entries for m in e.values if "/" not in m))  # slices: see slice_metrics
     logged = sorted(m for m in names if not m.startswith("mean ") and m not in COUNTS and m != objective)
     derived = sorted(m for m in names if m.startswith("mean "))
     return [objective] + logged + derived
+
+
+def slice_metrics(board: Leaderboard) -> list[str]:
+    """The objective per slice of the questions (`overall_score/kind/procedural`), as the runs logged it."""
+    return sorted({m for e in board.entries for m in e.values if m.startswith(f"{board.objective}/")})
 
 
 def compare_with_best(board: Leaderboard) -> None:

@@ -40,6 +40,9 @@ class MetricSpec(Aggregate):
     def usable(self, table) -> np.ndarray:
         """Which rows of the table enter this metric."""
         mask = np.ones(len(table), dtype=bool)
+        if self.where:  # one slice of the questions (ragexp.scoring.slice_spec)
+            column, value = self.where
+            mask &= (table[column].fillna("").astype(str) == value).to_numpy() if column in table else False
         if self.rows == "judged" and "status" in table:
             mask &= (table["status"] == "judged").to_numpy()
         for column in self.inputs:

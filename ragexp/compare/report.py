@@ -117,6 +117,32 @@ def aggregates_table(board: Leaderboard) -> Table:
     return Table(["configuration", *metrics], rows, highlight=0)
 
 
+def slices_table(board: Leaderboard) -> Table | None:
+    """The objective per slice of the questions (kind, source), with CIs, per configuration."""
+    from ragexp.compare.leaderboard import slice_metrics
+
+    metrics = slice_metrics(board)
+    if not metrics:
+        return None
+    rows = [[e.label, *[fmt_ci(e.values.get(m)) for m in metrics]] for e in board.entries]
+    return Table(["configuration", *[m.split("/", 1)[1] for m in metrics]], rows, highlight=0)
+
+
+def calibration_table(board: Leaderboard) -> Table | None:
+    """How well the judge agrees with people, from `python -m ragexp.calibrate` runs of this judge."""
+    rows = []
+    for run in board.selection.calibrations:
+        metrics = sorted({k.split("_", 1)[1] for k in run.metrics if k.startswith("questions_")})
+        for metric in metrics:
+            cell = [run.metrics.get(f"{s}_{metric}") for s in ("spearman", "kappa", "mae", "bias", "krippendorff_alpha")]
+            rows.append([run.tags.get("judge", ""), run.tags.get("ragexp.calibrates", "")[:8], metric,
+                         str(int(run.metrics[f"questions_{metric}"])), *["—" if v is None else fmt(v) for v in cell]])
+    if not rows:
+        return None
+    return Table(["judge", "judged run", "metric", "questions", "Spearman", "kappa", "MAE", "bias",
+                  "annotators' alpha"], rows)
+
+
 def comparisons_table(board: Leaderboard) -> Table:
     headers = ["configuration", "questions compared", "failed in either run", "in one run only",
                f"Δ {board.objective} vs best [CI]", "p", "p (Holm)", "verdict"]
@@ -173,6 +199,10 @@ def blocks(board: Leaderboard, plots: dict[str, Path]) -> list[tuple]:
     """The report as a list of blocks, rendered to Markdown and to HTML alike."""
     out: list[tuple] = [("h1", f"ragexp leaderboard: {board.selection.title}")]
     out += [("p", line) for line in header_lines(board)]
+    if board.selection.incomplete:
+        out += [("h2", "Incomplete sweep"), ("p", f"**This sweep is incomplete**: {board.selection.incomplete}. "
+                                                  "The leaderboard ranks only the jobs that finished.")]
+        out += [("list", board.selection.failed_jobs)] if board.selection.failed_jobs else []
     out += [("p", method(board)), ("h2", "Leaderboard"), ("table", leaderboard_table(board)),
             ("h2", "Paired comparisons with the best"), ("table", comparisons_table(board))]
     if board.has_judge_spread:
@@ -180,6 +210,14 @@ def blocks(board: Leaderboard, plots: dict[str, Path]) -> list[tuple]:
                          "repeats (`<metric>_std` columns, combined with the objective's weights as if fully "
                          "correlated), and what it implies for the run's mean (sd / sqrt(repeats), over questions). "
                          "A difference smaller than this is within the judge's own noise."))
+    calibration = calibration_table(board)
+    if calibration is not None:
+        out += [("h2", "Judge calibration against human labels"),
+                ("p", "From `python -m ragexp.calibrate` runs of this judge: how far its scores can be trusted "
+                      "(annotators' alpha: their own agreement, the ceiling)."), ("table", calibration)]
+    slices = slices_table(board)
+    if slices is not None:
+        out += [("h2", f"{board.objective} per slice of the questions ({board.level:.0%} CI)"), ("table", slices)]
     out += [("h2", f"All aggregates ({board.level:.0%} CI)"), ("table", aggregates_table(board))]
     if plots:
         out.append(("h2", "Plots"))
@@ -261,7 +299,8 @@ def as_json(board: Leaderboard) -> dict:
     return {"objective": board.objective, "maximize": board.maximize, "level": board.level, "alpha": board.alpha,
             "resamples": board.resamples, "seed": board.seed, "param_columns": board.param_columns,
             "parent_run_id": board.selection.parent.run_id if board.selection.parent else None,
-            "tracking_uri": board.selection.tracking_uri, "entries": entries, "notes": board.notes}
+            "tracking_uri": board.selection.tracking_uri, "entries": entries, "notes": board.notes,
+            "incomplete": board.selection.incomplete or None, "failed_jobs": board.selection.failed_jobs}
 
 
 def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str, Path]:

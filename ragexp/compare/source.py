@@ -46,11 +46,14 @@ class Selection:
     runs: list[Run]
     parent: Run | None = None
     notes: list[str] = field(default_factory=list)
+    failed_jobs: list[str] = field(default_factory=list)  # "name: STATUS (reason)" of the jobs that did not finish
+    incomplete: str = ""  # why the sweep is incomplete (failed, killed or missing jobs); "" when complete
+    calibrations: list[Run] = field(default_factory=list)  # `python -m ragexp.calibrate` runs of these runs
 
     @property
     def title(self) -> str:
         if self.parent is not None:
-            return f"{self.parent.name} (experiment {self.experiment!r})"
+            return f"{self.parent.name} (experiment {self.experiment!r})" + (" INCOMPLETE" if self.incomplete else "")
         return f"{len(self.runs)} runs of experiment {self.experiment!r}"
 
 
@@ -144,16 +147,63 @@ def select(targets: list[str], uri: str | None = None, all_runs: bool = False) -
             parent = found[0]
             found = children(client, parent)
     notes: list[str] = []
-    runs = finished(found, notes)
+    failed_jobs, incomplete = sweep_state(parent, found) if parent is not None else ([], "")
+    runs = finished(found, notes if parent is None else [])
     if all_runs:
         runs = latest_per_configuration(runs, notes)
     anchor = parent or (found[0] if found else None)
     experiment = client.get_experiment(anchor.info.experiment_id).name if anchor else "?"
-    selection = Selection(resolved, experiment, runs, to_run(parent) if parent else None, notes)
+    selection = Selection(resolved, experiment, runs, to_run(parent) if parent else None, notes, failed_jobs, incomplete)
     load_tables(client, selection)
+    selection.calibrations = calibrations(client, selection)
     if len(selection.runs) < 1:
         raise RagexpError(f"nothing to compare in {selection.title}: no finished run with a per-question table")
     return selection
+
+
+def sweep_state(parent, found: list) -> tuple[list[str], str]:
+    """The sweep's jobs that did not finish (with the reason a failed job logged), and why the sweep
+    is incomplete: failed or killed jobs, a parent run killed or still running (jobs missing), or
+    fewer job runs than the sweep counted at its end (`ragexp.jobs_total`)."""
+    failed = []
+    for info in found:
+        if info.info.status != "FINISHED":
+            reason = info.data.tags.get("ragexp.failure_reason") or info.data.tags.get("ragexp.resumed_by", "")
+            if info.data.tags.get("ragexp.resumed_by") and not info.data.tags.get("ragexp.failure_reason"):
+                reason = f"killed; its sweep was resumed by run {reason}"
+            failed.append(f"{info.info.run_name} ({info.info.run_id[:8]}): {info.info.status}"
+                          + (f" ({' '.join(reason.split())[:300]})" if reason else ""))
+    reasons = []
+    if failed:
+        reasons.append(f"{len(failed)} of {len(found)} jobs did not finish")
+    status = parent.info.status
+    if status == "RUNNING":
+        reasons.append("the sweep's parent run is RUNNING (the sweep is still running, or was killed): jobs may be missing")
+    elif status == "KILLED":
+        reasons.append("the sweep was killed before its end: jobs are missing")
+    total = parent.data.tags.get("ragexp.jobs_total")
+    if total and total.isdigit() and int(total) > len(found):
+        reasons.append(f"{int(total) - len(found)} of its {total} jobs logged no run")
+    return failed, "; ".join(reasons)
+
+
+def calibrations(client, selection: Selection) -> list[Run]:
+    """The calibration runs (`python -m ragexp.calibrate`) of the selected runs' judge: made on one
+    of these runs, or on another run judged by the same judge, in the same experiments; the latest
+    per judge and judged run."""
+    ids = {r.run_id for r in selection.runs}
+    judges = {r.tags.get("judge") for r in selection.runs} - {None}
+    experiments = sorted({r.experiment_id for r in selection.runs})
+    if not experiments:
+        return []
+    found = client.search_runs(experiments, filter_string=f"tags.`{SWEEP_ROLE}` = 'calibration'",
+                               order_by=["attributes.start_time DESC"], max_results=200)
+    latest: dict[str, Run] = {}
+    for info in found:
+        tags = info.data.tags
+        if tags.get("ragexp.calibrates") in ids or tags.get("judge") in judges:
+            latest.setdefault(tags.get("ragexp.calibrates", ""), to_run(info))
+    return list(latest.values())
 
 
 def finished(found: list, notes: list[str]) -> list[Run]:

@@ -5,6 +5,7 @@ first malformed row, or `skip` it: skipped rows are counted and reported with th
 `qrels` (a TREC qrels file whose judgements replace the loader's golden documents)."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from dataclasses import replace
@@ -35,37 +36,99 @@ class Rows:
         self.skipped.append(message)
 
 
-def existing_path(path: str | Path, setting: str) -> Path:
-    """`path` as an absolute Path, or an error naming the setting to change."""
+def existing_path(path: str | Path, setting: str, kind: str | None = None) -> Path:
+    """`path` as an absolute Path, or an error naming the setting to change; `kind` "file" or
+    "folder" also requires that kind (a folder given for a file is one line, not a traceback)."""
     resolved = Path(path).expanduser().resolve()
     if not resolved.exists():
         raise RagexpError(f"{setting}: {path} does not exist (looked for {resolved}); set {setting}=/path/to/it")
+    if kind == "file" and not resolved.is_file():
+        raise RagexpError(f"{setting}: {resolved} is a folder, not a file; set {setting}=/path/to/the/file")
+    if kind == "folder" and not resolved.is_dir():
+        raise RagexpError(f"{setting}: {resolved} is a file, not a folder; set {setting}=/path/to/the/folder")
     return resolved
 
 
-def required_path(path: str | None, what: str) -> Path:
+def required_path(path: str | None, what: str, kind: str | None = None) -> Path:
     if not path:
         raise RagexpError(f"dataset.path: not set; set dataset.path=/path/to/{what}")
-    return existing_path(path, "dataset.path")
+    return existing_path(path, "dataset.path", kind)
+
+
+def undecodable(text: str) -> str | None:
+    """Why `text` (decoded with errors="surrogateescape") is not UTF-8, or None when it is."""
+    for column, char in enumerate(text, start=1):
+        if "\udc80" <= char <= "\udcff":
+            return f"byte 0x{ord(char) - 0xDC00:02x} at column {column} is not UTF-8 (save the file as UTF-8)"
+    return None
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file, a byte-order mark removed; bytes that are not UTF-8
+    stay in the text as surrogates for `undecodable` to name."""
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            yield number, raw.decode("utf-8", errors="surrogateescape")
+
+
+def read_text(path: Path) -> str:
+    """A whole UTF-8 file (a byte-order mark removed), or an error naming file:line of the first
+    byte that is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise NotUTF8(f"{path}:{line}", f"byte 0x{data[err.start]:02x} at column {column} is not UTF-8 "
+                      "(save the file as UTF-8)") from None
+
+
+class NotUTF8(RowError):
+    """A file that is not UTF-8: `where` (file:line) and `reason`."""
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"{where}: {reason}")
+        self.where, self.reason = where, reason
+
+
+class Unique:
+    """Ids seen so far and where: a second occurrence is a malformed row naming the id and both
+    places (`on_error=skip` keeps the first)."""
+
+    def __init__(self, what: str, rows: Rows):
+        self.what, self.rows, self.first = what, rows, {}
+
+    def new(self, id: str, where: str) -> bool:
+        if id in self.first:
+            self.rows.malformed(where, f"duplicate {self.what} id {id!r} (first at {self.first[id]})")
+            return False
+        self.first[id] = where
+        return True
 
 
 def read_jsonl(path: Path, rows: Rows | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each non-blank line. A line that is not a JSON object names
     file:line: an error, or (with `rows` in skip mode) a skipped row."""
     rows = rows or Rows("stop")
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                rows.malformed(f"{path}:{number}", f"not valid JSON ({err.msg}, column {err.colno})")
-                continue
-            if not isinstance(row, dict):
-                rows.malformed(f"{path}:{number}", f"expected a JSON object, got {type(row).__name__}")
-                continue
-            yield number, row
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        bad_bytes = undecodable(line)
+        if bad_bytes:
+            rows.malformed(f"{path}:{number}", bad_bytes)
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            rows.malformed(f"{path}:{number}", f"not valid JSON ({err.msg}, column {err.colno})")
+            continue
+        if not isinstance(row, dict):
+            rows.malformed(f"{path}:{number}", f"expected a JSON object, got {type(row).__name__}")
+            continue
+        yield number, row
 
 
 def corpus_fingerprint(documents) -> str:
@@ -101,6 +164,11 @@ class Loader:
     def load(self) -> Dataset:
         rows = Rows(self.on_error)
         dataset = self.read(rows)
+        if not dataset.documents:
+            raise RagexpError(f"dataset.path: no documents in {Path(self.path).resolve() if self.path else dataset.name}"
+                              + (f" ({len(dataset.skipped_documents)} empty)" if dataset.skipped_documents else "")
+                              + (f" ({len(rows.skipped)} malformed rows skipped)" if rows.skipped else "")
+                              + "; a run needs a corpus to retrieve from")
         notes = list(dataset.notes)
         if self.qrels:
             qrels = read_qrels(self.qrels, rows)
@@ -123,5 +191,5 @@ def fingerprint(dataset: Dataset) -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["Dataset", "Loader", "Question", "RowError", "Rows", "existing_path", "fingerprint", "read_jsonl",
-           "read_qrels", "required_path"]
+__all__ = ["Dataset", "Loader", "NotUTF8", "Question", "RowError", "Rows", "Unique", "existing_path", "fingerprint", "read_jsonl",
+           "read_qrels", "read_text", "required_path", "text_lines", "undecodable"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragexp.datasets import Loader, RowError, Rows, existing_path, required_path
+from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, required_path
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
@@ -22,7 +22,10 @@ def read_parquet(file: Path, columns: tuple[str, ...]) -> list[dict]:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise RagexpError(f"{file}: missing column {', '.join(missing)} (it has {', '.join(table.column_names)})")
-    return table.select(list(columns)).to_pylist()
+    try:
+        return table.select(list(columns)).to_pylist()
+    except (UnicodeDecodeError, ValueError) as err:  # e.g. a string column holding bytes that are not UTF-8
+        raise RagexpError(f"{file}: a value cannot be read ({type(err).__name__}: {err})") from None
 
 
 def strings(value, field: str, nested: bool = False) -> list[str]:
@@ -53,17 +56,20 @@ class AutoRAGDataset(Loader):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:
-        root = required_path(self.path, "a folder with qa.parquet and corpus.parquet")
-        corpus_file = existing_path(root / "corpus.parquet", "dataset.path")
+        root = required_path(self.path, "a folder with qa.parquet and corpus.parquet", "folder")
+        corpus_file = existing_path(root / "corpus.parquet", "dataset.path", "file")
         documents, skipped = [], []
+        doc_ids, question_ids = Unique("document", rows), Unique("question", rows)
         for number, row in enumerate(read_parquet(corpus_file, CORPUS_COLUMNS), start=1):
             if not isinstance(row["doc_id"], (str, int)) or not isinstance(row["contents"], str):
                 rows.malformed(f"{corpus_file}: row {number}", "doc_id and contents must be strings")
+            elif not doc_ids.new(str(row["doc_id"]), f"{corpus_file}: row {number}"):
+                continue
             elif row["contents"].strip():
                 documents.append(Document(str(row["doc_id"]), row["contents"]))
             else:
                 skipped.append(str(row["doc_id"]))
-        qa_file = existing_path(root / "qa.parquet", "dataset.path")
+        qa_file = existing_path(root / "qa.parquet", "dataset.path", "file")
         questions: list[Question] = []
         for number, row in enumerate(read_parquet(qa_file, QA_COLUMNS), start=1):
             if self.full(questions):
@@ -73,7 +79,10 @@ class AutoRAGDataset(Loader):
                     raise RowError("qid and query are required")
                 answers = tuple(a for a in strings(row["generation_gt"] or [], "generation_gt") if a.strip())
                 golden = {doc: 1 for doc in strings(row["retrieval_gt"] or [], "retrieval_gt", nested=True)}
-                questions.append(Question(str(row["qid"]), row["query"], answers, golden))
+                question = Question(str(row["qid"]), row["query"], answers, golden)
             except RowError as err:
                 rows.malformed(f"{qa_file}: row {number}", str(err))
+                continue
+            if question_ids.new(question.qid, f"{qa_file}: row {number}"):
+                questions.append(question)
         return Dataset(self.name, tuple(documents), tuple(questions), tuple(skipped))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragexp.datasets import Loader, Rows, existing_path, read_jsonl, required_path
+from ragexp.datasets import Loader, Rows, Unique, existing_path, read_jsonl, required_path, text_lines, undecodable
 from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
 
@@ -27,17 +27,20 @@ class BeirDataset(Loader):
         self.split = split
 
     def read(self, rows: Rows) -> Dataset:
-        root = required_path(self.path, "a BEIR folder with corpus.jsonl, queries.jsonl and qrels/")
-        judged = self.judgements(existing_path(root / "qrels" / f"{self.split}.tsv", "dataset.split"), rows)
-        documents, skipped = self.corpus(existing_path(root / "corpus.jsonl", "dataset.path"), rows)
-        queries = existing_path(root / "queries.jsonl", "dataset.path")
+        root = required_path(self.path, "a BEIR folder with corpus.jsonl, queries.jsonl and qrels/", "folder")
+        judged = self.judgements(existing_path(root / "qrels" / f"{self.split}.tsv", "dataset.split", "file"), rows)
+        documents, skipped = self.corpus(existing_path(root / "corpus.jsonl", "dataset.path", "file"), rows)
+        queries = existing_path(root / "queries.jsonl", "dataset.path", "file")
         questions: list[Question] = []
+        query_ids = Unique("query", rows)
         for number, row in read_jsonl(queries, rows):
             if self.full(questions):
                 break
             qid, text = row.get("_id"), row.get("text")
             if not isinstance(qid, (str, int)) or not isinstance(text, str):
                 rows.malformed(f"{queries}:{number}", 'a query needs "_id" and "text"')
+                continue
+            if not query_ids.new(str(qid), f"{queries}:{number}"):
                 continue
             if str(qid) not in judged:
                 continue
@@ -46,10 +49,13 @@ class BeirDataset(Loader):
 
     def corpus(self, file: Path, rows: Rows) -> tuple[tuple[Document, ...], tuple[str, ...]]:
         documents, skipped = [], []
+        doc_ids = Unique("document", rows)
         for number, row in read_jsonl(file, rows):
             doc_id, text, title = row.get("_id"), row.get("text"), row.get("title") or ""
             if not isinstance(doc_id, (str, int)) or not isinstance(text, str) or not isinstance(title, str):
                 rows.malformed(f"{file}:{number}", 'a document needs "_id" and "text" (and a string "title", if any)')
+                continue
+            if not doc_ids.new(str(doc_id), f"{file}:{number}"):
                 continue
             full = f"{title}\n\n{text}" if title.strip() else text
             if full.strip():
@@ -60,21 +66,23 @@ class BeirDataset(Loader):
 
     def judgements(self, file: Path, rows: Rows) -> dict[str, dict[str, int]]:
         judged: dict[str, dict[str, int]] = {}
-        with file.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                fields = line.rstrip("\n").split("\t")
-                if not line.strip() or (number == 1 and fields[:1] == ["query-id"]):
-                    continue
-                if len(fields) < 3:
-                    rows.malformed(f"{file}:{number}", f"expected query-id, corpus-id and score separated by tabs, "
-                                                       f"got {len(fields)} fields")
-                    continue
-                try:
-                    grade = int(fields[2])
-                except ValueError:
-                    rows.malformed(f"{file}:{number}", f"score {fields[2]!r} is not an integer")
-                    continue
-                judged.setdefault(fields[0].strip(), {})[fields[1].strip()] = grade
+        for number, line in text_lines(file):
+            fields = line.rstrip("\r\n").split("\t")
+            if not line.strip() or (number == 1 and fields[:1] == ["query-id"]):
+                continue
+            if undecodable(line):
+                rows.malformed(f"{file}:{number}", undecodable(line))
+                continue
+            if len(fields) < 3:
+                rows.malformed(f"{file}:{number}", f"expected query-id, corpus-id and score separated by tabs, "
+                                                   f"got {len(fields)} fields")
+                continue
+            try:
+                grade = int(fields[2])
+            except ValueError:
+                rows.malformed(f"{file}:{number}", f"score {fields[2]!r} is not an integer")
+                continue
+            judged.setdefault(fields[0].strip(), {})[fields[1].strip()] = grade
         return judged
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragexp.datasets import Loader, Rows, RowError, existing_path, read_jsonl
+from ragexp.datasets import Loader, NotUTF8, Rows, RowError, Unique, existing_path, read_jsonl, read_text
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
@@ -21,13 +21,20 @@ class FolderDataset(Loader):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:
-        root = existing_path(self.path, "dataset.path") if self.path else SAMPLE_PATH
-        docs_dir = existing_path(root / "docs", "dataset.path")
+        root = existing_path(self.path, "dataset.path", "folder") if self.path else SAMPLE_PATH
+        docs_dir = existing_path(root / "docs", "dataset.path", "folder")
         documents, skipped = [], []
+        doc_ids, question_ids = Unique("document", rows), Unique("question", rows)
         for file in sorted(docs_dir.iterdir()):
-            if file.suffix not in DOC_SUFFIXES:
+            if file.suffix not in DOC_SUFFIXES or not file.is_file():
                 continue
-            text = file.read_text(encoding="utf-8")
+            try:
+                text = read_text(file)
+            except NotUTF8 as err:
+                rows.malformed(err.where, err.reason)
+                continue
+            if not doc_ids.new(file.stem, str(file)):
+                continue
             if text.strip():
                 documents.append(Document(doc_id=file.stem, text=text, title=file.stem))
             else:
@@ -35,14 +42,17 @@ class FolderDataset(Loader):
         if not documents:
             raise RagexpError(f"dataset.path: no non-empty .md or .txt files in {docs_dir}")
         questions: list[Question] = []
-        qfile = existing_path(root / "questions.jsonl", "dataset.path")
+        qfile = existing_path(root / "questions.jsonl", "dataset.path", "file")
         for number, row in read_jsonl(qfile, rows):
             if self.full(questions):
                 break
             try:
-                questions.append(question(row))
+                parsed = question(row)
             except RowError as err:
                 rows.malformed(f"{qfile}:{number}", str(err))
+                continue
+            if question_ids.new(parsed.qid, f"{qfile}:{number}"):
+                questions.append(parsed)
         return Dataset(self.name, tuple(documents), tuple(questions), tuple(skipped))
 
 

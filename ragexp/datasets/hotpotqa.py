@@ -1,7 +1,7 @@
 """HotpotQA in the IRCoT JSONL form: corpus = every paragraph, golden = supporting paragraphs."""
 from __future__ import annotations
 
-from ragexp.datasets import Loader, Rows, existing_path, read_jsonl, required_path
+from ragexp.datasets import Loader, Rows, Unique, existing_path, read_jsonl, required_path
 from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
 
@@ -19,10 +19,11 @@ class HotpotQADataset(Loader):
     def read(self, rows: Rows) -> Dataset:
         file = required_path(self.path, "dev_subsampled.jsonl")
         if file.is_dir():
-            file = existing_path(file / "dev_subsampled.jsonl", "dataset.path")
+            file = existing_path(file / "dev_subsampled.jsonl", "dataset.path", "file")
         paragraphs: dict[str, str] = {}
         skipped: set[str] = set()
         questions: list[Question] = []
+        question_ids = Unique("question", rows)
         for number, row in read_jsonl(file, rows):
             try:
                 contexts = row["contexts"]
@@ -40,7 +41,7 @@ class HotpotQADataset(Loader):
                     paragraphs.setdefault(title, text)
                 else:
                     skipped.add(title)
-            if not self.full(questions):
+            if not self.full(questions) and question_ids.new(question.qid, f"{file}:{number}"):
                 questions.append(question)
         documents = tuple(Document(doc_id=t, text=p, title=t) for t, p in paragraphs.items())
         return Dataset(self.name, documents, tuple(questions), tuple(sorted(skipped - paragraphs.keys())))

@@ -1,9 +1,10 @@
 """SQuAD v1.1 / v2.0 JSON: each paragraph (context) is a document; unanswerable questions are kept."""
 from __future__ import annotations
 
+import codecs
 import json
 
-from ragexp.datasets import Loader, RowError, Rows, required_path
+from ragexp.datasets import Loader, RowError, Rows, Unique, required_path, undecodable
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
@@ -30,14 +31,17 @@ class SquadDataset(Loader):
         self.unanswerable_answer = unanswerable_answer
 
     def read(self, rows: Rows) -> Dataset:
-        file = required_path(self.path, "a SQuAD .json file")
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+        file = required_path(self.path, "a SQuAD .json file", "file")
+        raw = file.read_bytes()
+        raw = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+        try:  # bytes that are not UTF-8 stay as surrogates: the entry holding them is named below
+            data = json.loads(raw.decode("utf-8", errors="surrogateescape"))
         except json.JSONDecodeError as err:
             raise RagexpError(f"{file}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             raise RagexpError(f'{file}: not a SQuAD file (expected {{"data": [...]}} at the top)')
         documents, skipped, questions = [], [], []  # type: list[Document], list[str], list[Question]
+        doc_ids, question_ids = Unique("document", rows), Unique("question", rows)
         for i, article in enumerate(data["data"]):
             where = f"{file}: data[{i}]"
             if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
@@ -50,6 +54,11 @@ class SquadDataset(Loader):
                     rows.malformed(f"{where}.paragraphs[{j}]", 'a paragraph needs "context" (a string) and "qas" (a list)')
                     continue
                 doc_id = f"{title}/{j}"
+                bad_bytes = undecodable(title + context)
+                if bad_bytes or not doc_ids.new(doc_id, f"{where}.paragraphs[{j}]"):
+                    if bad_bytes:
+                        rows.malformed(f"{where}.paragraphs[{j}]", f"title or context: {bad_bytes}")
+                    continue
                 if context.strip():
                     documents.append(Document(doc_id, context, title))
                 else:
@@ -58,9 +67,12 @@ class SquadDataset(Loader):
                     if self.full(questions):
                         break
                     try:
-                        questions.append(self.question(qa, doc_id))
+                        parsed = self.question(qa, doc_id)
                     except RowError as err:
                         rows.malformed(f"{where}.paragraphs[{j}].qas[{k}]", str(err))
+                        continue
+                    if question_ids.new(parsed.qid, f"{where}.paragraphs[{j}].qas[{k}]"):
+                        questions.append(parsed)
         return Dataset(self.name, tuple(documents), tuple(questions), tuple(skipped))
 
     def question(self, qa, doc_id: str) -> Question:
@@ -70,6 +82,9 @@ class SquadDataset(Loader):
         if not isinstance(answers, list) or not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):
             raise RowError('"answers" must be a list of {"text": ...}')
         texts = tuple(dict.fromkeys(a["text"] for a in answers if a["text"].strip()))
+        bad_bytes = undecodable(str(qa["id"]) + qa["question"] + "".join(texts))
+        if bad_bytes:
+            raise RowError(f"id, question or answers: {bad_bytes}")
         if qa.get("is_impossible") or not texts:
             return Question(str(qa["id"]), qa["question"], (self.unanswerable_answer,), {doc_id: 1},
                             kind="unanswerable", answerable=False)

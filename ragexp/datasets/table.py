@@ -5,23 +5,38 @@ import csv
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from ragexp.datasets import Loader, RowError, Rows, existing_path, read_jsonl
+from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, read_jsonl, undecodable
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
 from ragexp.validation import OnError, PositiveInt
 
 FIELDS = {"question_id": "id", "question": "question", "answer": "answer", "golden": "golden_docs", "kind": None,
+          "source": "source",
           "doc_id": "doc_id", "text": "text", "title": None}
 
 
 def read_delimited(delimiter: str) -> Callable[[Path, Rows], Iterator[tuple[int, dict]]]:
     def read(path: Path, rows: Rows) -> Iterator[tuple[int, dict]]:
-        with path.open(encoding="utf-8", newline="") as handle:
+        # utf-8-sig: a byte-order mark is not part of the first column's name; bytes that are not
+        # UTF-8 stay as surrogates, so the row holding them is named (and skipped with on_error=skip)
+        with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
             reader = csv.DictReader(handle, delimiter=delimiter)
             try:
+                header = undecodable(delimiter.join(reader.fieldnames or []))
+                if header:
+                    raise RagexpError(f"{path}:1: the header: {header}")
                 for row in reader:
+                    where = f"{path}:{reader.line_num}"
                     if None in row:
-                        rows.malformed(f"{path}:{reader.line_num}", f"more fields than the header's {len(reader.fieldnames or ())}")
+                        rows.malformed(where, f"more fields than the header's {len(reader.fieldnames or ())}")
+                        continue
+                    if None in row.values():  # a row cut short, often the last one of a truncated file
+                        rows.malformed(where, f"{sum(v is not None for v in row.values())} fields, fewer than the "
+                                              f"header's {len(reader.fieldnames or ())} (a truncated row?)")
+                        continue
+                    bad_bytes = next((f"field {k!r}: {undecodable(v)}" for k, v in row.items() if undecodable(v)), None)
+                    if bad_bytes:
+                        rows.malformed(where, bad_bytes)
                         continue
                     yield reader.line_num, row
             except csv.Error as err:
@@ -41,7 +56,7 @@ class TableDataset(Loader):
 
     - questions: `question_id`, `question`, `answer` (a string, or a JSON list of strings),
       `golden` (a JSON list of document ids, a JSON object {doc id: grade}, or in CSV one
-      string of ids joined by `list_separator`), `kind`;
+      string of ids joined by `list_separator`), `kind`, `source` (optional: "golden", "synthetic");
     - documents: `doc_id`, `text`, `title`.
     """
 
@@ -63,7 +78,7 @@ class TableDataset(Loader):
         suffix = path.suffix.lower()
         if suffix not in READERS:
             raise RagexpError(f"{setting}: {name} must end in {', '.join(READERS)}")
-        return existing_path(path, setting), READERS[suffix]
+        return existing_path(path, setting, "file"), READERS[suffix]
 
     def get(self, row: dict, field: str, required: bool = True):
         name = self.fields[field]
@@ -81,6 +96,7 @@ class TableDataset(Loader):
     def read(self, rows: Rows) -> Dataset:
         corpus, read_corpus = self.file(self.corpus_file, "dataset.corpus")
         documents, skipped = [], []
+        doc_ids, question_ids = Unique("document", rows), Unique("question", rows)
         for number, row in read_corpus(corpus, rows):
             try:
                 doc_id, text = self.get(row, "doc_id"), self.get(row, "text")
@@ -89,6 +105,8 @@ class TableDataset(Loader):
                     raise RowError("the document id and text must be non-empty strings")
             except RowError as err:
                 rows.malformed(f"{corpus}:{number}", str(err))
+                continue
+            if not doc_ids.new(str(doc_id), f"{corpus}:{number}"):
                 continue
             if text.strip():
                 documents.append(Document(str(doc_id), text, str(title)))
@@ -100,9 +118,12 @@ class TableDataset(Loader):
             if self.full(questions):
                 break
             try:
-                questions.append(self.question(row))
+                parsed = self.question(row)
             except RowError as err:
                 rows.malformed(f"{source}:{number}", str(err))
+                continue
+            if question_ids.new(parsed.qid, f"{source}:{number}"):
+                questions.append(parsed)
         return Dataset(self.name, tuple(documents), tuple(questions), tuple(skipped))
 
     def question(self, row: dict) -> Question:
@@ -114,7 +135,8 @@ class TableDataset(Loader):
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise RowError(f"the answer ({self.fields['answer']}) must be a string or a list of strings")
         return Question(str(qid), text, tuple(a for a in answers if a.strip()), self.golden(row),
-                        kind=str(self.get(row, "kind", required=False) or ""))
+                        kind=str(self.get(row, "kind", required=False) or ""),
+                        source=str(self.get(row, "source", required=False) or ""))
 
     def golden(self, row: dict) -> dict[str, int]:
         value = self.get(row, "golden", required=False)

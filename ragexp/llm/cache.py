@@ -1,14 +1,19 @@
 """Every LLM request and its reply, on disk: an sqlite file in write-ahead-log mode, so the threads
-of a run and several processes (a parallel sweep) read and write it at once."""
+of a run and several processes (a parallel sweep) read and write it at once. A file that is not a
+usable database, or a folder that refuses writes (read-only, full), gives one warning and the run
+goes on without the cache; a row that is not a reply of ours is a miss."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
 FILE = "responses.sqlite"
+
+log = logging.getLogger(__name__)
 
 
 class ResponseCache:
@@ -19,6 +24,7 @@ class ResponseCache:
         self.path = Path(folder) / FILE
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self.usable = True  # cleared, with one warning, when the file or folder fails
 
     def db(self) -> sqlite3.Connection:
         if self._db is None:
@@ -32,15 +38,33 @@ class ResponseCache:
             self._db = db
         return self._db
 
+    def bypass(self, err: Exception) -> None:
+        """Called with the lock held: one warning, then no more use of the file this run."""
+        if self.usable:
+            log.warning("llm cache: %s cannot be used (%s: %s); LLM requests are not cached this run (delete the "
+                        "file, or set llm.cache_dir=...)", self.path, type(err).__name__, err)
+        self.usable = False
+
     def get(self, key: str) -> dict | None:
         with self._lock:
-            row = self.db().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+            if not self.usable:
+                return None
+            try:
+                row = self.db().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            except (sqlite3.Error, OSError) as err:
+                self.bypass(err)
+                return None
+        return reply_of(row[0]) if row else None
 
     def put(self, key: str, request: dict, reply: dict) -> None:
         with self._lock:
-            self.db().execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?)",
-                              (key, json.dumps(request), json.dumps(reply), time.time()))
+            if not self.usable:
+                return
+            try:
+                self.db().execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?)",
+                                  (key, json.dumps(request), json.dumps(reply), time.time()))
+            except (sqlite3.Error, OSError) as err:
+                self.bypass(err)
 
     def __len__(self) -> int:
         with self._lock:
@@ -51,3 +75,15 @@ class ResponseCache:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def reply_of(stored) -> dict | None:
+    """A stored reply ({"text", "input_tokens", "output_tokens"}), or None for anything else."""
+    try:
+        reply = json.loads(stored)
+    except (TypeError, ValueError):
+        return None
+    if (isinstance(reply, dict) and isinstance(reply.get("text"), str)
+            and all(isinstance(reply.get(n), int) and not isinstance(reply.get(n), bool) for n in ("input_tokens", "output_tokens"))):
+        return reply
+    return None

@@ -91,7 +91,7 @@ class ChatClient:
             logging.getLogger(noisy).setLevel(logging.WARNING)
         self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
         self.setting = f"{role}.endpoint"
-        self._openai = OpenAI(base_url=endpoint.base_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
+        self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
         self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
@@ -100,9 +100,12 @@ class ChatClient:
     def count(self, name: str, n: int = 1) -> None:
         self.usage.count(name, self.role, n)
 
-    def complete(self, request: ChatRequest) -> Reply:
+    def complete(self, request: ChatRequest, store: bool = True, use_cache: bool = True) -> Reply:
+        """The reply to `request`: from the cache when `use_cache` and stored, else sent. A sent
+        reply is stored only when `store` (a caller that must check the reply first passes False and
+        calls `store` once it has read it: a reply that could not be used is never cached)."""
         key = request_key(self.endpoint, request)
-        if self.cache is not None:
+        if self.cache is not None and use_cache:
             hit = self.cache.get(key)
             if hit is not None:
                 self.usage.count("cache_hits")
@@ -112,13 +115,19 @@ class ChatClient:
         reply = self._send(request)
         cost = self.prices.cost(self.endpoint.model, reply.input_tokens, reply.output_tokens)
         self.usage.spend(self.role, reply.input_tokens, reply.output_tokens, cost)
-        if self.cache is not None:
-            self.cache.put(key, {"base_url": self.endpoint.base_url, "model": self.endpoint.model,
-                                 "messages": request.messages, "temperature": request.temperature,
-                                 "max_tokens": request.max_tokens, "json_mode": request.json_mode,
-                                 "repeat": request.repeat},
-                           {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
+        if store:
+            self.store(request, reply)
         return reply
+
+    def store(self, request: ChatRequest, reply: Reply) -> None:
+        """Caches a reply that was sent (and, for a checked reply, could be used)."""
+        if self.cache is None or reply.cached:
+            return
+        self.cache.put(request_key(self.endpoint, request),
+                       {"base_url": self.endpoint.base_url, "model": self.endpoint.model,
+                        "messages": request.messages, "temperature": request.temperature,
+                        "max_tokens": request.max_tokens, "json_mode": request.json_mode, "repeat": request.repeat},
+                       {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
 
     def _params(self, request: ChatRequest, json_format: bool) -> dict:
         params = {"model": self.endpoint.model, "temperature": request.temperature, "max_tokens": request.max_tokens,
@@ -141,6 +150,8 @@ class ChatClient:
                 except openai.APIStatusError as err:
                     error, status = err, err.status_code
                 except openai.APIConnectionError as err:  # includes timeouts
+                    error, status = err, None
+                except json.JSONDecodeError as err:  # a 200 whose JSON body is cut short: retried as a transient fault
                     error, status = err, None
                 except openai.OpenAIError as err:  # a reply the client cannot read
                     self.usage.count("failures")
@@ -195,6 +206,8 @@ class ChatClient:
 
 
 def describe(err) -> str:
+    if isinstance(err, json.JSONDecodeError):
+        return f"a truncated or invalid JSON body ({err})"
     status = getattr(err, "status_code", None)
     if status is None:
         return "request timed out" if type(err).__name__ == "APITimeoutError" else f"connection error ({err})"

@@ -30,32 +30,49 @@ class UsesLLM:
     def planned_requests(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[ChatRequest]:
         raise NotImplementedError
 
-    def ask(self, request: ChatRequest) -> Reply:
+    def ask(self, request: ChatRequest, store: bool = True, use_cache: bool = True) -> Reply:
         if self.client is None:
             raise RuntimeError(f"{type(self).__name__} is not connected: LLMSession.connect gives it a client")
-        return self.client.complete(request)
+        return self.client.complete(request, store, use_cache)
 
 
 class AsksForJSON(UsesLLM):
     """Asks for a JSON reply; a reply that cannot be read is asked once more with the problem
-    stated (`reask_prompt`, field {problem}), then the question fails with the reason."""
+    stated (`reask_prompt`, field {problem}), then the question fails with the reason. Only a reply
+    that was read is cached (an unreadable one, its re-ask if that failed too, never are); a cached
+    reply that cannot be read (left by an older ragexp) is asked afresh."""
 
     counters = ("reasks", "unreadable_replies", "clamped_values")
     reask_prompt: Template  # with the field {problem}, set by the subclass
 
     def ask_json(self, request: ChatRequest, read: Callable[[dict], T]) -> T:
-        reply = self.ask(request)
-        assert self.client is not None  # ask() has checked
+        reply, value = self.attempt(request, read)
+        if not isinstance(value, Unreadable):
+            return value
+        self.client.count("reasks")
+        followup = request.followed_by(reply.text, self.reask_prompt.render(problem=str(value)))
+        _, value = self.attempt(followup, read)
+        if isinstance(value, Unreadable):
+            self.client.count("unreadable_replies")
+            raise QuestionFailed(f"{self.client.role}: unreadable reply after a re-ask: {value}") from None
+        return value
+
+    def attempt(self, request: ChatRequest, read: Callable[[dict], T]) -> tuple[Reply, T | Unreadable]:
+        """The reply and what `read` made of it, or why it could not be read. Only a reply that was
+        read is cached; a cached one that cannot be read (stored by an older ragexp) is asked afresh."""
+        reply = self.ask(request, store=False)
         try:
-            return read_reply(reply.text, read)
-        except Unreadable as first:
-            self.client.count("reasks")
-            again = self.ask(request.followed_by(reply.text, self.reask_prompt.render(problem=str(first))))
+            value = read_reply(reply.text, read)
+        except Unreadable as err:
+            if not reply.cached:
+                return reply, err
+            reply = self.ask(request, store=False, use_cache=False)
             try:
-                return read_reply(again.text, read)
-            except Unreadable as second:
-                self.client.count("unreadable_replies")
-                raise QuestionFailed(f"{self.client.role}: unreadable reply after a re-ask: {second}") from None
+                value = read_reply(reply.text, read)
+            except Unreadable as again:
+                return reply, again
+        self.client.store(request, reply)
+        return reply, value
 
     def clamped(self, n: int = 1) -> None:
         """Counts values the reply gave out of range (clamped, or ignored)."""

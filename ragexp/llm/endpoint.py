@@ -9,6 +9,7 @@ from urllib.request import getproxies, proxy_bypass
 
 from ragexp.errors import RagexpError
 from ragexp.validation import NonEmptyStr, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from ragexp.secrets import scrub_url
 
 NO_KEY = "no-key"  # what the client sends to a server that takes no key (api_key_env: null)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -21,13 +22,16 @@ class Endpoint:
     is retried up to `max_retries` times after an exponential backoff from `backoff_s` (with
     jitter, capped at `max_backoff_s`), or after the server's Retry-After (also capped at
     `max_backoff_s`), which pauses every request to the endpoint. `requests_per_minute` (null:
-    unlimited) spaces the requests out."""
+    unlimited) spaces the requests out. Credentials in `base_url` (http://user:key@host/v1) are
+    used to connect (`connect_url`) and nowhere else: `base_url` is the URL with them masked, for
+    messages, logs and cache keys."""
 
     def __init__(self, base_url: str, model: NonEmptyStr, api_key_env: str | None = "OPENAI_API_KEY",
                  max_concurrency: PositiveInt = 16, timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 5,
                  backoff_s: NonNegativeFloat = 1.0, max_backoff_s: NonNegativeFloat = 60.0,
                  requests_per_minute: PositiveFloat | None = None):
-        self.base_url = str(base_url).rstrip("/")
+        self.connect_url = str(base_url).rstrip("/")
+        self.base_url = scrub_url(self.connect_url)
         self.model = str(model)
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
@@ -62,7 +66,7 @@ class Endpoint:
     def probe(self, setting: str, timeout_s: float = 5.0) -> None:
         """Opens a TCP connection to the endpoint's host (or to the proxy in between). No HTTP
         request is made, so a run answered from the cache makes none."""
-        url = urlsplit(self.base_url)
+        url = urlsplit(self.connect_url)
         host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
         proxy = getproxies().get(url.scheme)
         if proxy and not proxy_bypass(host or ""):

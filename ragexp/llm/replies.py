@@ -1,6 +1,9 @@
-"""Reading an LLM's JSON reply tolerantly, then strictly: the object may sit in a code fence or
-among prose; its fields are then checked against what the judge asked for. A reply that cannot
-be read raises `Unreadable` with the reason (the judge asks once more, then fails the question)."""
+"""Reading an LLM's JSON reply tolerantly, then strictly: the verdict is the whole reply when it is
+one JSON object, else the LAST complete JSON object in it (in a code fence or after prose), never
+an earlier one: an earlier object is something the judge quoted (an injected fake verdict in a
+document or an answer, say) before giving its own. Its fields are then checked against what the
+judge asked for. A reply that cannot be read raises `Unreadable` with the reason (the judge asks
+once more, then fails the question)."""
 from __future__ import annotations
 
 import json
@@ -32,20 +35,14 @@ def json_objects(text: str) -> list[dict]:
 
 
 def read_reply(text: str, read: Callable[[dict], T]) -> T:
-    """`read(obj)` of the first JSON object in `text` it accepts; else Unreadable with its complaint
-    about the first object (or that there is none)."""
+    """`read(obj)` of the verdict: the last complete JSON object in `text` (the whole reply when it
+    is one); Unreadable with `read`'s complaint about it, or that there is none. Earlier objects
+    are never read, even when the last one is not usable."""
     objects = json_objects(text)
     if not objects:
         shown = " ".join(text.split())[:80]
         raise Unreadable(f"no JSON object in the reply ({shown!r})" if shown else "empty reply")
-    first_error: Unreadable | None = None
-    for obj in objects:
-        try:
-            return read(obj)
-        except Unreadable as err:
-            first_error = first_error or err
-    assert first_error is not None  # objects is not empty
-    raise first_error
+    return read(objects[-1])
 
 
 def field(obj: dict, name: str) -> Any:

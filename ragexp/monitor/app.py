@@ -1,0 +1,178 @@
+"""The job behind `python -m ragexp.monitor`: read the log, summarise and judge each window,
+log to MLflow, check the alert rules against the baseline, write the reports, notify."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ragexp.errors import RagexpError
+
+log = logging.getLogger("ragexp.monitor")
+ALERTS_FIRED = 3  # exit status when an alert fires: the same as a failed quality gate
+
+
+def execute(cfg: DictConfig) -> int:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return monitor(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except RagexpError as err:
+        print(f"ragexp.monitor: error: {err}", file=sys.stderr)
+        return 2
+
+
+def monitor(cfg: DictConfig, out: Path) -> int:
+    """Everything one invocation does; returns the exit status (0, or ALERTS_FIRED)."""
+    from ragexp.monitor import alerts as alerting
+    from ragexp.monitor.records import Columns, LogReader, Malformed
+    from ragexp.monitor.report import console, plot, write_json, write_reports
+    from ragexp.monitor.tracking import MonitorStore
+    from ragexp.monitor.windows import Summary, iso
+    from ragexp.pipeline import build
+
+    m = cfg.monitor
+    if not m.get("input"):
+        raise RagexpError("monitor.input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)")
+    malformed = Malformed(m.on_error)
+    columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") else None)
+    reader = LogReader(m.input, columns, malformed, m.format)
+    summary = Summary(m.window, m.judge_sample, m.seed, m.exact_percentiles_max)
+    rules = alerting.rules_from(OmegaConf.to_container(cfg.alerts, resolve=True) if cfg.get("alerts") else None)
+    llm = build(cfg.llm)
+    if llm.dry_run:
+        raise RagexpError("dry_run: not supported by ragexp.monitor (it judges a sample: monitor.judge_sample=0 judges none)")
+    store = MonitorStore(build(cfg.tracker))
+    baseline = store.baseline(m.baseline)  # a bad baseline stops the job before the log is read
+    sample_judge = prepare_judge(cfg, llm) if m.judge_sample else None
+    name = m.get("name") or f"monitor {reader.path.stem}"
+    try:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        summary.add(reader)
+        read_s, read_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+        if not summary.records:
+            raise RagexpError(f"monitor.input: no well-formed record in {reader.path} "
+                              f"({reader.lines} lines, {malformed.count} malformed)")
+        windows, judged = [], []
+        for window in summary.ordered():
+            windows.append({"window": iso(window.start), "window_end": iso(window.end), "start": window.start,
+                            "end": window.end, "metrics": window.stats(llm.prices, m.model), "run_id": None})
+        if sample_judge is not None:
+            judged = judge_windows(sample_judge, summary, windows, columns, reader)
+        totals = {"records": summary.records, "malformed_lines": malformed.count, "windows": len(windows),
+                  "read_s": round(read_s, 3), "read_cpu_s": round(read_cpu_s, 3), **llm.stats()}
+    finally:
+        llm.close()
+    notes = []
+    unpriced = sorted({str(model or m.model) for w in summary.windows.values() for model in w.tokens
+                       if not llm.prices.known(model or m.model)})
+    if unpriced:
+        notes.append(f"no price in llm.prices for model(s) {', '.join(unpriced)}: their tokens cost 0 "
+                     "(add +llm.prices.NAME={input:..,output:..})")
+    if malformed.count:
+        notes.append(f"{malformed.count} malformed lines skipped (monitor.on_error=skip): "
+                     + "; ".join(malformed.examples[:5]) + (" ..." if malformed.count > 5 else ""))
+    if baseline and sample_judge and baseline.get("judge") and baseline["judge"] != sample_judge.judge.name:
+        notes.append(f"baseline run {baseline['name']!r} was judged by {baseline['judge']!r}, this sample by "
+                     f"{sample_judge.judge.name!r}: their scores may not be comparable")
+    found, rule_notes = alerting.evaluate(rules, windows, baseline)
+    notes += rule_notes
+    out.mkdir(parents=True, exist_ok=True)
+    alerts_file = out / "alerts.json"
+    payload = {"source": "ragexp.monitor", "input": str(reader.path.resolve()), "name": name,
+               "baseline": {k: baseline[k] for k in ("run_id", "name")} if baseline else None, "alerts": found}
+    write_json(alerts_file, payload)  # first: whatever fails later, the alerts are on disk
+    tags = {"monitor.input": str(reader.path.resolve()), "monitor.window": str(m.window),
+            "judge": sample_judge.judge.name if sample_judge else "none", **git_tags()}
+    if baseline:
+        tags["monitor.baseline"] = baseline["run_id"]
+    try:
+        parent = store.log(name, OmegaConf.to_container(cfg, resolve=True), windows, totals, tags)
+    except Exception as err:  # the alerts still go out: printed, in alerts.json, to the webhook
+        parent = None
+        print(f"ragexp.monitor: warning: MLflow logging failed ({err}); the outputs are in {out}", file=sys.stderr)
+    run_of = {w["window"]: w["run_id"] for w in windows}
+    for alert in found:
+        alert["run_id"] = run_of.get(alert["window"])
+    payload["mlflow_run"] = parent
+    write_json(alerts_file, payload)
+    write_judged(out / "judged.jsonl", judged)
+    summary_file = write_json(out / "windows.json", {
+        "input": str(reader.path.resolve()), "window": str(m.window), **totals,
+        "malformed_examples": malformed.examples, "baseline": payload["baseline"], "windows": windows})
+    png = plot(windows, out / "monitor.png", found)
+    facts = [f"input: {reader.path.resolve()} ({summary.records} records, {malformed.count} malformed lines)",
+             f"windows of {m.window} (UTC): {len(windows)}; read in {read_s:.1f} s",
+             f"judge: {tags['judge']}, {m.judge_sample} sampled records per window (seed {m.seed})",
+             f"baseline: {baseline['name']} ({baseline['run_id']})" if baseline else "baseline: none"]
+    reports = write_reports(out, name, windows, found, notes, facts, png)
+    store.finish(parent, found, windows, [alerts_file, summary_file, out / "judged.jsonl", *reports, *([png] if png else [])])
+    print(console(windows, found, notes))
+    print(f"output: {out}" + (f"\ntracked: {store.where()}, run {parent}" if parent else ""))
+    if found:
+        print(f"ragexp.monitor: {len(found)} alert(s) fired; written to {alerts_file}", file=sys.stderr)
+        if m.get("webhook_url"):
+            notify(m, payload, alerts_file)
+        return ALERTS_FIRED
+    return 0
+
+
+def prepare_judge(cfg: DictConfig, llm):
+    """The judge group's judge, connected to the LLM session, behind the stage cache."""
+    from ragexp.cache import EmbeddingStore
+    from ragexp.embedders import EmbeddingCache
+    from ragexp.monitor.judging import SampleJudge
+    from ragexp.pipeline import build
+
+    cache = build(cfg.cache)
+    judge = build(cfg.judge, EmbeddingCache(EmbeddingStore(str(cache.dir)) if cache.enabled else None))
+    llm.connect(judge=judge)  # API key, endpoint reachable
+    return SampleJudge(judge, cache, OmegaConf.to_container(cfg.judge, resolve=True))
+
+
+def judge_windows(sample_judge, summary, windows: list[dict], columns, reader) -> list:
+    """Judges every window's sample at once (the judge's concurrency spans windows) and adds each
+    window's scores to its metrics; returns (window, Sampled) for judged.jsonl."""
+    items, owners = [], []
+    for index, window in enumerate(summary.ordered()):
+        for line, row in sorted(window.sample.items, key=lambda item: item[0]):
+            items.append((f"{reader.path}:{line}", *columns.content(row, reader.header)))
+            owners.append(index)
+    judged = sample_judge.judge_all(items)
+    for index, window in enumerate(windows):
+        window["metrics"].update(sample_judge.window_scores([j for j, o in zip(judged, owners) if o == index]))
+    return [(windows[o]["window"], j) for o, j in zip(owners, judged)]
+
+
+def write_judged(path: Path, judged: list) -> None:
+    """One line per sampled record: where it is, what was asked and answered, the judge's verdict."""
+    with path.open("w", encoding="utf-8") as out:
+        for window, s in judged:
+            j = s.judgement
+            out.write(json.dumps({"window": window, "where": s.where, "query": s.query, "answer": s.answer,
+                                  "judge": j.judge if j else None, "scores": j.scores if j else None,
+                                  "hallucination": j.hallucination if j else None,
+                                  "reasoning": j.reasoning if j else None, "failure": s.failure}) + "\n")
+
+
+def git_tags() -> dict[str, str]:
+    from ragexp import __version__
+    from ragexp.trackers import git_commit
+
+    return {"git_commit": git_commit(), "ragexp_version": __version__}
+
+
+def notify(m: DictConfig, payload: dict, alerts_file: Path) -> None:
+    from ragexp.monitor.alerts import post
+
+    delivered, attempts, error = post(str(m.webhook_url), payload, int(m.webhook_retries), float(m.webhook_backoff_s),
+                                      float(m.webhook_timeout_s))
+    if delivered:
+        print(f"alerts posted to {m.webhook_url} (attempt {attempts})")
+    else:
+        print(f"ragexp.monitor: warning: webhook {m.webhook_url} failed after {attempts} attempt(s) ({error}); "
+              f"the alerts are in {alerts_file}", file=sys.stderr)

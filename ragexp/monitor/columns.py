@@ -1,0 +1,131 @@
+"""The fields of a log record: `monitor.columns` maps ragexp's names to the log's, and a
+batch of raw values becomes `Fields`, numpy columns converted a batch at a time, and a value at
+a time only in a batch where that fails, to name each malformed line."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import msgspec
+import numpy as np
+
+from ragexp.errors import RagexpError
+from ragexp.monitor import values
+
+if TYPE_CHECKING:
+    from ragexp.monitor.records import Malformed
+
+# ragexp's name of each field -> the default column name; only `timestamp` is required
+COLUMNS = {"timestamp": "timestamp", "query": "query", "contexts": "contexts", "answer": "answer",
+           "latency_ms": "latency_ms", "tokens_in": "tokens_in", "tokens_out": "tokens_out", "model": "model",
+           "error": "error", "feedback": "feedback"}
+SUMMARISED = ("timestamp", "latency_ms", "tokens_in", "tokens_out", "model", "error", "feedback")
+
+
+@dataclass
+class Fields:
+    """One batch of well-formed records, column by column."""
+
+    lines: np.ndarray  # line numbers in the file
+    time: np.ndarray  # seconds since the epoch (UTC), float64
+    latency_ms: np.ndarray  # float64, NaN: not logged
+    tokens_in: np.ndarray  # int64
+    tokens_out: np.ndarray
+    model: list | None  # model per record, None: no model column
+    failed: np.ndarray  # bool: the request ended in an error
+    error: list  # error kind per record (None when it succeeded)
+    feedback: np.ndarray  # int8: 1 satisfied, 0 not, -1 no feedback
+    rows: Sequence  # the raw rows: a JSONL line's bytes, a CSV row's list
+
+
+# (field, conversion of a column, conversion of one value)
+CONVERSIONS: tuple[tuple[str, Callable, Callable], ...] = (
+    ("timestamp", values.times, values.epoch_seconds),
+    ("latency_ms", lambda v: values.numbers(v, "latency_ms"), lambda v: values.number(v, "latency_ms")),
+    ("tokens_in", lambda v: values.numbers(v, "tokens_in"), lambda v: values.number(v, "tokens_in")),
+    ("tokens_out", lambda v: values.numbers(v, "tokens_out"), lambda v: values.number(v, "tokens_out")),
+    ("feedback", values.feedbacks, values.feedback),
+)
+
+
+class Columns:
+    """`monitor.columns`: ragexp's field -> the log's column name (null: the log has no such column)."""
+
+    def __init__(self, mapping: dict | None = None):
+        unknown = set(mapping or {}) - set(COLUMNS)
+        if unknown:
+            raise RagexpError(f"monitor.columns: unknown field(s) {', '.join(sorted(unknown))}; "
+                              f"the fields are {', '.join(COLUMNS)}")
+        self.names = {**COLUMNS, **(mapping or {})}
+        if not self.names["timestamp"]:
+            raise RagexpError("monitor.columns.timestamp: every record needs a time; name its column")
+
+    def fields(self, lines: list[int], rows: list, get: Callable[[str], list | None], where: str,
+               malformed: Malformed, problems: dict[int, str]) -> Fields | None:
+        """A batch's columns; `get(field)` lists a field's raw values (None: no such column).
+        `problems` (line -> reason) are the batch's lines the reader could not parse: all are
+        reported in line order, so `on_error=stop` stops at the first."""
+        converted, bad = {}, {}
+        for field, vectorised, one in CONVERSIONS:
+            raw = get(field)
+            if raw is None:
+                converted[field] = np.full(len(rows), np.nan)
+                continue
+            try:
+                converted[field] = vectorised(raw)
+            except (ValueError, TypeError, Warning):  # BadValue is a ValueError
+                column = []
+                for value, line in zip(raw, lines):
+                    try:
+                        column.append(one(value))
+                    except values.BadValue as err:
+                        bad.setdefault(line, str(err))
+                        column.append(np.nan)
+                converted[field] = np.array(column, dtype=np.float64)
+        errors = get("error") or [None] * len(rows)
+        models = get("model")
+        if models is not None and not all(type(m) is str or m is None for m in models):
+            models = [None if m is None or m == "" else str(m) for m in models]  # a model named by a number, ...
+        for line, reason in sorted({**problems, **bad}.items()):
+            malformed.report(f"{where}:{line}", reason)
+        if bad:
+            keep = np.array([line not in bad for line in lines])
+            if not keep.any():
+                return None
+            rows = [r for r, k in zip(rows, keep) if k]
+            errors = [e for e, k in zip(errors, keep) if k]
+            models = [m for m, k in zip(models, keep) if k] if models is not None else None
+            lines = [n for n, k in zip(lines, keep) if k]
+            converted = {f: c[keep] for f, c in converted.items()}
+        failed = np.fromiter(map(bool, errors), bool, len(errors))
+        feedback = converted["feedback"]
+        return Fields(np.asarray(lines), converted["timestamp"], converted["latency_ms"],
+                      np.nan_to_num(converted["tokens_in"]).astype(np.int64),
+                      np.nan_to_num(converted["tokens_out"]).astype(np.int64), models, failed,
+                      [str(e) if f else None for e, f in zip(errors, failed)] if failed.any() else errors,
+                      np.where(np.isnan(feedback), -1, feedback).astype(np.int8), rows)
+
+    def content(self, row: Any, header: list[str] | None = None) -> tuple[str, list, str]:
+        """The query, the retrieved contexts and the answer of a row (read only for sampled ones)."""
+        def get(field):
+            name = self.names[field]
+            if not name:
+                return None
+            if header is None:
+                return row.get(name)
+            return row[header.index(name)] if name in header else None
+
+        if isinstance(row, bytes):
+            row = msgspec.json.decode(row)
+        contexts = get("contexts")
+        if isinstance(contexts, str) and header is not None and contexts.strip().startswith("["):
+            try:
+                contexts = json.loads(contexts)
+            except json.JSONDecodeError:
+                pass  # text that happens to start with a bracket: one context
+        if contexts is None or contexts == "":
+            contexts = []
+        elif not isinstance(contexts, list):
+            contexts = [contexts]
+        return str(get("query") or ""), contexts, str(get("answer") or "")

@@ -1,0 +1,207 @@
+"""Reading production interaction logs (JSONL or CSV) in batches of lines, never the whole file.
+
+Each batch becomes `Fields`: numpy columns of what every record is summarised by (time, latency,
+tokens, model, error kind, feedback) plus the raw rows, from which the query, retrieved contexts
+and answer are read only for the few records sampled for judging. JSONL is decoded by msgspec
+into those fields alone (the long texts are skipped, not built), a batch of lines as one JSON
+array; columns are converted a batch at a time (numpy), and a line at a time only in a batch
+where that fails, to name the malformed line: `file:line: reason`, then stop or skip it
+(`monitor.on_error`). Column names are mapped in `monitor.columns`."""
+from __future__ import annotations
+
+import csv
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import msgspec
+import numpy as np
+
+from ragexp.errors import RagexpError
+from ragexp.monitor.columns import COLUMNS, SUMMARISED, Columns, Fields
+
+__all__ = ["COLUMNS", "Columns", "Fields", "LogReader", "Malformed"]
+
+ON_ERROR = ("stop", "skip")
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+BATCH = 8192  # CSV lines per batch
+BATCH_BYTES = 4 << 20  # JSONL bytes per batch
+
+
+class Malformed:
+    """The `on_error` policy: `stop` raises a RagexpError naming file:line at the first malformed
+    line; `skip` counts every one and keeps the first `keep` for the report."""
+
+    def __init__(self, on_error: str = "stop", keep: int = 20):
+        if on_error not in ON_ERROR:
+            raise RagexpError(f"monitor.on_error: {on_error!r} is not one of {', '.join(ON_ERROR)}")
+        self.on_error, self.keep = on_error, keep
+        self.count = 0
+        self.examples: list[str] = []
+
+    def report(self, where: str, reason: str) -> None:
+        message = f"{where}: {reason}"
+        if self.on_error == "stop":
+            raise RagexpError(f"{message} (monitor.on_error=skip counts and skips malformed lines)")
+        self.count += 1
+        if len(self.examples) < self.keep:
+            self.examples.append(message)
+
+
+def log_format(path: Path, configured: str) -> str:
+    if configured != "auto":
+        if configured not in ("jsonl", "csv", "tsv"):
+            raise RagexpError(f"monitor.format: {configured!r} is not one of auto, jsonl, csv, tsv")
+        return configured
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        raise RagexpError(f"monitor.format: cannot tell the format of {path} from its suffix "
+                          f"({', '.join(FORMATS)}); set monitor.format=jsonl or csv") from None
+
+
+class LogReader:
+    """The batches of one log file, streamed. `header` is the CSV header (None for JSONL)."""
+
+    def __init__(self, path: str | Path, columns: Columns, malformed: Malformed, format: str = "auto"):
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise RagexpError(f"monitor.input: {path} is not a file (looked for {self.path.resolve()}); "
+                              "set monitor.input=/path/to/log.jsonl")
+        self.columns, self.malformed = columns, malformed
+        self.format = log_format(self.path, format)
+        self.header: list[str] | None = None
+        self.lines = 0  # lines read (data lines, malformed included)
+
+    def __iter__(self) -> Iterator[Fields]:
+        return self.jsonl() if self.format == "jsonl" else self.delimited("," if self.format == "csv" else "\t")
+
+    def jsonl(self) -> Iterator[Fields]:
+        names, where = self.columns.names, str(self.path)
+        summarised = [f for f in SUMMARISED if names[f]]
+        struct = msgspec.defstruct("LogRecord", [(f, Any, None) for f in summarised],
+                                   rename={f: names[f] for f in summarised})
+        self.decoders = msgspec.json.Decoder(list[struct]), msgspec.json.Decoder(struct)
+        with self.path.open("rb") as handle:
+            first, rest = 1, b""
+            while True:
+                read = handle.read(BATCH_BYTES)
+                data = rest + read
+                if not data:
+                    return
+                cut = data.rfind(b"\n") + 1 if read else len(data)  # whole lines; at the end, what is left
+                if not cut:
+                    rest = data  # a line longer than a batch: read on
+                    continue
+                block, rest = memoryview(data)[:cut], data[cut:]
+                lines, records, raw, problems, count = self.parse(block, first)
+                first += count
+                self.lines = first - 1
+                if not records:
+                    for line, reason in sorted(problems.items()):
+                        self.malformed.report(f"{where}:{line}", reason)
+                    continue
+
+                def get(field, records=records):
+                    return list(map(attrgetter(field), records)) if field in summarised else None
+
+                fields = self.columns.fields(lines, raw, get, where, self.malformed, problems)
+                if fields is not None:
+                    yield fields
+
+    def parse(self, block: memoryview, first: int) -> tuple[list[int], list, Sequence[bytes], dict[int, str], int]:
+        """The records of a run of lines (the first is line `first`) with each one's raw line,
+        decoded as one JSON array (its newlines turned into commas, in one copy), or, when that
+        fails, line by line to name the malformed ones; and the number of lines."""
+        many, one = self.decoders
+        array = bytearray(len(block) + 2)
+        array[0], array[1:-1], array[-1] = ord("["), block, ord("]")
+        view = np.frombuffer(array, dtype=np.uint8)
+        newlines = view == ord("\n")
+        ends_with_newline = block[-1] == ord("\n")
+        count = int(newlines.sum()) + (not ends_with_newline)
+        view[newlines] = ord(",")
+        if ends_with_newline:
+            view[-2] = ord(" ")
+        try:
+            records = many.decode(array)
+            if len(records) == count:
+                return list(range(first, first + count)), records, BlockLines(array, newlines, count), {}, count
+        except msgspec.DecodeError:
+            pass
+        lines, records, raw, problems = [], [], [], {}
+        for number, line in enumerate(bytes(block).split(b"\n")[:count], start=first):
+            if not line.strip():
+                continue
+            try:
+                row = msgspec.json.decode(line)
+            except msgspec.DecodeError as err:
+                problems[number] = f"not valid JSON ({err})"
+                continue
+            if type(row) is not dict:
+                problems[number] = f"expected a JSON object, got {type(row).__name__}"
+                continue
+            lines.append(number)
+            records.append(one.decode(line))
+            raw.append(line)
+        return lines, records, raw, problems, count
+
+    def delimited(self, delimiter: str) -> Iterator[Fields]:
+        where = str(self.path)
+        with self.path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.reader(handle, delimiter=delimiter)
+            self.header = header = next(reader, None) or []
+            names = self.columns.names
+            if names["timestamp"] not in header:
+                raise RagexpError(f"{where}:1: no column {names['timestamp']!r} in the header {header}; "
+                                  "set monitor.columns.timestamp=<the time column>")
+            index = {f: header.index(names[f]) if names[f] in header else None for f in COLUMNS}
+            width = len(header)
+            try:
+                while True:
+                    lines, rows, problems = [], [], {}
+                    for row in reader:
+                        if len(row) != width:
+                            if row:
+                                problems[reader.line_num] = f"{len(row)} fields, the header has {width}"
+                            continue
+                        lines.append(reader.line_num)
+                        rows.append(row)
+                        if len(rows) == BATCH:
+                            break
+                    self.lines = reader.line_num - 1
+                    if not rows:
+                        for line, reason in sorted(problems.items()):
+                            self.malformed.report(f"{where}:{line}", reason)
+                        return
+
+                    def get(field, rows=rows):
+                        i = index[field]
+                        return None if i is None else [r[i] or None for r in rows]
+
+                    fields = self.columns.fields(lines, rows, get, where, self.malformed, problems)
+                    if fields is not None:
+                        yield fields
+            except csv.Error as err:
+                raise RagexpError(f"{where}:{reader.line_num}: not valid CSV ({err})") from None
+
+
+class BlockLines(Sequence):
+    """The lines of a batch, cut out of its JSON array (`[` + lines joined by commas + `]`) only
+    when one is asked for (a sampled record); `newlines` marks where the newlines were."""
+
+    def __init__(self, array: bytearray, newlines: np.ndarray, count: int):
+        self.array, self.newlines, self.count = array, newlines, count
+        self.ends: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> bytes:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        if self.ends is None:
+            self.ends = np.flatnonzero(self.newlines)
+        start = int(self.ends[i - 1]) + 1 if i else 1
+        end = int(self.ends[i]) if i < len(self.ends) else len(self.array) - 1
+        return bytes(self.array[start:end])

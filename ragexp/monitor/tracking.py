@@ -1,0 +1,110 @@
+"""The monitor in MLflow: one parent run per `python -m ragexp.monitor` invocation with every
+window's metrics as a time series (step = the window's start in seconds since the epoch, metric
+timestamp = the window's start), and one child run per window (started at the window's start,
+ended at its end, tagged `window_start`), whose flat metrics make it a baseline for later runs.
+Alerts are tagged on the window's run (`alert.<rule>`) and counted on both (`alerts`)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ragexp.errors import RagexpError
+from ragexp.monitor.alerts import describe
+from ragexp.trackers import MlflowTracker, flatten
+
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class MonitorStore:
+    """MLflow through the `tracker` group: `tracker=none` logs nothing and reads no baseline."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.active = isinstance(tracker, MlflowTracker)
+        self._client = None
+
+    def client(self):
+        if self._client is None:
+            self._client = self.tracker.client()
+        return self._client
+
+    def where(self) -> str:
+        return self.tracker.where()
+
+    def baseline(self, spec: str | None) -> dict | None:
+        """The run `spec` names (a run id, else the latest run of that name in any experiment)."""
+        if not spec:
+            return None
+        if not self.active:
+            raise RagexpError("monitor.baseline reads an MLflow run: use tracker=mlflow (and tracker.tracking_uri=...)")
+        client, spec = self.client(), str(spec)
+        run = None
+        if RUN_ID.fullmatch(spec):
+            try:
+                run = client.get_run(spec)
+            except Exception:
+                run = None
+        if run is None:
+            if "'" in spec:
+                raise RagexpError(f"monitor.baseline: {spec!r}: a run name cannot hold a quote")
+            experiments = [e.experiment_id for e in client.search_experiments()]
+            found = client.search_runs(experiments, f"attributes.run_name = '{spec}'",
+                                       order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+            if not found:
+                raise RagexpError(f"monitor.baseline: no run with id or name {spec!r} in {self.where()}")
+            run = found[0]
+        return {"run_id": run.info.run_id, "name": run.info.run_name, "metrics": dict(run.data.metrics),
+                "judge": run.data.tags.get("judge")}
+
+    def log(self, name: str, config: dict, windows: list[dict], totals: dict, tags: dict) -> str | None:
+        """The parent run and one child run per window; sets each window's `run_id`."""
+        if not self.active:
+            return None
+        from mlflow.entities import Metric, Param
+
+        client = self.client()
+        experiment = client.get_experiment_by_name(self.tracker.experiment).experiment_id
+        parent = client.create_run(experiment, run_name=name, tags={**tags, "ragexp.role": "monitor"}).info.run_id
+        try:
+            params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
+            for start in range(0, len(params), 100):
+                client.log_batch(parent, params=params[start:start + 100])
+            series = [Metric(key, float(value), int(w["start"] * 1000), int(w["start"]))
+                      for w in windows for key, value in w["metrics"].items()]
+            last = int(windows[-1]["start"]) if windows else 0
+            series += [Metric(key, float(value), int(windows[-1]["start"] * 1000) if windows else 0, last)
+                       for key, value in totals.items()]
+            for start in range(0, len(series), 1000):
+                client.log_batch(parent, metrics=series[start:start + 1000])
+            for window in windows:
+                start_ms, end_ms = int(window["start"] * 1000), int(window["end"] * 1000)
+                child = client.create_run(experiment, run_name=f"{name} {window['window']}", start_time=start_ms, tags={
+                    **tags, "mlflow.parentRunId": parent, "ragexp.role": "monitor-window",
+                    "window_start": window["window"], "window_end": window["window_end"]}).info.run_id
+                client.log_batch(child, metrics=[Metric(k, float(v), start_ms, int(window["start"]))
+                                                 for k, v in window["metrics"].items()])
+                client.set_terminated(child, "FINISHED", end_time=end_ms)
+                window["run_id"] = child
+        except Exception:
+            client.set_terminated(parent, "FAILED")
+            raise
+        return parent
+
+    def finish(self, parent: str | None, alerts: list[dict], windows: list[dict], files: list[Path]) -> None:
+        """Alerts as tags, the output files as artifacts of the parent run, which then ends."""
+        if parent is None:
+            return
+        client = self.client()
+        by_run: dict[str, list[dict]] = {}
+        for alert in alerts:
+            by_run.setdefault(alert["run_id"], []).append(alert)
+        for window in windows:
+            fired = by_run.get(window.get("run_id"), [])
+            client.set_tag(window["run_id"], "alerts", str(len(fired)))
+            for alert in fired:
+                client.set_tag(window["run_id"], f"alert.{alert['rule']}", describe(alert)[:5000])
+        client.set_tag(parent, "alerts", str(len(alerts)))
+        for file in files:
+            if file.exists():
+                client.log_artifact(parent, str(file))
+        client.set_terminated(parent, "FINISHED")

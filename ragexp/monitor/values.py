@@ -1,0 +1,102 @@
+"""Field values of a log record: one value at a time (names the problem) or a column at a time
+(numpy; raises when some value needs the per-value path)."""
+from __future__ import annotations
+
+import warnings
+from datetime import datetime, UTC
+from typing import Any
+
+import numpy as np
+
+POSITIVE = {"1", "+1", "true", "yes", "up", "thumbs_up", "thumbsup", "positive", "good", "like", "👍"}
+NEGATIVE = {"0", "-1", "false", "no", "down", "thumbs_down", "thumbsdown", "negative", "bad", "dislike", "👎"}
+MS_AFTER = 1e11  # an epoch number above this is in milliseconds (1e11 s is in the year 5138)
+
+
+class BadValue(ValueError):
+    """A field value that cannot be read: its line is malformed."""
+
+
+def epoch_seconds(value: Any) -> float:
+    """An ISO 8601 time (a naive one is UTC) or seconds / milliseconds since the epoch."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            try:
+                value = float(value)
+            except ValueError:
+                raise BadValue(f"timestamp {value!r} is neither ISO 8601 nor seconds since the epoch") from None
+        else:
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            return moment.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return value / 1000.0 if value > MS_AFTER else float(value)
+    raise BadValue("no timestamp" if value is None or value == "" else f"timestamp {value!r} is not a time")
+
+
+def times(raw: list) -> np.ndarray:
+    """A column of ISO times (YYYY-MM-DD..., ending in Z or without an offset) or of epoch
+    numbers (or numeric strings), as seconds since the epoch."""
+    if isinstance(raw[0], str):
+        text = np.array(raw, dtype="S")  # fails on None / numbers among the strings
+        if (np.strings.find(text, b"-") == 4).all():
+            return iso_times(text)
+    seconds = np.array(raw, dtype=np.float64)
+    if np.isnan(seconds).any():
+        raise BadValue("missing times")
+    return np.where(seconds > MS_AFTER, seconds / 1000.0, seconds)
+
+
+def iso_times(text: np.ndarray) -> np.ndarray:
+    if np.strings.endswith(text, b"Z").all():
+        lengths = np.strings.str_len(text)
+        if lengths.min() != lengths.max():
+            raise BadValue("times of different lengths")  # the per-value path reads them
+        text = text.astype(f"S{text.dtype.itemsize - 1}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an offset such as +02:00: the per-value path reads it right
+        moments = text.astype("datetime64[us]")
+    if np.isnat(moments).any():
+        raise BadValue("missing times")
+    return moments.astype(np.int64) / 1e6
+
+
+def number(value: Any, field: str) -> float:
+    if value is None or value == "":
+        return np.nan
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        raise BadValue(f"{field} {value!r} is not a number") from None
+    if not result >= 0:
+        raise BadValue(f"{field} {value!r} must be a number >= 0")
+    return result
+
+
+def numbers(raw: list, field: str) -> np.ndarray:
+    column = np.array(raw, dtype=np.float64)  # None -> NaN; text that is no number raises
+    if (column < 0).any():
+        raise BadValue(f"negative {field}")
+    return column
+
+
+def feedback(value: Any) -> float:
+    if value is None or value == "":
+        return np.nan
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value > 0)
+    text = str(value).strip().lower()
+    if text in POSITIVE:
+        return 1.0
+    if text in NEGATIVE:
+        return 0.0
+    raise BadValue(f"feedback {value!r} is not one of 1/0, true/false, up/down (or empty)")
+
+
+def feedbacks(raw: list) -> np.ndarray:
+    column = np.array(raw, dtype=np.float64)  # numbers, booleans and None; words take the per-value path
+    return np.where(np.isnan(column), np.nan, (column > 0).astype(np.float64))

@@ -1,0 +1,59 @@
+"""Secrets never written: credentials in URLs are masked wherever a URL is logged or stored, and a
+command line that carries a key is refused before Hydra writes anything (`.hydra/*.yaml`).
+Imported by `python -m ragexp` before Hydra starts: keep it light (standard library only)."""
+from __future__ import annotations
+
+import re
+import sys
+
+# scheme://userinfo@ : a URL that carries a user name, a password or a token
+URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@?#]+)@")
+SECRET_KEY = re.compile(r"(^|[._])(api_key|secret|password|token)$", re.IGNORECASE)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# the shapes of common API keys: OpenAI/Anthropic sk-, GitHub, Slack, AWS, Hugging Face, Google
+KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
+                        r"|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_-]{20,})")
+MASK = "***"
+BAD_INPUT = 2
+
+
+def scrub_url(text: str) -> str:
+    """`text` with the credentials of every URL in it masked: http://user:key@host -> http://***@host."""
+    return URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{MASK}@", text) if isinstance(text, str) else text
+
+
+def has_credentials(text: str) -> bool:
+    return isinstance(text, str) and URL_CREDENTIALS.search(text) is not None
+
+
+def secret_in_override(override: str) -> str | None:
+    """Why a command-line `key=value` override must not be used (it would be written to .hydra/ and
+    logged), or None. The value itself is never echoed."""
+    if "=" not in override or override.startswith("-"):
+        return None
+    key, value = override.split("=", 1)
+    key = key.lstrip("+~")
+    value = value.strip().strip("'\"")
+    fix = "put it in an environment variable"
+    if has_credentials(value):
+        return (f"{key}: the URL carries credentials (user:password@ or a token before @); {fix} and give "
+                f"{key}='${{oc.env:NAME}}' (the URL from the variable NAME), or use the server's own key setting")
+    if key.endswith("api_key_env") and value.lower() not in ("null", "none", "") and not all(
+            ENV_NAME.fullmatch(v.strip()) for v in value.split(",")):
+        return (f"{key} must be the NAME of an environment variable (such as OPENAI_API_KEY) that holds the "
+                "key, not the key itself")
+    if KEY_SHAPES.search(value):
+        return f"{key}: the value looks like an API key; {fix} and name that variable in the *.api_key_env setting"
+    if SECRET_KEY.search(key) and value.lower() not in ("null", "none", ""):
+        return f"{key}: secrets are not given on the command line; {fix} and name it in the *.api_key_env setting"
+    return None
+
+
+def refuse_secret_overrides(argv: list[str]) -> None:
+    """Exits with status 2 (bad input) and one line per offending override, before Hydra writes
+    the overrides to `.hydra/overrides.yaml`."""
+    problems = [why for arg in argv if (why := secret_in_override(arg))]
+    if problems:
+        for why in problems:
+            print(f"ragexp: error: {why} (nothing was written)", file=sys.stderr)
+        sys.exit(BAD_INPUT)

@@ -1,0 +1,17 @@
+"""`python -m ragexp.synth`: a synthetic test set from a corpus (conf/synth.yaml). Light imports:
+`--help` loads no model code."""
+import hydra
+from omegaconf import DictConfig
+
+from ragexp.__main__ import CONF
+
+
+@hydra.main(version_base="1.3", config_path=CONF, config_name="synth")
+def main(cfg: DictConfig) -> None:
+    from ragexp.synth.app import execute
+
+    execute(cfg)
+
+
+if __name__ == "__main__":
+    main()

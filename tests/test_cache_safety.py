@@ -1,0 +1,288 @@
+"""A cache that cannot hurt: nothing read from the cache folder runs code, a damaged or foreign
+entry is a miss with one warning per stage, a code change is a miss, an unusable folder or SQLite
+file gives one warning and the run goes on, and failed LLM replies are never cached."""
+import errno
+import json
+import logging
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, TEST_KEY_ENV, compose, llm_args, run_cli
+from openai_server import auto_reply, task
+
+from ragexp.cache import StageCache, key_of
+from ragexp.code_identity import code_hash
+from ragexp.errors import QuestionFailed
+from ragexp.llm.cache import ResponseCache
+from ragexp.llm.client import ChatClient, ChatRequest
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.usage import Prices, Usage
+from ragexp.pipeline import run
+from ragexp.types import Answer, Chunk, Hit, Judgement
+
+FAST = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "tracker=none", "retriever.top_k=2"]
+ENV = {TEST_KEY_ENV: "sk-test", "PYTHONPATH": str(ROOT)}  # this checkout's ragexp in subprocesses
+
+
+def tiny_dataset(root: Path, docs: int = 3) -> Path:
+    data = root / "data"
+    (data / "docs").mkdir(parents=True)
+    for n in range(docs):
+        (data / "docs" / f"doc{n}.txt").write_text(
+            f"Topic {n} is about subject number {n}. " + f"Component {n} listens on port {7400 + n}. " * 8)
+    rows = [{"id": str(n), "question": f"Which port does component {n} use?", "answer": f"Port {7400 + n}.",
+             "golden_docs": [f"doc{n}"]} for n in range(docs)]
+    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
+def work(data, cache_dir, *overrides):
+    return run(compose(f"dataset.path={data}", f"cache.dir={cache_dir}", *FAST, *overrides))
+
+
+def cache_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "cache" in r.getMessage()]
+
+
+class Planted:
+    """Unpickling this runs a shell command that creates `marker`."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_planted_pickle_is_never_executed(tmp_path, caplog):
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    first = work(data, cache_dir)
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(Planted(marker))
+    entries = list(cache_dir.rglob("*.json"))
+    assert {e.relative_to(cache_dir).parts[0] for e in entries} == {"chunks", "hits", "answers", "judgements"}
+    for entry in entries:
+        entry.write_bytes(payload)  # in place of every entry
+        entry.with_suffix(".pkl").write_bytes(payload)  # and where ragexp once kept its pickles
+    caplog.clear()
+    again = work(data, cache_dir)
+    assert not marker.exists()
+    c = again.counters
+    assert c["chunks_computed"] == 1 and c["judgements_computed"] == 3 and c["judgements_unreadable"] == 3
+    assert again.aggregates["overall_score"] == first.aggregates["overall_score"]
+    skipped = [m for m in cache_warnings(caplog) if "skipping unreadable" in m]
+    assert sorted(m.split()[3] for m in skipped) == ["answers", "chunks", "hits", "judgements"]  # one per stage
+
+
+def test_a_corrupted_or_foreign_entry_is_a_miss_with_one_warning(tmp_path, caplog):
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    work(data, cache_dir)
+    judgements = sorted((cache_dir / "judgements").rglob("*.json"))
+    judgements[0].write_text(judgements[0].read_text()[:40])  # cut short
+    entry = json.loads(judgements[1].read_text())
+    entry["value"] = {"os.system": {"command": "true"}}  # a record type ragexp does not know
+    judgements[1].write_text(json.dumps(entry))
+    judgements[2].write_text(judgements[1].read_text().replace(entry["key"], "0" * 64))  # another key's entry
+    caplog.clear()
+    again = work(data, cache_dir)
+    c = again.counters
+    assert c["judgements_computed"] == 3 and c["judgements_unreadable"] == 3 and c["answers_cached"] == 3
+    assert len(cache_warnings(caplog)) == 1
+    assert again.aggregates["failed_questions"] == 0
+    assert work(data, cache_dir).counters["judgements_cached"] == 3  # rewritten whole
+
+
+def test_every_record_comes_back_from_disk_as_it_was_stored(tmp_path):
+    chunk = Chunk("d#0", "d", "text é", 0, 6)
+    hits = [[Hit(chunk, 0.5, 1), Hit(Chunk("d#1", "d", "more"), -1.25, 2)], []]
+    repeat = Judgement("triad", {"faithfulness": 0.5}, 0.25, "r1",
+                       {"claims": ["a"], "claim_verdicts": [{"claim": "a", "supported": True}]})
+    judgement = Judgement("triad", {"faithfulness": 0.75}, 0.125, "both", {"repeat_scores": [{"f": 1.0}]},
+                          (repeat, repeat))
+    values = {"chunks": [chunk], "hits": hits, "answers": Answer("It is 7400.", 0.01),
+              "judgements": judgement, "plain": {"n": [1, 2.5, None, True]},
+              "verdict": Judgement("llm", {"faithfulness": 9.0}, True, "ok")}
+    for stage, value in values.items():
+        StageCache(str(tmp_path)).cached(stage, key_of(stage), lambda value=value: value)
+    fresh = StageCache(str(tmp_path))
+    for stage, value in values.items():
+        assert fresh.cached(stage, key_of(stage), lambda: pytest.fail("computed again")) == value
+    assert fresh.cached("verdict", key_of("verdict"), lambda: None).hallucination is True
+    assert fresh.stats["judgements_cached"] == 1 and not any(k.endswith("_computed") for k in fresh.stats)
+
+
+CHUNKER = """\
+from ragexp.chunkers import RecursiveChunker
+
+
+class EditedChunker(RecursiveChunker):
+    \"\"\"{doc}\"\"\"
+"""
+
+
+def test_editing_a_components_code_is_a_miss(tmp_path, monkeypatch):
+    """The chunker's class lives in a module of its own; editing that file changes the keys of
+    its chunks (and so of everything after them); an unchanged file keeps them."""
+    module = tmp_path / "edited_chunker.py"
+    module.write_text(CHUNKER.format(doc="version one"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    target = "chunker._target_=edited_chunker.EditedChunker"
+    assert work(data, cache_dir, target).counters["chunks_computed"] == 1
+    code_hash.cache_clear()  # sources are hashed once per process: this is a new "process"
+    assert work(data, cache_dir, target).counters["chunks_cached"] == 1
+    module.write_text(CHUNKER.format(doc="version two"))
+    code_hash.cache_clear()
+    edited = work(data, cache_dir, target).counters
+    assert edited["chunks_computed"] == 1 and edited["hits_computed"] == 1
+    before = code_hash("edited_chunker.EditedChunker")
+    code_hash.cache_clear()
+    assert code_hash("edited_chunker.EditedChunker") == before
+    assert key_of({"_target_": "edited_chunker.EditedChunker"}) != key_of({"_target_": "ragexp.chunkers.RecursiveChunker"})
+
+
+def test_an_unwritable_cache_folder_gives_one_message_and_the_run_goes_on(tmp_path, caplog):
+    data = tiny_dataset(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = work(data, blocker / "cache")
+    assert result.aggregates["failed_questions"] == 0 and result.counters["judgements_computed"] == 3
+    [message] = cache_warnings(caplog)
+    assert message.startswith(f"cache.dir: cannot write to {blocker / 'cache'}") and "uncached" in message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_cache_folder_gives_one_message(tmp_path, caplog):
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    cache_dir.mkdir()
+    cache_dir.chmod(0o555)
+    try:
+        result = work(data, cache_dir)
+    finally:
+        cache_dir.chmod(0o755)
+    assert result.aggregates["failed_questions"] == 0
+    assert len(cache_warnings(caplog)) == 1 and not list(cache_dir.iterdir())
+
+
+def test_no_space_left_gives_one_message_and_leaves_no_temporary_file(tmp_path, monkeypatch, caplog):
+    """ENOSPC injected at the filesystem call (the rename that publishes an entry), for files under
+    the cache folder only: the entry's temporary file is removed and the run goes on uncached."""
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    real_replace = os.replace
+
+    def disk_full(src, dst, *args, **kwargs):
+        if str(dst).startswith(str(cache_dir)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    result = work(data, cache_dir)
+    assert result.aggregates["failed_questions"] == 0 and result.counters["judgements_computed"] == 3
+    [message] = cache_warnings(caplog)
+    assert "No space left on device" in message and "the run goes on uncached" in message
+    assert not [p for p in cache_dir.rglob("*") if p.is_file() and p.name != "embeddings.sqlite"
+                and not p.name.startswith("embeddings.sqlite-")]
+    monkeypatch.undo()
+    assert work(data, cache_dir).counters["chunks_computed"] == 1  # nothing was stored
+
+
+FULL_DISK = """\
+import json, resource, signal, sys
+sys.path.insert(0, {tests!r})
+from conftest import compose
+from ragexp.pipeline import run
+cfg = compose(*sys.argv[1:])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+result = run(cfg)
+print(json.dumps({{"failed": result.aggregates["failed_questions"], "counters": result.counters}}))
+"""
+
+
+def test_a_full_disk_during_a_run_gives_one_message_per_store_and_no_temporary_files(tmp_path, server):
+    """A real write failure, no patching: the process may not write a file larger than 3000 bytes
+    (RLIMIT_FSIZE), so the chunks' entry, the embedding store and the LLM cache fail mid-run."""
+    data, cache_dir = tiny_dataset(tmp_path, docs=6), tmp_path / "cache"
+    script = FULL_DISK.format(tests=str(Path(__file__).parent), limit=3000)
+    args = [f"dataset.path={data}", f"cache.dir={cache_dir}", *FAST, *llm_args(server, generator=False)[1:]]
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, **ENV}, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["failed"] == 0 and report["counters"]["judgements_computed"] == 6
+    warnings = [line for line in proc.stderr.splitlines() if "cache" in line and "WARNING" in line or "cannot" in line]
+    assert len([w for w in warnings if "cache.dir: cannot write" in w]) == 1, proc.stderr
+    assert len([w for w in warnings if "embeddings.sqlite cannot be used" in w]) == 1, proc.stderr
+    assert len([w for w in warnings if "responses.sqlite cannot be used" in w]) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not [p for p in cache_dir.rglob("*") if p.name.startswith(".tmp-")]
+    assert len(server.chat_requests()) == 6
+
+
+def test_garbage_sqlite_files_are_bypassed_with_one_warning_each(tmp_path, server):
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    (cache_dir / "llm").mkdir(parents=True)
+    for file in (cache_dir / "embeddings.sqlite", cache_dir / "llm" / "responses.sqlite"):
+        file.write_bytes(b"this is not a database " * 100)
+    proc = run_cli(f"dataset.path={data}", f"cache.dir={cache_dir}", *FAST, *llm_args(server, generator=False)[1:],
+                   "hydra.run.dir=out", cwd=tmp_path, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert "failed_questions                     0" in proc.stdout
+    out = proc.stdout + proc.stderr
+    assert out.count("embeddings.sqlite cannot be used") == 1 and out.count("responses.sqlite cannot be used") == 1
+    assert "Traceback" not in out
+
+
+def test_unreadable_replies_and_failed_reasks_are_not_cached(tmp_path, server):
+    """Against a judge that replies garbage (and garbage again when asked once more) the questions
+    fail; the same command against a healthy endpoint sends every judge request again."""
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    args = [f"dataset.path={data}", f"cache.dir={cache_dir}", *FAST, *llm_args(server, generator=False)[1:]]
+    server.chat = lambda body: "I'd rather not say." if task(body) == "judge" else auto_reply(body)
+    broken = run_cli(*args, "hydra.run.dir=broken", cwd=tmp_path, env=ENV)
+    assert "failed_questions                     3" in broken.stdout, broken.stdout + broken.stderr
+    assert len(server.chat_requests()) == 6  # each question: the request and its re-ask
+    assert len(ResponseCache(cache_dir / "llm")) == 0
+
+    server.chat = auto_reply
+    healthy = run_cli(*args, "hydra.run.dir=healthy", cwd=tmp_path, env=ENV)
+    assert healthy.returncode == 0, healthy.stderr
+    assert "failed_questions                     0" in healthy.stdout
+    assert len(server.chat_requests()) == 6 + 3
+    assert len(ResponseCache(cache_dir / "llm")) == 3
+
+
+def test_a_readable_reask_is_cached_but_not_the_reply_it_corrects(tmp_path, server):
+    data, cache_dir = tiny_dataset(tmp_path, docs=1), tmp_path / "cache"
+    args = [f"dataset.path={data}", f"cache.dir={cache_dir}", *FAST, *llm_args(server, generator=False)[1:]]
+    server.chat = lambda body: (auto_reply(body) if len(body["messages"]) > 2 or task(body) != "judge"
+                                else '{"context_relevance": 5, "answer_')
+    first = run_cli(*args, "hydra.run.dir=first", cwd=tmp_path, env=ENV)
+    assert "failed_questions                     0" in first.stdout, first.stdout + first.stderr
+    stored = ResponseCache(cache_dir / "llm").db().execute("SELECT request FROM replies").fetchall()
+    assert [len(json.loads(r)["messages"]) for (r,) in stored] == [4]  # the re-ask only
+
+
+def endpoint_client(server, usage, **settings):
+    endpoint = Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01, timeout_s=5, **settings)
+    return ChatClient(endpoint, "judge", "sk-test", usage, Prices({}), None)
+
+
+def test_a_truncated_json_body_is_retried_and_counted(server):
+    server.faults = ["truncated"]
+    usage = Usage()
+    reply = endpoint_client(server, usage).complete(ChatRequest((("user", "hello"),)))
+    assert reply.text == "The documents say so [Doc 1]."
+    assert len(server.chat_requests()) == 2
+    stats = usage.stats()
+    assert stats["llm_requests"] == 1 and stats["llm_retries"] == 1 and stats["llm_failures"] == 0
+
+    server.faults = ["truncated"] * 3
+    with pytest.raises(QuestionFailed, match=r"judge: a truncated or invalid JSON body .* after 3 attempts"):
+        endpoint_client(server, usage, max_retries=2).complete(ChatRequest((("user", "again"),)))
+    stats = usage.stats()
+    assert stats["llm_failures"] == 1 and stats["llm_retries"] == 3 and len(server.chat_requests()) == 5
