@@ -42,6 +42,14 @@ class EmbeddingCache:
         self.stats: Counter[str] = Counter(embedded_texts=0, index_embedded_texts=0)  # reported even when 0
         self._lock = threading.Lock()
 
+    @classmethod
+    def beside(cls, stage_cache) -> EmbeddingCache:
+        """A run's embedding cache, with its vectors on disk beside `stage_cache` (a
+        `ragexp.cache.StageCache`) when that is enabled, in memory only otherwise."""
+        from ragexp.cache import EmbeddingStore
+
+        return cls(EmbeddingStore(stage_cache.dir) if stage_cache.enabled else None)
+
     @contextmanager
     def building(self) -> Iterator[EmbeddingCache]:
         """Embedders constructed inside this block use this cache."""

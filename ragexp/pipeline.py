@@ -6,11 +6,11 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.cache import EmbeddingStore, StageCache, key_of
+from ragexp.cache import StageCache, key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.embedders import EmbeddingCache
@@ -25,26 +25,16 @@ from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, 
 from ragexp.targets import assess
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
-if TYPE_CHECKING:
-    from ragexp.chunkers import Chunker
-    from ragexp.datasets import Loader
-    from ragexp.gate import Gate
-    from ragexp.retrievers import Retriever
-
 log = logging.getLogger(__name__)
 
 
-def build(node: DictConfig, embeddings: EmbeddingCache | None = None, **kwargs):
-    """`hydra.utils.instantiate`, with a RagexpError raised inside a constructor passed on as is.
-    The embedders built (at any depth of `node`) share `embeddings` when given (see EmbeddingCache)."""
+def build(node: DictConfig, **kwargs):
+    """`hydra.utils.instantiate`, with a RagexpError raised inside a constructor passed on as is."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     try:
-        if embeddings is None:
-            return instantiate(node, **kwargs)
-        with embeddings.building():
-            return instantiate(node, **kwargs)
+        return instantiate(node, **kwargs)
     except InstantiationException as err:
         cause = err.__cause__
         while cause is not None and not isinstance(cause, RagexpError):
@@ -102,13 +92,13 @@ class Components:
     """A run's components, each built from its config node (building is cheap)."""
 
     weights: Weights
-    gate: Gate
+    gate: object
     metric_set: MetricSet
     rule: RelevanceRule
-    loader: Loader
-    chunker: Chunker
-    retriever: Retriever
-    generator: Any
+    loader: object
+    chunker: object
+    retriever: object
+    generator: object
     judge: Judge
     llm: LLMSession
     scales: dict[str, tuple[float, float]]
@@ -199,7 +189,7 @@ class Work:
 
     def __init__(self, cache: StageCache):
         self.cache = cache
-        self.embeddings = EmbeddingCache(EmbeddingStore(str(cache.dir)) if cache.enabled else None)
+        self.embeddings = EmbeddingCache.beside(cache)
         self.seconds: dict[str, float] = {}
 
     def stage(self, name: str, key: str | None, compute: Callable, *args):

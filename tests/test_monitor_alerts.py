@@ -84,10 +84,13 @@ def test_csv_and_jsonl_rows_give_query_contexts_answer():
 
 def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
     from ragexp.cache import StageCache
+    from ragexp.pipeline import Work
 
-    judge = OfflineJudge(HashEmbedder(), name="offline-hash")
-    cache = StageCache(str(tmp_path / "cache"))
-    sample = SampleJudge(judge, cache, {"judge": "offline-hash"})
+    work = Work(StageCache(str(tmp_path / "cache")))
+    with work.embeddings.building():
+        judge = OfflineJudge(HashEmbedder(), name="offline-hash")
+    cache = work.cache
+    sample = SampleJudge(judge, work, {"judge": "offline-hash"})
     context = "Backups run nightly at 02:00 UTC. Restores need the admin role."
     judged = sample.judge_all([
         ("log:1", "When do backups run?", [context], "Backups run nightly at 02:00 UTC."),  # copied: supported

@@ -2,15 +2,12 @@
 judge on tests/openai_server.py), the MLflow layout read back from a sqlite store, alerts from a
 degraded log against a baseline run, the webhook on a local HTTP server, exit statuses."""
 import json
-import os
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import CONF, ROOT, TEST_KEY_ENV, free_port
+from conftest import CONF, TEST_KEY_ENV, call_in, free_port
 from ragexp.monitor.alerts import post
 from ragexp.monitor.app import monitor
 from ragexp.monitor.synthetic import generate
@@ -144,6 +141,7 @@ def test_degraded_log_alerts_against_a_baseline_window(tmp_path, logs, capsys, w
     assert "answer_relevance" in captured.out  # skipped with a note: the offline judge gives no answer relevance
     assert captured.out.count("ALERT ") == 4 and "4 alert(s) fired" in captured.err
     assert hook.bodies == [written]  # the webhook got the alerts file's content
+    assert "/alerts" not in json.dumps(client(tmp_path).get_run(written["mlflow_run"]).data.params)  # its URL is not logged
 
     store = client(tmp_path)
     run = store.get_run(by_rule["faithfulness"]["run_id"])
@@ -161,7 +159,8 @@ def test_failing_webhook_is_reported_and_keeps_the_alert_file(tmp_path, logs, ca
                          "monitor.webhook_retries=2", "monitor.webhook_backoff_s=0.01")
     assert monitor(cfg, out) == 3
     err = capsys.readouterr().err
-    assert f"webhook {hook.url} failed after 3 attempt(s) (HTTP 500)" in err and str(out / "alerts.json") in err
+    host = hook.url.split("/alerts")[0]  # the URL's path is not shown: a webhook's path often holds its token
+    assert f"webhook {host}/... failed after 3 attempt(s) (HTTP 500)" in err and str(out / "alerts.json") in err
     assert len(hook.bodies) == 3
     [alert] = json.loads((out / "alerts.json").read_text())["alerts"]  # without a baseline: the bound only
     assert alert["rule"] == "p95_latency" and alert["window"] == "2026-11-02T00:00:00Z"
@@ -190,29 +189,33 @@ def test_llm_judge_on_the_test_server_and_its_cache(tmp_path, logs, server, monk
         assert window["metrics"]["avg_faithfulness"] == 9.0 and window["metrics"]["avg_context_relevance"] == 8.0
         assert "avg_answer_similarity" not in window["metrics"]
     assert windows["judge_input_tokens"] > 0 and windows["llm_requests"] == 6
-    request = server.chat_requests()[0]
-    assert "Generated answer" in json.dumps(request)
+    sent = [json.dumps(r["body"]["messages"]) for r in server.chat_requests()]
+    judged = [json.loads(line) for line in (tmp_path / "a" / "judged.jsonl").read_text().splitlines()]
+    assert all(any(json.dumps(j["answer"])[1:-1] in body for body in sent) for j in judged)  # each record's answer was judged
     assert monitor(monitor_config(tmp_path, *overrides), tmp_path / "b") == 0
     assert len(server.chat_requests()) == 6  # the same sample again: answered from the caches
 
 
 def test_cli_exit_status_and_malformed_line_message(tmp_path):
+    """The Hydra entry point (`python -m ragexp.monitor`), run in this process by `call_in`."""
+    from ragexp.monitor.__main__ import main
+
     log = generate(tmp_path / "log.jsonl", 50, span="1d", malformed=1)
     [bad_line] = [n for n, line in enumerate(log.read_text().splitlines(), start=1) if line.startswith("{this")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    base = [sys.executable, "-m", "ragexp.monitor", f"monitor.input={log}", "monitor.judge_sample=0", "tracker=none",
+    base = ["ragexp.monitor", f"monitor.input={log}", "monitor.judge_sample=0", "tracker=none",
             f"hydra.run.dir={tmp_path / 'out'}"]
-    stopped = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    stopped = call_in(main, base, tmp_path)
     assert stopped.returncode == 2 and "Traceback" not in stopped.stderr
     assert f"ragexp.monitor: error: {log}:{bad_line}: not valid JSON" in stopped.stderr
-    skipped = subprocess.run([*base, "monitor.on_error=skip", "alerts.p95_latency.limit=100"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=300)
+    skipped = call_in(main, [*base, "monitor.on_error=skip", "alerts.p95_latency.limit=100"], tmp_path)
     assert skipped.returncode == 3, skipped.stderr
     assert f"1 malformed lines skipped (monitor.on_error=skip): {log}:{bad_line}: not valid JSON" in skipped.stdout
     assert "ALERT MEDIUM: latency_p95_ms" in skipped.stdout
     summary = json.loads((tmp_path / "out" / "windows.json").read_text())
     assert summary["records"] == 49 and summary["malformed_lines"] == 1
+    assert call_in(main, [*base, "monitor.windw=1h"], tmp_path).returncode == 2  # Hydra's own errors: bad input too
+    secret = call_in(main, [*base, "+monitor.api_key=abc"], tmp_path)
+    assert secret.returncode == 2 and "secrets are not given on the command line" in secret.stderr
 
 
 def test_triad_judge_gives_answer_relevance_for_its_alert_rule(tmp_path, logs, server, monkeypatch):

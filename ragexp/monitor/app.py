@@ -10,10 +10,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.errors import RagexpError
+from ragexp.errors import BAD_INPUT, GATE_FAILED, RagexpError
 
 log = logging.getLogger("ragexp.monitor")
-ALERTS_FIRED = 3  # exit status when an alert fires: the same as a failed quality gate
+ALERTS_FIRED = GATE_FAILED  # exit status when an alert fires: the same as a failed quality gate
 
 
 def execute(cfg: DictConfig) -> int:
@@ -23,7 +23,7 @@ def execute(cfg: DictConfig) -> int:
         return monitor(cfg, Path(HydraConfig.get().runtime.output_dir))
     except RagexpError as err:
         print(f"ragexp.monitor: error: {err}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
 
 
 def monitor(cfg: DictConfig, out: Path) -> int:
@@ -91,7 +91,10 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     if baseline:
         tags["monitor.baseline"] = baseline["run_id"]
     try:
-        parent = store.log(name, OmegaConf.to_container(cfg, resolve=True), windows, totals, tags)
+        config = OmegaConf.to_container(cfg, resolve=True)
+        if config["monitor"].get("webhook_url"):  # a webhook URL often carries its token: never logged
+            config["monitor"]["webhook_url"] = shown(config["monitor"]["webhook_url"])
+        parent = store.log(name, config, windows, totals, tags)
     except Exception as err:  # the alerts still go out: printed, in alerts.json, to the webhook
         parent = None
         print(f"ragexp.monitor: warning: MLflow logging failed ({err}); the outputs are in {out}", file=sys.stderr)
@@ -122,16 +125,16 @@ def monitor(cfg: DictConfig, out: Path) -> int:
 
 
 def prepare_judge(cfg: DictConfig, llm):
-    """The judge group's judge, connected to the LLM session, behind the stage cache."""
-    from ragexp.cache import EmbeddingStore
-    from ragexp.embedders import EmbeddingCache
+    """The judge group's judge, connected to the LLM session, behind the stage cache and the
+    embedding cache as in the pipeline (`Work`: its embedders share one embedding cache)."""
     from ragexp.monitor.judging import SampleJudge
-    from ragexp.pipeline import build
+    from ragexp.pipeline import Work, build
 
-    cache = build(cfg.cache)
-    judge = build(cfg.judge, EmbeddingCache(EmbeddingStore(str(cache.dir)) if cache.enabled else None))
+    work = Work(build(cfg.cache))
+    with work.embeddings.building():  # the judge's embedder (offline judge) uses the run's embedding cache
+        judge = build(cfg.judge)
     llm.connect(judge=judge)  # API key, endpoint reachable
-    return SampleJudge(judge, cache, OmegaConf.to_container(cfg.judge, resolve=True))
+    return SampleJudge(judge, work, OmegaConf.to_container(cfg.judge, resolve=True))
 
 
 def judge_windows(sample_judge, summary, windows: list[dict], columns, reader) -> list:
@@ -166,13 +169,21 @@ def git_tags() -> dict[str, str]:
     return {"git_commit": git_commit(), "ragexp_version": __version__}
 
 
+def shown(url: str) -> str:
+    """A webhook URL as printed and logged: scheme and host only (its path or user part may be its secret)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(url))
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}/..."
+
+
 def notify(m: DictConfig, payload: dict, alerts_file: Path) -> None:
     from ragexp.monitor.alerts import post
 
     delivered, attempts, error = post(str(m.webhook_url), payload, int(m.webhook_retries), float(m.webhook_backoff_s),
                                       float(m.webhook_timeout_s))
     if delivered:
-        print(f"alerts posted to {m.webhook_url} (attempt {attempts})")
+        print(f"alerts posted to {shown(m.webhook_url)} (attempt {attempts})")
     else:
-        print(f"ragexp.monitor: warning: webhook {m.webhook_url} failed after {attempts} attempt(s) ({error}); "
+        print(f"ragexp.monitor: warning: webhook {shown(m.webhook_url)} failed after {attempts} attempt(s) ({error}); "
               f"the alerts are in {alerts_file}", file=sys.stderr)

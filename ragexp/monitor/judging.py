@@ -49,11 +49,12 @@ def hits_of(contexts: Sequence[Any]) -> tuple[Hit, ...]:
 
 
 class SampleJudge:
-    """`judge(items)` judges (where, query, contexts, answer) records, `concurrency(judge)` at a
-    time, each judgement cached under the same kind of key as the pipeline's judgements."""
+    """`judge_all(items)` judges (where, query, contexts, answer) records, `concurrency(judge)` at
+    a time, each judgement cached by the pipeline's `Work` under the same kind of key as the
+    pipeline's judgements."""
 
-    def __init__(self, judge, cache, settings: dict):
-        self.judge, self.cache, self.settings = judge, cache, settings
+    def __init__(self, judge, work, settings: dict):
+        self.judge, self.work, self.settings = judge, work, settings
         self.metrics = tuple(m for m in judge.metrics if m not in NEEDS_EXPECTED)
 
     def judge_all(self, items: list[tuple[str, str, list, str]]) -> list[Sampled]:
@@ -66,7 +67,7 @@ class SampleJudge:
         question, hits, answer = Question(where, query, ()), hits_of(contexts), Answer(answer_text)
         key = key_of("judgement", self.settings, query, (), [(h.chunk.chunk_id, h.chunk.text) for h in hits], answer_text)
         try:
-            judgement = self.cache.cached("judgements", key, lambda: self.judge.judge(question, hits, answer))
+            judgement = self.work.cached("judgement", key, self.judge.judge, question, hits, answer)
         except RagexpError:
             raise
         except QuestionFailed as err:

@@ -69,7 +69,7 @@ def summary(result, metrics: dict, folder: Path, generator: str) -> str:
 
 def execute(cfg: DictConfig) -> None:
     from ragexp.app import run_where_launched
-    from ragexp.cache import EmbeddingStore, key_of
+    from ragexp.cache import key_of
     from ragexp.datasets import corpus_fingerprint, fingerprint
     from ragexp.embedders import EmbeddingCache
     from ragexp.pipeline import build, settings
@@ -83,12 +83,14 @@ def execute(cfg: DictConfig) -> None:
     synth = cfg.synth
     try:
         run_where_launched()
-        tracker, session, cache = build(cfg.tracker), build(cfg.llm), build(cfg.cache)
-        embeddings = EmbeddingCache(EmbeddingStore(str(cache.dir)) if cache.enabled else None)  # shared by the job's embedders
-        loader, chunker, generator = build(cfg.dataset), build(cfg.chunker, embeddings), build(synth.generator, embeddings)
         rules = QualityRules(**OmegaConf.to_container(synth.quality, resolve=True))
         mix = OmegaConf.to_container(synth.mix, resolve=True)
         asked = quotas(synth.size, mix)
+        tracker, session, cache = build(cfg.tracker), build(cfg.llm), build(cfg.cache)
+        with EmbeddingCache.beside(cache).building():  # every embedder built here shares one vector cache
+            loader, chunker, generator = build(cfg.dataset), build(cfg.chunker), build(synth.generator)
+            embedder = build(cfg.embedder) if "multi_hop" in asked else None
+            scoring_embedder = build(cfg.scoring_embedder)
         try:
             session.connect(**{ROLE: generator})
             dataset = loader.load()
@@ -96,13 +98,12 @@ def execute(cfg: DictConfig) -> None:
                                   lambda: chunker.chunk(dataset.documents))
             if not chunks:
                 raise RagexpError(f"dataset: no text to make questions from in {dataset.name} (check dataset.path)")
-            embedder = build(cfg.embedder, embeddings) if "multi_hop" in asked else None
             plan = SourcePlan(chunks, dataset.documents, synth.seed, embedder, synth.neighbours,
                               getattr(generator, "usable", None))
             if session.dry_run:
                 print(dry_run(session, generator, plan, asked))
                 return
-            result = generate(generator, rules, plan, build(cfg.scoring_embedder, embeddings), synth.size, mix, synth.seed,
+            result = generate(generator, rules, plan, scoring_embedder, synth.size, mix, synth.seed,
                               synth.max_attempts, synth.max_per_document)
             stats = llm_stats(session)
         finally:

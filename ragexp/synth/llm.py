@@ -11,8 +11,9 @@ import hashlib
 from typing import Mapping
 
 from ragexp.errors import RagexpError
-from ragexp.llm.client import ChatRequest, parse_json_mode
-from ragexp.llm.component import AsksForJSON, check_sampling
+from ragexp.validation import PositiveInt, Temperature
+from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
+from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, boolean, field, text
@@ -50,11 +51,10 @@ class LLMQuestionGenerator(AsksForJSON):
     counters = ("reasks", "unreadable_replies")
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, prompts: Mapping[str, str], verify_prompt: str,
-                 reask_prompt: str, verify: bool = True, temperature: float = 0.0, max_tokens: int = 400,
-                 json_mode: str | bool = "auto", name: str | None = None):
-        check_sampling(SETTING, temperature, max_tokens)
+                 reask_prompt: str, verify: bool = True, temperature: Temperature = 0.0, max_tokens: PositiveInt = 400,
+                 json_mode: JsonMode = "auto", name: str | None = None):
         self.endpoint, self.temperature, self.max_tokens = endpoint, float(temperature), max_tokens
-        self.json_mode = parse_json_mode(json_mode, f"{SETTING}.json_mode")
+        self.json_mode = parse_json_mode(json_mode)
         unknown = set(prompts) - set(TYPES)
         if unknown:
             raise RagexpError(f"{SETTING}.prompts: unknown question type {', '.join(sorted(unknown))}; "

@@ -58,7 +58,9 @@ class QualityRules:
 
     def check(self, candidate: Candidate) -> Rejection | None:
         """The first rule (before dedupe and the LLM verdict) that `candidate` breaks, or None."""
-        reject = lambda reason, detail: Rejection(reason, candidate.source, detail, candidate)
+        def reject(reason: str, detail: str) -> Rejection:
+            return Rejection(reason, candidate.source, detail, candidate)
+
         for what, text, (low, high) in (("question", candidate.question, self.question_words),
                                         ("answer", candidate.answer, self.answer_words)):
             n = len(text.split())
