@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -25,6 +25,12 @@ from ragexp.relevance import CONTEXT_METRICS
 from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.targets import assess
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
+
+if TYPE_CHECKING:
+    from ragexp.chunkers import Chunker
+    from ragexp.datasets import Loader
+    from ragexp.gate import Gate
+    from ragexp.retrievers import Retriever
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +100,13 @@ class Components:
     """A run's components, each built from its config node (building is cheap)."""
 
     weights: Weights
-    gate: object
+    gate: Gate
     metric_set: MetricSet
     rule: RelevanceRule
-    loader: object
-    chunker: object
-    retriever: object
-    generator: object
+    loader: Loader
+    chunker: Chunker
+    retriever: Retriever
+    generator: Any
     judge: Judge
     llm: LLMSession
     scales: dict[str, tuple[float, float]]

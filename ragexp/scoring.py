@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass, fields, replace
-from typing import Sequence
+from typing import Self, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName, metric_key
@@ -63,7 +63,7 @@ class Aggregate:
     penalty: bool = False
     repeats: int = 1
     of: str = ""
-    where: tuple[str, str] = ()
+    where: tuple[str, str] | tuple[()] = ()
 
     def takes(self, row: dict) -> bool:
         """Whether a per-question row (column -> value, None when unset) enters this aggregate."""
@@ -88,7 +88,7 @@ class Aggregate:
             return means[0] * n
         return means[0]
 
-    def value(self, rows: Sequence[dict]) -> float | int | None:
+    def value(self, rows: Sequence[dict]) -> float | None:
         """This aggregate of per-question rows (None: no row to average)."""
         chosen = [row for row in rows if self.takes(row)]
         if self.kind == "count":
@@ -105,7 +105,7 @@ class Aggregate:
                 **({"where": list(self.where)} if self.where else {})}
 
     @classmethod
-    def from_json(cls, entry: dict) -> Aggregate:
+    def from_json(cls, entry: dict) -> Self:
         return cls(**{**entry, "inputs": tuple(entry.get("inputs", ())), "weights": tuple(entry.get("weights", ())),
                       "where": tuple(entry.get("where", ()))})
 
@@ -130,7 +130,7 @@ def score_row(result: QuestionResult, judgement: Judgement | None = None) -> dic
     `hallucination` (of `judgement`, default the question's), answer metrics, retrieval metrics, and
     the columns that slice the questions (`kind`, `source`)."""
     j = judgement or result.judgement
-    judged = {**j.scores, "hallucination": j.hallucination} if result.judgement is not None else {}
+    judged = {**j.scores, "hallucination": j.hallucination} if j is not None else {}
     return {"status": "failed" if result.failed else "judged", "kind": result.question.kind,
             "source": result.question.source, **judged, **result.generation,
             **{metric_key(name): value for name, value in result.retrieval.items()}}
@@ -199,12 +199,10 @@ def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dic
         if a.kind == "std":
             values[a.name] = round(statistics.stdev(per_repeat[a.of]), 4)
         elif a.repeats > 1:
-            per_repeat[a.name] = [a.value(rows_n) for rows_n in repeat_rows]
+            per_repeat[a.name] = [v for rows_n in repeat_rows if (v := a.value(rows_n)) is not None]
             values[a.name] = round(statistics.fmean(per_repeat[a.name]), 4)
-        elif a.kind == "count":
-            values[a.name] = a.value(rows)
         elif (value := a.value(rows)) is not None:
-            values[a.name] = round(value, 4)
+            values[a.name] = value if a.kind == "count" else round(value, 4)
     return values
 
 

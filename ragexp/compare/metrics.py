@@ -8,6 +8,7 @@ own (`mean <column>`)."""
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Self
 
 import numpy as np
 
@@ -24,7 +25,7 @@ class MetricSpec(Aggregate):
     """An aggregate of the run's spec, evaluated on its per-question table (a DataFrame)."""
 
     @classmethod
-    def from_json(cls, entry: dict) -> MetricSpec:
+    def from_json(cls, entry: dict) -> Self:
         known = {f.name for f in fields(Aggregate)}
         return super().from_json({k: v for k, v in entry.items() if k in known})
 

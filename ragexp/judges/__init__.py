@@ -1,4 +1,5 @@
-"""Judges: score one question's context and answer. One class per `judge` option:
+"""Judges: score one question's context and answer. `contract.Judge` is what every judge provides;
+`llm_base.LLMJudgeBase` what the LLM judges share. One class per `judge` option:
 
 - `offline.OfflineJudge` (judge=offline): the single-call metrics by embedding similarity, no LLM;
 - `llm.LLMJudge` (judge=llm, gpt-4o-mini, local): the specification's single-call LLM judge;
