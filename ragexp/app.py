@@ -158,7 +158,7 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
                 config = OmegaConf.to_container(cfg, resolve=True)
             except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
                 config = OmegaConf.to_container(cfg, resolve=False)
-            tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,
+            tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,  # type: ignore[dict-item]
                                files=run_files(output_dir), started=started)
         except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on
             log.warning("job %s: its failure could not be logged to the tracker (%s)", name, scrub_url(str(err)))

@@ -110,7 +110,8 @@ class SweepTracking(Callback):
         from ragexp.secrets import scrub_url
 
         # as given (an ${oc.env:...} is not resolved), and with any credentials masked
-        overrides = scrub_url(" ".join(OmegaConf.to_container(config.hydra.overrides.task, resolve=False)))
+        given = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+        overrides = scrub_url(" ".join(str(o) for o in given) if isinstance(given, list) else "")
         self.parent_id = self.tracker.start_sweep(
             name=f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
             tags={"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides},
