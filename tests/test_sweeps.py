@@ -29,7 +29,7 @@ def test_a_parallel_sweep_loses_no_run(tmp_path):
     assert all(c.info.status == "FINISHED" and c.data.metrics["total_questions"] == 3 for c in children)
     # the four processes wrote into one cache folder, each its own chunks
     assert (tmp_path / ".ragexp-cache" / "embeddings.sqlite").exists()
-    assert len(list((tmp_path / ".ragexp-cache" / "chunks").rglob("*.pkl"))) == 4
+    assert len(list((tmp_path / ".ragexp-cache" / "chunks").rglob("*.json"))) == 4
 
 
 @pytest.mark.slow
@@ -101,5 +101,5 @@ def test_a_ray_sweep_runs_each_job_on_ray_and_logs_next_to_its_parent(tmp_path, 
     # outputs, cache and merged results where the sweep was launched; nothing where Ray started
     [sweep_dir] = work.glob("multirun/*/*")
     assert set(json.loads((sweep_dir / "results.json").read_text())) == {"chunker=fixed", "chunker=recursive"}
-    assert len(list((work / ".ragexp-cache" / "chunks").rglob("*.pkl"))) == 2
+    assert len(list((work / ".ragexp-cache" / "chunks").rglob("*.json"))) == 2
     assert not list(local_ray.home.iterdir()) and not (work / "mlflow.db").exists()
