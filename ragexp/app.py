@@ -57,6 +57,7 @@ def execute(cfg: DictConfig) -> float | None:
     from ragexp.llm.estimate import Estimate
     from ragexp.pipeline import build, run
     from ragexp.report import summary, write_results
+    from ragexp.trackers import write_config
 
     from ragexp.validation import validate
 
@@ -75,15 +76,19 @@ def execute(cfg: DictConfig) -> float | None:
             print(result.summary())
             return None
         output_dir = Path(HydraConfig.get().runtime.output_dir)
-        results_file = write_results(result, output_dir)
-        print(summary(result))
         failure = run_failure(result, max_share)
+        results_file = write_results(result, output_dir, started, failure)
         # the logged config re-runs this job as it is: its name included
-        config = {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name}  # type: ignore[dict-item]
-        run_id = tracker.log_run(result, config, sweep.get("parent_run_id"), files=run_files(output_dir),
-                                 started=started, failure=failure)
+        write_config(output_dir, {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
+        print(summary(result))
         print(f"results: {results_file}")
+        run_id = log_folder(tracker, output_dir, sweep.get("parent_run_id"))
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
+    except TrackingFailed as err:
+        if not multirun:
+            print(f"ragexp: error: {err}", file=sys.stderr)
+            sys.exit(RUN_FAILED)
+        return record_failed_job(cfg, tracker, sweep, name, str(err), RUN_FAILED, started)
     except RagexpError as err:
         if not multirun:
             print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
@@ -110,6 +115,21 @@ def execute(cfg: DictConfig) -> float | None:
     return aggregates.get(cfg.get("objective", "overall_score"))
 
 
+def log_folder(tracker, folder: Path, parent_id: str | None) -> str | None:
+    """The run folder logged to the tracker; when the store cannot take it (a server gone away), one
+    error saying where the results are and the command that logs them later."""
+    try:
+        return tracker.log_folder(folder, parent_id)
+    except Exception as err:  # noqa: BLE001 - any failure of the store: the results are safe on disk
+        raise TrackingFailed(f"could not log the run to {tracker.where()} ({type(err).__name__}: "
+                             f"{scrub_url(str(err)).splitlines()[0][:300]}); its results are on disk in {folder}: "
+                             f"log them later with `python -m ragexp.track {folder}`") from None
+
+
+class TrackingFailed(Exception):
+    """The run measured and wrote its folder, but the tracker could not take it."""
+
+
 def max_failed_share(cfg: DictConfig) -> float:
     share = cfg.get("max_failed_share", DEFAULT_MAX_FAILED_SHARE)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
@@ -121,7 +141,7 @@ def max_failed_share(cfg: DictConfig) -> float:
 def run_failure(result, max_share: float) -> str | None:
     """Why the run failed as a whole, or None: every question failed and nothing was measured, or
     of the questions that have an expected answer, all or more than `max_share` failed."""
-    judgeable = [r for r in result.questions if r.question.answers]
+    judgeable = [r for r in result.questions if r.question.answers or not r.question.answerable]
     failed = [r for r in judgeable if r.failed]
     aggregates = result.aggregates
     total = aggregates["total_questions"]

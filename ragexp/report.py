@@ -20,13 +20,35 @@ def aggregates_json(result: RunResult) -> dict:
     return {"run": result.name, "aggregates": [a.to_json() for a in result.aggregation]}
 
 
-def write_results(result: RunResult, folder: Path) -> Path:
-    """results.json, and beside it aggregates.json and the audit trail (`write_audit`); returns the
-    path of results.json."""
+TABLE, RUN_META = "questions.json", "run.json"
+
+
+def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None) -> Path:
+    """results.json, and beside it aggregates.json, the audit trail (`write_audit`), the
+    per-question table (`questions.json`, as MLflow stores a table) and `run.json` (what a tracker
+    logs besides: tags, work and time counts; `started`: when the job began, time.time();
+    `failure`: why the run failed as a whole). Everything a tracker logs is then in the folder, so it
+    can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
+    import time
+
+    from ragexp import __version__
+
     path = folder / "results.json"
     path.write_text(json.dumps(results_json(result), indent=2) + "\n")
     (folder / AGGREGATES).write_text(json.dumps(aggregates_json(result), indent=2) + "\n")
     write_audit(result, folder)
+    table = question_table(result)
+    columns = list(table)
+    rows = [list(values) for values in zip(*table.values())] if table else []
+    (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
+    from ragexp.trackers import git_commit
+
+    meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,
+            "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
+            "gate": result.gate.name if result.gate is not None else None,
+            "work": result.counters, "timings_s": result.timings, "failure": failure,
+            "started": started, "job_time_s": round(time.time() - started, 2) if started else None}
+    (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
     return path
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.report import AGGREGATES, aggregates_json, question_table, results_json
+from ragexp.report import AGGREGATES, AUDIT_FILES, RUN_META, TABLE, aggregates_json, question_table, results_json
 from ragexp.secrets import has_credentials, scrub_url
 from ragexp.types import RunResult
 
@@ -43,6 +43,19 @@ def git_commit() -> str:
         return "unknown"
 
 
+CONFIG = "config.yaml"
+
+
+def write_config(folder: Path, config: dict[str, Any]) -> Path:
+    """The resolved job config in the run folder (secret-looking keys left out, URL credentials
+    masked): what the run's params and its config.yaml artifact are made of."""
+    import yaml
+
+    path = Path(folder) / CONFIG
+    path.write_text(yaml.safe_dump(scrub(config), sort_keys=False))
+    return path
+
+
 class NoTracker:
     """Logs nothing (results.json and the console summary are still written)."""
 
@@ -58,6 +71,9 @@ class NoTracker:
 
     def log_failed(self, name: str, config: dict[str, Any], parent_id: str | None, reason: str,
                    files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+        return None
+
+    def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
         return None
 
     def where(self) -> str:
@@ -215,6 +231,54 @@ class MlflowTracker(NoTracker):
             client.set_terminated(run_id, "FAILED")
         return run_id
 
+    def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
+        """Logs a run folder as one MLflow run: what `ragexp.report.write_results` and `write_config`
+        wrote there (params from config.yaml, metrics from results.json and run.json, the tags, every
+        file as an artifact, the per-question table). A job logs its folder this way, and
+        `python -m ragexp.track FOLDER` logs it later the same way (e.g. when the server was down)."""
+        import mlflow
+        import pandas as pd
+        import yaml
+        from mlflow.entities import Metric, Param
+
+        folder = Path(folder)
+        [(name, values)] = json.loads((folder / "results.json").read_text()).items()
+        meta = json.loads((folder / RUN_META).read_text())
+        config = yaml.safe_load((folder / CONFIG).read_text()) or {}
+        client = self.client()
+        tags = {"git_commit": meta.get("git_commit") or "unknown", "dataset_fingerprint": meta["dataset_fingerprint"],
+                "ragexp_version": meta["ragexp_version"], "judge": meta["judge"],
+                **{f"target.{key}": status for key, status in (meta.get("statuses") or {}).items()}}
+        if meta.get("gate"):
+            tags["gate"] = meta["gate"]
+        if parent_id:
+            tags["mlflow.parentRunId"] = parent_id
+        failure = meta.get("failure")
+        if failure:
+            tags.update({"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(failure)[:5000]})
+        start_ms = int(meta["started"] * 1000) if meta.get("started") else None
+        run_id = client.create_run(self._experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
+        try:
+            params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
+            for start in range(0, len(params), 100):
+                client.log_batch(run_id, params=params[start : start + 100])
+            now = int(time.time() * 1000)
+            metrics = [Metric(k, float(v), now, 0) for k, v in folder_metrics(values, meta).items()]
+            for start in range(0, len(metrics), 1000):
+                client.log_batch(run_id, metrics=metrics[start : start + 1000])
+            for file in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml"):
+                if (folder / file).exists():
+                    client.log_artifact(run_id, str(folder / file))
+            table = json.loads((folder / TABLE).read_text())
+            if table["data"]:
+                frame = pd.DataFrame(table["data"], columns=table["columns"])
+                retry_locked(mlflow.log_table, frame, TABLE, run_id=run_id)
+        except Exception:
+            client.set_terminated(run_id, "FAILED")
+            raise
+        client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
+        return run_id
+
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
                 files: tuple[Path, ...] = (), started: float | None = None, failure: str | None = None) -> str | None:
         """`started`: when the job began (time.time()): the run's start time, and its wall time
@@ -262,6 +326,14 @@ class MlflowTracker(NoTracker):
             raise
         client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
         return run_id
+
+
+def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
+    """What a run folder's results.json and run.json say to log as metrics."""
+    numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {**numbers, **{f"work_{k}": v for k, v in (meta.get("work") or {}).items()},
+            **{f"time_{k}_s": v for k, v in (meta.get("timings_s") or {}).items()},
+            **({"job_time_s": meta["job_time_s"]} if meta.get("job_time_s") is not None else {})}
 
 
 def scrub(config: Any) -> Any:

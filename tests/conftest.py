@@ -61,6 +61,50 @@ def cli_env(env: dict | None = None) -> dict:
     return {**full_env, **(env or {})}
 
 
+@contextlib.contextmanager
+def mlflow_server(backend_uri: str, folder: Path, port: int | None = None, artifacts: bool = True):
+    """A real `mlflow server` on 127.0.0.1 over `backend_uri` (one worker, no job execution: about
+    0.5 GB), with `artifacts` the new runs' artifacts served by it from `folder/artifacts`; yields
+    its URL and stops it at the end."""
+    import signal
+    import time
+    import urllib.request
+
+    port = port or free_port()
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "DO_NOT_TRACK": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = open(folder / "mlflow-server.log", "a")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri, "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1",
+         *(["--artifacts-destination", str(folder / "artifacts")] if artifacts else [])],
+        cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(folder / 'mlflow-server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """`python -m ragexp ARGS` in `cwd`, as a user would run it, in a subprocess."""
     return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=cli_env(env),

@@ -4,17 +4,13 @@ child runs with their differing params and overall_score, and the parent's repor
 Screenshots are saved in the test's tmp dir (mlflow-ui-runs.png, mlflow-ui-report.png; the path is
 printed, `pytest -s` shows it). The browser only talks to 127.0.0.1: anything else is blocked."""
 import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-from conftest import free_port, logged_sweep
+from conftest import logged_sweep, mlflow_server
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -32,38 +28,9 @@ def need(condition: bool, what: str) -> None:
 
 
 @pytest.fixture
-def mlflow_server(small_sweep, tmp_path):
-    port = free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
-           "DO_NOT_TRACK": "true"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    log = open(tmp_path / "mlflow-server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", small_sweep.uri, "--host", "127.0.0.1",
-         "--port", str(port), "--workers", "1"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not start: {(tmp_path / 'mlflow-server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+def ui_server(small_sweep, tmp_path):
+    with mlflow_server(small_sweep.uri, tmp_path, artifacts=False) as url:
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
 
 
 @pytest.fixture
@@ -114,10 +81,10 @@ def row_texts(page) -> dict[str, str]:
     return {index: "\n".join(parts) for index, parts in by_index.items()}
 
 
-def test_experiment_page_lists_the_sweep_and_the_report_opens(mlflow_server, page, small_sweep, tmp_path):
+def test_experiment_page_lists_the_sweep_and_the_report_opens(ui_server, page, small_sweep, tmp_path):
     _, parent, children_by_id = logged_sweep(small_sweep.uri)
     experiment_id, children = parent.info.experiment_id, list(children_by_id.values())
-    page.goto(f"{mlflow_server}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    page.goto(f"{ui_server}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
     parent_row = page.locator(".ag-row", has_text=parent.info.run_name).first
     parent_row.wait_for()
     close_assistant = page.get_by_role("button", name="Close", exact=True)
@@ -137,7 +104,7 @@ def test_experiment_page_lists_the_sweep_and_the_report_opens(mlflow_server, pag
         assert child.data.params["retriever._target_"] in text  # the param the sweep varied
         assert f"{child.data.metrics['overall_score']:g}" in text
 
-    page.goto(f"{mlflow_server}/#/experiments/{experiment_id}/runs/{parent.info.run_id}/artifacts")
+    page.goto(f"{ui_server}/#/experiments/{experiment_id}/runs/{parent.info.run_id}/artifacts")
     page.get_by_text("report", exact=True).first.click()
     page.get_by_text("report.html", exact=True).click()
     title = f"ragexp leaderboard: {parent.info.run_name}"
