@@ -49,11 +49,15 @@ def stop(where: str, reason: str) -> None:
 def trec_lines(path: str | Path, kind: str) -> Iterator[tuple[str, list[str]]]:
     """("file:line", whitespace-separated fields) of each non-blank line of a TREC qrels or run file."""
     file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
+    if file.is_dir():
+        raise RagexpError(f"{path}: is a folder, not a TREC {kind} file")
+    try:  # a byte-order mark is not part of the first field; bytes that are not UTF-8 name their line
+        lines = file.read_text(encoding="utf-8-sig", errors="surrogateescape").splitlines()
     except OSError as err:
         raise RagexpError(f"{path}: cannot read the {kind} file ({err.strerror})") from None
     for number, line in enumerate(lines, start=1):
+        if any("\udc80" <= c <= "\udcff" for c in line):
+            raise RagexpError(f"{file}:{number}: bytes that are not UTF-8 (save the {kind} file as UTF-8)")
         if fields := line.split():
             yield f"{file}:{number}", fields
 

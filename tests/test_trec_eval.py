@@ -120,3 +120,18 @@ def test_the_doc_rule_on_chunks_scores_like_trec_eval(qrels, expected, level):
         scores = metrics.retrieval_scores(ranking, level)
         for name, label in labels.items():
             assert f"{scores[name]:.4f}" == reference[(label, qid)], (qid, name)
+
+
+def test_a_bom_is_read_and_bytes_that_are_not_utf8_name_their_line(tmp_path):
+    from ragexp.errors import RagexpError
+    from ragexp.trec_eval import read_qrels
+
+    bom = tmp_path / "bom.qrels"
+    bom.write_bytes("\ufeffq1 0 d1 1\nq1 0 d2 0\n".encode())
+    assert read_qrels(bom) == {"q1": {"d1": 1, "d2": 0}}
+    latin = tmp_path / "latin.qrels"
+    latin.write_bytes("q1 0 d1 1\nq1 0 caf\u00e9 1\n".encode("latin-1"))
+    with pytest.raises(RagexpError, match=r"latin.qrels:2: bytes that are not UTF-8"):
+        read_qrels(latin)
+    with pytest.raises(RagexpError, match="is a folder"):
+        read_qrels(tmp_path)
