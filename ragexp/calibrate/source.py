@@ -53,11 +53,23 @@ def judge_scales(target: str | None, where: str) -> dict[str, tuple[float, float
     return {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
 
 
+def flat_row(record: dict) -> dict:
+    """A row of the run folder's questions.jsonl (ragexp.report.question_record) as a table row."""
+    if "judge_scores" not in record:
+        return record
+    return {"question_id": record["question_id"], "question": record["question"], "kind": record.get("kind", ""),
+            "expected_answer": (record.get("expected_answers") or [""])[0], "generated_answer": record.get("answer") or "",
+            "retrieved_chunks": json.dumps([c["text"] for c in record.get("context", [])]),
+            **(record.get("judge_scores") or {}), "hallucination": record.get("hallucination"),
+            "status": record.get("status", "judged")}
+
+
 def read_table_file(path: Path):
     import pandas as pd
 
     if path.suffix == ".jsonl":
-        return pd.DataFrame([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()])
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return pd.DataFrame([flat_row(json.loads(line)) for line in lines if line.strip()])
     data = json.loads(path.read_text(encoding="utf-8"))
     return pd.DataFrame(data["data"], columns=data["columns"])
 
@@ -72,7 +84,9 @@ def from_folder(folder: Path) -> JudgedRun:
     config = yaml.safe_load(config_file.read_text()) if config_file else {}
     target = ((config or {}).get("judge") or {}).get("_target_")
     table = read_table_file(table_file)
-    judge = str(table["judge"].iloc[0]) if "judge" in table and len(table) else "judge"
+    results = folder / "results.json"
+    named = [v.get("judge") for v in json.loads(results.read_text()).values()] if results.is_file() else []
+    judge = str(table["judge"].iloc[0]) if "judge" in table and len(table) else (named[0] if named else "judge")
     return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder)))
 
 
