@@ -142,7 +142,7 @@ def test_the_folder_loads_with_dataset_jsonl_and_synthetic(tmp_path):
     for question, candidate in zip(typed.questions, result.kept):
         assert question.golden == {candidate.source.doc_ids[0]: 1}
         source_hit = Hit(candidate.source.chunks[0], 1.0, 1)
-        judged = rule.judge(question, [source_hit])
+        judged = rule.grade(question, [source_hit])
         assert judged.ranking is not None and judged.ranking.grades[0] == 1  # span finds its source chunk
 
 
