@@ -161,10 +161,15 @@ class TriadJudge(LLMJudgeBase):
 
 def together(parallel: bool, *steps: Callable[[], T]) -> list[Future[T]]:
     """Each step's outcome (its value or what it raised), in the order of `steps`, all finished:
-    run one after another, or with `parallel` each in a thread of its own (their requests still
-    wait for the endpoint's `max_concurrency` slots)."""
+    with `parallel` each step in a thread of its own (their requests still wait for the
+    endpoint's `max_concurrency` slots), else one after another up to the first that failed."""
     if not parallel or len(steps) < 2:
-        return [settled(step) for step in steps]
+        outcomes: list[Future[T]] = []
+        for step in steps:
+            outcomes.append(settled(step))
+            if outcomes[-1].exception() is not None:
+                break
+        return outcomes
     with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="ragexp-triad") as pool:
         return [pool.submit(step) for step in steps]  # leaving `with` waits for every step
 
