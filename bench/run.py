@@ -10,6 +10,8 @@ in one run on this machine:
 4. wall time of `python -m ragexp --help` (goal: < 1.5 s);
 5. judged questions per second against a local OpenAI-protocol server with 200 ms latency at
    concurrency 1, 8, 32 (goal: >= 80% of concurrency / latency);
+   `python bench/run.py triad` measures the triad alone: judged questions/s at concurrency 16 on
+   50 questions against the same server (this checkout's code);
 6. `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records per
    second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
 
