@@ -3,7 +3,7 @@ faithfulness by claim extraction and verification, answer relevance on 1-5; all 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
@@ -98,7 +98,7 @@ class TriadJudge(LLMJudgeBase):
                             lambda: self.context_relevance(question, sentences, repeat),
                             lambda: self.faithfulness(question, hits, answer, repeat),
                             lambda: self.answer_relevance(question, answer, repeat))
-        values = []
+        values: list[Any] = []  # each step's value: its own type
         for outcome in outcomes:
             value, out_of_range = outcome.result()  # raises what the step raised
             self.clamped(out_of_range)
