@@ -54,13 +54,6 @@ class TriadJudge(LLMJudgeBase):
         self.prompts = {step: tuple(Template(prompts[step][part], fields, f"judge.prompts.{step}.{part}")
                                     for part in ("system", "user")) for step, fields in STEPS.items()}
 
-    @property
-    def concurrency(self) -> int:
-        """Questions the pipeline hands it at once: twice the endpoint's slots, so that a freed slot
-        finds a request waiting (a question holds no slot while it reads a reply and only one while
-        its claims are verified)."""
-        return 2 * self.endpoint.max_concurrency
-
     @classmethod
     def constraints(cls, prompts: dict, reask_prompt: str, **_) -> list[str]:
         """Every step's two prompts and their fields, checked by ragexp.validation before any work."""
