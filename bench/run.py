@@ -137,10 +137,12 @@ def triad_throughput(work_dir: Path, questions: int = 50, concurrency: int = 16)
                               cwd=work_dir, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"bench: the triad run failed:\n{proc.stderr[-3000:]}")
-        requests, max_in_flight = len(server.chat_requests()), server.max_in_flight
+        arrivals = [r["time"] for r in server.chat_requests()]
+        requests, max_in_flight = len(arrivals), server.max_in_flight
     seconds = float(re.search(r"judging: ([\d.]+)s", proc.stdout + proc.stderr).group(1))
     return {"questions": questions, "concurrency": concurrency, "requests": requests, "max_in_flight": max_in_flight,
             "judging_s": round(seconds, 2), "per_second": round(questions / seconds, 1),
+            "first_to_last_reply_s": round(max(arrivals) - min(arrivals) + 0.2, 2),  # the server's view, no start-up
             "ceiling": round(concurrency / 0.2 / (requests / questions), 1), "load_1min": round(os.getloadavg()[0], 1)}
 
 
