@@ -118,7 +118,6 @@ class TriadJudge(LLMJudgeBase):
         }
         return Judgement(self.name, scores, round(len(unsupported) / len(claims), 4) if claims else 0.0, reasoning, details)
 
-
     def context_relevance(self, question: Question, sentences: list[str], repeat: int) -> tuple[list[str], int]:
         """The relevant sentences (none without context) and how many numbers were out of range."""
         if not sentences:
@@ -171,7 +170,7 @@ def settled(step: Callable[[], T]) -> Future[T]:
     future: Future[T] = Future()
     try:
         future.set_result(step())
-    except BaseException as err:  # noqa: B036 - handed on by Future.result, as a pool would
+    except BaseException as err:  # handed on by Future.result, as a pool would
         future.set_exception(err)
     return future
 
