@@ -2,7 +2,8 @@
 faithfulness by claim extraction and verification, answer relevance on 1-5; all on 0-1."""
 from __future__ import annotations
 
-from typing import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Sequence, TypeVar
 
 from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
@@ -12,6 +13,8 @@ from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, num
 from ragexp.text import split_sentences
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.validation import PositiveInt, Temperature
+
+T = TypeVar("T")
 
 # the four requests and the fields of their prompts
 STEPS = {
@@ -32,12 +35,17 @@ class TriadJudge(LLMJudgeBase):
     - answer_relevance = (score 1-5 - 1) / 4;
     - hallucination = unsupported claims / claims (its mean is the run's hallucination_rate).
 
-    `prompts` holds a `system` and a `user` template per step (see STEPS for the fields)."""
+    `prompts` holds a `system` and a `user` template per step (see STEPS for the fields).
+
+    The context goes once into each request that needs it: as numbered sentences to context
+    relevance, as documents to verification. Context relevance, the claims and answer relevance
+    do not depend on each other and are sent together; verification follows the claims' reply."""
 
     metrics = ("context_relevance", "faithfulness", "answer_relevance")
     scales = {metric: (0.0, 1.0) for metric in metrics}
     scorecard = {"faithfulness": "faithfulness"}
     kind = "triad"
+    parallel = True  # False: the steps one after another (CR, claims, verification, AR), as the tests' reference
 
     def __init__(self, endpoint: Endpoint, prompts: dict[str, dict[str, str]], reask_prompt: str,
                  temperature: Temperature = 0.0, max_tokens: PositiveInt = 500, json_mode: JsonMode = "auto",
@@ -75,31 +83,20 @@ class TriadJudge(LLMJudgeBase):
         return requests
 
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
+        """The three independent steps at once (`parallel`): context relevance, the claims then
+        their verification, answer relevance. The outcome is the sequential order's: clamped values
+        are counted step by step in that order and the first step that failed fails the question."""
         sentences = context_sentences(hits)
-        relevant = []
-        if sentences:
-            numbers, ignored = self.ask_json(
-                self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences)),
-                lambda reply: read_numbers(reply, "relevant", len(sentences)))
-            self.clamped(ignored)
-            relevant = [sentences[n - 1] for n in numbers]
-
-        claims = []
-        if answer.text.strip():
-            claims = self.ask_json(self.step("claims", repeat, question=question.text, answer=answer.text), read_claims)
-        verdicts: list[tuple[bool, str]] = []
-        if claims and hits:
-            verdicts, ignored = self.ask_json(
-                self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(claims)),
-                lambda reply: read_verdicts(reply, len(claims)))
-            self.clamped(ignored)
-        elif claims:  # nothing retrieved: nothing supports them
-            verdicts = [(False, "nothing was retrieved")] * len(claims)
-
-        (score, moved), why = self.ask_json(
-            self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"),
-            read_score)
-        self.clamped(int(moved))
+        outcomes = together(self.parallel,
+                            lambda: self.context_relevance(question, sentences, repeat),
+                            lambda: self.faithfulness(question, hits, answer, repeat),
+                            lambda: self.answer_relevance(question, answer, repeat))
+        values: list[Any] = []  # each step's value: its own type
+        for outcome in outcomes:
+            value, out_of_range = outcome.result()  # raises what the step raised
+            self.clamped(out_of_range)
+            values.append(value)
+        relevant, (claims, verdicts), (score, why) = values
 
         supported = sum(ok for ok, _ in verdicts)
         unsupported = [c for c, (ok, _) in zip(claims, verdicts) if not ok]
@@ -120,6 +117,62 @@ class TriadJudge(LLMJudgeBase):
             "answer_relevance_score": score,
         }
         return Judgement(self.name, scores, round(len(unsupported) / len(claims), 4) if claims else 0.0, reasoning, details)
+
+    def context_relevance(self, question: Question, sentences: list[str], repeat: int) -> tuple[list[str], int]:
+        """The relevant sentences (none without context) and how many numbers were out of range."""
+        if not sentences:
+            return [], 0
+        numbers, ignored = self.ask_json(
+            self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences)),
+            lambda reply: read_numbers(reply, "relevant", len(sentences)))
+        return [sentences[n - 1] for n in numbers], ignored
+
+    def faithfulness(self, question: Question, hits: Sequence[Hit], answer: Answer,
+                     repeat: int) -> tuple[tuple[list[str], list[tuple[bool, str]]], int]:
+        """The answer's claims and a verdict on each (asked once the claims are known), and how
+        many verdicts named a claim out of range."""
+        claims = []
+        if answer.text.strip():
+            claims = self.ask_json(self.step("claims", repeat, question=question.text, answer=answer.text), read_claims)
+        if not claims:
+            return (claims, []), 0
+        if not hits:  # nothing retrieved: nothing supports them
+            return (claims, [(False, "nothing was retrieved")] * len(claims)), 0
+        verdicts, ignored = self.ask_json(
+            self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(claims)),
+            lambda reply: read_verdicts(reply, len(claims)))
+        return (claims, verdicts), ignored
+
+    def answer_relevance(self, question: Question, answer: Answer, repeat: int) -> tuple[tuple[float, str], int]:
+        """The 1-5 score and its reasoning, and 1 when the score was clamped into 1-5."""
+        (score, moved), why = self.ask_json(
+            self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"),
+            read_score)
+        return (score, why), int(moved)
+
+
+def together(parallel: bool, *steps: Callable[[], T]) -> list[Future[T]]:
+    """Each step's outcome (its value or what it raised), in the order of `steps`, all finished:
+    with `parallel` each step in a thread of its own (their requests still wait for the
+    endpoint's `max_concurrency` slots), else one after another up to the first that failed."""
+    if not parallel or len(steps) < 2:
+        outcomes: list[Future[T]] = []
+        for step in steps:
+            outcomes.append(settled(step))
+            if outcomes[-1].exception() is not None:
+                break
+        return outcomes
+    with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="ragexp-triad") as pool:
+        return [pool.submit(step) for step in steps]  # leaving `with` waits for every step
+
+
+def settled(step: Callable[[], T]) -> Future[T]:
+    future: Future[T] = Future()
+    try:
+        future.set_result(step())
+    except BaseException as err:  # handed on by Future.result, as a pool would
+        future.set_exception(err)
+    return future
 
 
 def context_sentences(hits: Sequence[Hit]) -> list[str]:
