@@ -152,10 +152,10 @@ def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subpr
         patch.chdir(cwd)
         patch.setattr(sys, "argv", list(argv))
         patch.setenv("MLFLOW_TRACKING_URI", "")  # recorded, so that it is restored as it was
-        patch.delenv("MLFLOW_TRACKING_URI")
+        reset_mlflow()  # (also unsets the variable, when MLflow had a URI set)
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
         for key, value in (env or {}).items():
             patch.setenv(key, value)
-        reset_mlflow()
         GlobalHydra.instance().clear()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
