@@ -9,7 +9,7 @@ import json
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from ragexp import __version__
 
@@ -65,7 +65,7 @@ def locate(target: str) -> Any:
     return None
 
 
-def ragexp_module(name: Any) -> bool:
+def ragexp_module(name: Any) -> TypeGuard[str]:
     return isinstance(name, str) and (name == "ragexp" or name.startswith("ragexp."))
 
 

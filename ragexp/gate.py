@@ -11,7 +11,7 @@ metric on another (known) scale, the threshold is mapped linearly onto it: the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterable, Mapping
+from typing import Annotated, Iterable, Mapping, cast
 
 from annotated_types import Len
 from typing_extensions import TypedDict
@@ -50,7 +50,8 @@ class ThresholdSpec(TypedDict, total=False):
 def parse_threshold(name: str, spec: ThresholdSpec) -> Threshold:
     """A checked threshold entry (see `Gate.constraints`) as a Threshold."""
     scale = spec.get("scale")
-    return Threshold(MetricName.parse(name), spec.get("min"), spec.get("max"), tuple(scale) if scale else None)
+    return Threshold(MetricName.parse(name), spec.get("min"), spec.get("max"),
+                     cast(tuple[float, float], tuple(scale)) if scale else None)  # Len(2, 2): checked with the config
 
 
 class Gate:

@@ -82,5 +82,6 @@ class OpenAIGenerator(UsesLLM):
             reply = self.ask(request, store=False, use_cache=False)
         if not reply.text.strip():
             raise QuestionFailed("generator: the endpoint replied with an empty answer")  # never cached
+        assert self.client is not None  # ask() raised without one
         self.client.store(request, reply)
         return Answer(reply.text.strip(), time.perf_counter() - started)

@@ -1,6 +1,7 @@
 """The records that flow between pipeline stages: plain frozen dataclasses."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,5 +166,5 @@ def judgement_from_dict(data: dict) -> Judgement:
 
 
 # record type -> (its name in a cache file, to dict, from dict)
-CODECS = {Chunk: ("Chunk", chunk_to_dict, chunk_from_dict), Hit: ("Hit", hit_to_dict, hit_from_dict),
+CODECS: dict[type, tuple[str, Callable[[Any], dict], Callable[[dict], Any]]] = {Chunk: ("Chunk", chunk_to_dict, chunk_from_dict), Hit: ("Hit", hit_to_dict, hit_from_dict),
           Answer: ("Answer", answer_to_dict, answer_from_dict), Judgement: ("Judgement", judgement_to_dict, judgement_from_dict)}

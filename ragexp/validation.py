@@ -11,6 +11,7 @@ import importlib
 import inspect
 import re
 import typing
+from collections.abc import Mapping
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -76,7 +77,7 @@ def check_component(node, key: str, errors: list[str]) -> None:
     parameters = inspect.signature(cls).parameters
     keywords = next((p for p in parameters.values() if p.kind is p.VAR_KEYWORD), None)
     named = {n: p for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    hints = annotations(cls)
+    hints = init_annotations(cls)
     arguments: dict[str, Any] = {}  # the settings that are valid, for the class's constraints
     for name in node:
         full = f"{key}.{name}"
@@ -144,7 +145,7 @@ def constraint_errors(cls, node, named: dict, arguments: dict, key: str) -> list
     return errors
 
 
-def annotations(cls) -> dict[str, Any]:
+def init_annotations(cls) -> dict[str, Any]:
     """The evaluated annotations of `cls.__init__`; one that cannot be evaluated is left unchecked."""
     init = cls.__init__
     try:
@@ -207,9 +208,9 @@ def type_errors(annotation, value, key: str) -> list[str]:
 
     if annotation is None or annotation is Any:
         return []
-    if component_class(annotation) is not None:
+    if (component := component_class(annotation)) is not None:
         return [] if value is None and type(None) in typing.get_args(annotation) else \
-            [f"{key}: expected a {component_class(annotation).__name__} config with a _target_, got {value!r}"]
+            [f"{key}: expected a {component.__name__} config with a _target_, got {value!r}"]
     try:
         adapter(annotation).validate_python(value, strict=True)
     except ValidationError as err:
@@ -223,7 +224,7 @@ def type_errors(annotation, value, key: str) -> list[str]:
     return []
 
 
-def explain(error: dict) -> str:
+def explain(error: Mapping[str, Any]) -> str:
     """pydantic's error as a short sentence about the value that was given."""
     kind, ctx, given = error["type"], error.get("ctx") or {}, error.get("input")
     if kind in ("int_type", "int_parsing", "int_from_float"):

@@ -66,6 +66,8 @@ def test_loader_settings_are_checked_when_built(tmp_path):
 
     assert problems(compose("dataset=beir", "dataset.on_error=ignore")) == [
         "dataset.on_error: 'ignore' is not one of 'stop', 'skip'"]
+    assert problems(compose("dataset=mix", "dataset.on_error=ignore")) == [
+        "dataset.on_error: 'ignore' is not one of 'stop', 'skip'"]
     with pytest.raises(RagexpError, match="dataset.path: not set"):
         BeirDataset().load()
 

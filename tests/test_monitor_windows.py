@@ -11,7 +11,7 @@ import pytest
 from ragexp.errors import RagexpError
 from ragexp.llm.usage import Prices
 from ragexp.monitor.percentiles import Latencies, Sketch, enforce_budget
-from ragexp.monitor.records import Columns, LogReader, Malformed
+from ragexp.monitor.records import BlockLines, Columns, LogReader, Malformed
 from ragexp.monitor.synthetic import generate
 from ragexp.monitor.windows import Reservoir, Summary, window_seconds
 
@@ -231,3 +231,11 @@ def test_models_are_priced_per_record_whatever_their_json_type(tmp_path):
     stats = summary.ordered()[0].stats(prices, "gpt-4o-mini")
     assert stats["cost_usd"] == pytest.approx(2.5 + 0.15 + 0.6)  # an unknown model costs 0
     assert (stats["tokens_in"], stats["tokens_out"]) == (2_000_000, 2_000_000)
+
+
+def test_block_lines_is_a_sequence_of_the_raw_lines():
+    block = b'{"a": 1}\n{"b": 2}\n{"a": 1}'
+    array = bytearray(b"[" + block + b"]")
+    lines = BlockLines(array, np.frombuffer(array, dtype=np.uint8) == ord("\n"), 3)
+    assert len(lines) == 3 and list(lines) == [b'{"a": 1}', b'{"b": 2}', b'{"a": 1}']
+    assert lines.count(b'{"a": 1}') == 2 and lines.index(b'{"b": 2}') == 1  # Sequence methods, not shadowed

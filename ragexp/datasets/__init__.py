@@ -99,7 +99,8 @@ class Unique:
     places (`on_error=skip` keeps the first)."""
 
     def __init__(self, what: str, rows: Rows):
-        self.what, self.rows, self.first = what, rows, {}
+        self.what, self.rows = what, rows
+        self.first: dict[str, str] = {}
 
     def new(self, id: str, where: str) -> bool:
         if id in self.first:

@@ -70,8 +70,8 @@ class BeirDataset(Loader):
             fields = line.rstrip("\r\n").split("\t")
             if not line.strip() or (number == 1 and fields[:1] == ["query-id"]):
                 continue
-            if undecodable(line):
-                rows.malformed(f"{file}:{number}", undecodable(line))
+            if bad_bytes := undecodable(line):
+                rows.malformed(f"{file}:{number}", bad_bytes)
                 continue
             if len(fields) < 3:
                 rows.malformed(f"{file}:{number}", f"expected query-id, corpus-id and score separated by tabs, "

@@ -8,6 +8,7 @@ from dataclasses import replace
 from ragexp.datasets import Loader, Rows
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document
+from ragexp.validation import OnError
 
 
 class MixDataset(Loader):
@@ -18,7 +19,7 @@ class MixDataset(Loader):
     ("golden:q001"); the corpus is both sets' documents (a document id in both must have the same text)."""
 
     def __init__(self, golden: Loader, synthetic: Loader, synthetic_share: float = 0.8, size: int | None = None,
-                 seed: int = 0, limit: int | None = None, name: str = "mix", on_error: str = "stop",
+                 seed: int = 0, limit: int | None = None, name: str = "mix", on_error: OnError = "stop",
                  qrels: str | None = None):
         super().__init__(None, limit, name, on_error, qrels)
         if isinstance(synthetic_share, bool) or not isinstance(synthetic_share, (int, float)) or not 0 <= synthetic_share <= 1:

@@ -53,7 +53,7 @@ JsonMode = Literal["auto", "on", "off", True, False]
 
 def parse_json_mode(value: JsonMode) -> str:
     """The `json_mode` setting (auto / true / false) as "auto", "on" or "off"."""
-    return {True: "on", False: "off"}.get(value, value)
+    return "on" if value is True else "off" if value is False else value
 
 
 def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
@@ -140,7 +140,7 @@ class ChatClient:
         import openai
 
         attempt = 0
-        error: openai.OpenAIError
+        error: openai.OpenAIError | json.JSONDecodeError
         while True:
             json_format = request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
             self._wait_turn()

@@ -42,13 +42,14 @@ class AsksForJSON(UsesLLM):
     that was read is cached (an unreadable one, its re-ask if that failed too, never are); a cached
     reply that cannot be read (left by an older ragexp) is asked afresh."""
 
-    counters = ("reasks", "unreadable_replies", "clamped_values")
+    counters: tuple[str, ...] = ("reasks", "unreadable_replies", "clamped_values")
     reask_prompt: Template  # with the field {problem}, set by the subclass
 
     def ask_json(self, request: ChatRequest, read: Callable[[dict], T]) -> T:
         reply, value = self.attempt(request, read)
         if not isinstance(value, Unreadable):
             return value
+        assert self.client is not None  # ask() raised without one
         self.client.count("reasks")
         followup = request.followed_by(reply.text, self.reask_prompt.render(problem=str(value)))
         _, value = self.attempt(followup, read)
@@ -71,6 +72,7 @@ class AsksForJSON(UsesLLM):
                 value = read_reply(reply.text, read)
             except Unreadable as again:
                 return reply, again
+        assert self.client is not None  # ask() raised without one
         self.client.store(request, reply)
         return reply, value
 

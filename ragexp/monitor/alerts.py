@@ -86,6 +86,7 @@ def evaluate(rules: list[Rule], windows: list[dict], baseline: dict | None) -> t
         if rule.needs_baseline and baseline is None:
             continue
         if rule.needs_baseline and rule.metric not in base:
+            assert baseline is not None  # a rule that needs one was skipped above without it
             notes.append(f"alert rule {rule.name!r} skipped: baseline run {baseline['name']!r} has no metric {rule.metric!r}")
             continue
         missing = [w["window"] for w in windows if rule.metric not in w["metrics"]]

@@ -61,12 +61,13 @@ class Columns:
         if not self.names["timestamp"]:
             raise RagexpError("monitor.columns.timestamp: every record needs a time; name its column")
 
-    def fields(self, lines: list[int], rows: list, get: Callable[[str], list | None], where: str,
+    def fields(self, lines: list[int], rows: Sequence, get: Callable[[str], list | None], where: str,
                malformed: Malformed, problems: dict[int, str]) -> Fields | None:
         """A batch's columns; `get(field)` lists a field's raw values (None: no such column).
         `problems` (line -> reason) are the batch's lines the reader could not parse: all are
         reported in line order, so `on_error=stop` stops at the first."""
-        converted, bad = {}, {}
+        converted: dict[str, np.ndarray] = {}
+        bad: dict[int, str] = {}
         for field, vectorised, one in CONVERSIONS:
             raw = get(field)
             if raw is None:

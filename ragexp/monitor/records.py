@@ -81,7 +81,7 @@ class LogReader:
         summarised = [f for f in SUMMARISED if names[f]]
         struct = msgspec.defstruct("LogRecord", [(f, Any, None) for f in summarised],
                                    rename={f: names[f] for f in summarised})
-        self.decoders = msgspec.json.Decoder(list[struct]), msgspec.json.Decoder(struct)
+        self.decoders = msgspec.json.Decoder(list[struct]), msgspec.json.Decoder(struct)  # type: ignore[valid-type]  # a class made at run time
         with self.path.open("rb") as handle:
             first, rest = 1, b""
             while True:
@@ -191,14 +191,14 @@ class BlockLines(Sequence):
     when one is asked for (a sampled record); `newlines` marks where the newlines were."""
 
     def __init__(self, array: bytearray, newlines: np.ndarray, count: int):
-        self.array, self.newlines, self.count = array, newlines, count
+        self.array, self.newlines, self.size = array, newlines, count
         self.ends: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return self.count
+        return self.size
 
-    def __getitem__(self, i: int) -> bytes:
-        if not 0 <= i < self.count:
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]  # read by line index only, never sliced
+        if not 0 <= i < self.size:
             raise IndexError(i)
         if self.ends is None:
             self.ends = np.flatnonzero(self.newlines)

@@ -99,7 +99,7 @@ class MonitorStore:
         for alert in alerts:
             by_run.setdefault(alert["run_id"], []).append(alert)
         for window in windows:
-            fired = by_run.get(window.get("run_id"), [])
+            fired = by_run.get(window["run_id"], [])
             client.set_tag(window["run_id"], "alerts", str(len(fired)))
             for alert in fired:
                 client.set_tag(window["run_id"], f"alert.{alert['rule']}", describe(alert)[:5000])

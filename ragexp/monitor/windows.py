@@ -141,7 +141,7 @@ class Summary:
         tokens_in, tokens_out = pick(f.tokens_in), pick(f.tokens_out)
         distinct = set(models) if models is not None else {None}
         for model in distinct:
-            chosen = slice(None) if len(distinct) == 1 else np.array([m == model for m in models])
+            chosen = slice(None) if models is None or len(distinct) == 1 else np.array([m == model for m in models])
             totals = window.tokens.setdefault(model, [0, 0])
             totals[0] += int(tokens_in[chosen].sum())
             totals[1] += int(tokens_out[chosen].sum())

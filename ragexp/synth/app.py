@@ -135,7 +135,7 @@ def dry_run(session, generator, plan, asked: dict[str, int]) -> str:
     if not session.components:
         return f"ragexp synth dry run: the {generator.name} generator sends no LLM request"
     requests = [r for type_, n in asked.items() for _ in range(n)
-                for source in [plan.next(type_)] if source is not None for r in generator.planned_requests(source)]
+                for source in [plan.next(type_)] if source is not None for r in generator.planned_requests_for(source)]
     estimate = RoleEstimate.of(ROLE, generator.endpoint, session.prices, requests)
     return (f"ragexp synth dry run: no LLM request made; the first round would send {estimate.requests} requests to "
             f"{estimate.model} at {estimate.base_url}: ~{estimate.input_tokens:,} input tokens, <= "

@@ -91,7 +91,7 @@ def generate(generator, rules: QualityRules, plan: SourcePlan, scoring_embedder,
     kept_by_type: Counter = Counter()
     deferred: dict[str, list[Source]] = {}  # per type, sources put off to the next round
     while not result.stopped:
-        batch, pending = [], Counter()  # pending: this round's sources per document
+        batch, pending = [], Counter[str]()  # pending: this round's sources per document
         for type_, quota in result.quotas.items():
             draws = min(quota - kept_by_type[type_], max_attempts * quota - attempts[type_])
             if draws <= 0:
@@ -124,8 +124,9 @@ def generate(generator, rules: QualityRules, plan: SourcePlan, scoring_embedder,
                 result.unmatched_sources += 1
                 attempts[item.source.type] -= 1
                 continue
-            problem = item if isinstance(item, Rejection) else rules.check(item)
-            if problem is None:
+            if isinstance(item, Rejection):
+                result.rejections.append(item)
+            elif (problem := rules.check(item)) is None:
                 candidates.append(item)
             else:
                 result.rejections.append(problem)

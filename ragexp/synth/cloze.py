@@ -99,10 +99,10 @@ def matches(type_: str, chunk: Chunk) -> list[tuple[str, str]]:
     for sentence in sentences(chunk):
         text = clean(sentence) + "."
         for pattern, question in TEMPLATES.get(type_, []):
-            match = pattern.match(text)
-            if match is None:
+            fitted = pattern.match(text)
+            if fitted is None:
                 continue
-            fields = {k: clean(v) for k, v in match.groupdict().items() if v}
+            fields = {k: clean(v) for k, v in fitted.groupdict().items() if v}
             if question == "How does {x} differ from {y}?":
                 subject = SUBJECT_END.search(" " + fields["x"])
                 if subject is None or subject.start() == 0:
@@ -140,10 +140,10 @@ class ClozeGenerator:
     def make(self, source: Source, seed: int = 0) -> Candidate:
         rng = random.Random(f"{seed}:{self.seed_salt}:{source.type}:{'+'.join(c.chunk_id for c in source.chunks)}")
         if source.type == "multi_hop":
-            parts = [self.any_match(chunk, rng) for chunk in source.chunks]
-            if any(p is None for p in parts):
+            first, second = (self.any_match(chunk, rng) for chunk in source.chunks)
+            if first is None or second is None:
                 raise NoCandidate("no_template_match", "a chunk of the pair has no sentence that fits a template")
-            (q1, a1), (q2, a2) = parts
+            (q1, a1), (q2, a2) = first, second
             if q1 == q2 or a1 == a2:
                 raise NoCandidate("no_template_match", "both chunks give the same question")
             question = f"{q1.rstrip('?')}, and {q2[0].lower() + q2[1:]}"

@@ -92,7 +92,7 @@ class LLMQuestionGenerator(AsksForJSON):
     def verify(self, candidate: Candidate) -> tuple[bool, str]:
         return self.ask_json(self.verify_request(candidate), read_verdict)
 
-    def planned_requests(self, source: Source) -> list[ChatRequest]:
+    def planned_requests_for(self, source: Source) -> list[ChatRequest]:
         """For the dry run: the question's request and (when verifying) a verdict over the same source."""
         planned = [self.request(source)]
         if self.verifies:

@@ -84,7 +84,9 @@ class SourcePlan:
             return
         pool = [c for c in self.chunks if self.usable is None or self.usable(c)]
         index = {c.chunk_id: i for i, c in enumerate(pool)}
-        vectors = self.embedder.embed([c.text for c in pool]) if pool else None
+        if not pool:
+            return
+        vectors = self.embedder.embed([c.text for c in pool])
         used: set[str] = set()
         for chunk in order:
             if chunk.chunk_id in used or chunk.chunk_id not in index:
