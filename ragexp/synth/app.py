@@ -21,7 +21,7 @@ def llm_stats(session) -> dict[str, float]:
         return {}
     usage = session.usage
     stats = {"input_tokens": usage.tokens[ROLE, "input"], "output_tokens": usage.tokens[ROLE, "output"],
-             "cost_usd": round(usage.cost[ROLE], 8)}
+             "cost_usd": round(usage.cost.get(ROLE, 0.0), 8)}
     stats.update({f"llm_{n}": usage.counts[n] for n in ("requests", "retries", "failures", "cache_hits")})
     stats.update({n: usage.counts[ROLE, n] for n in ("reasks", "unreadable_replies")})
     return stats
