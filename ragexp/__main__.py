@@ -28,20 +28,25 @@ def config_error(err: BaseException | None) -> bool:
     return isinstance(err, (HydraException, OmegaConfBaseException, RagexpError))
 
 
-def main() -> None:
-    """Refuses a command line that carries a secret before Hydra writes it to `.hydra/`; Hydra
-    reports its config errors with exit status 1, which becomes 2 (bad input) as for ragexp's own."""
+def guarded(app) -> None:
+    """Runs a Hydra app (`python -m ragexp`, `.synth`, `.monitor`): refuses a command line that
+    carries a secret before Hydra writes it to `.hydra/`; Hydra reports its config errors with exit
+    status 1, which becomes 2 (bad input) as for ragexp's own."""
     from ragexp.errors import BAD_INPUT
     from ragexp.secrets import refuse_secret_overrides
 
     refuse_secret_overrides(sys.argv[1:])
     try:
-        hydra_main()
+        app()
     except SystemExit as done:
         # Hydra's run_and_report prints the error, then sys.exit(1) while handling it (__context__)
         if done.code == 1 and config_error(done.__context__):
             sys.exit(BAD_INPUT)
         raise
+
+
+def main() -> None:
+    guarded(hydra_main)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from ragexp.__main__ import CONF, config_error
+from ragexp.__main__ import CONF, guarded
 
 
 @hydra.main(version_base="1.3", config_path=CONF, config_name="monitor")
@@ -19,18 +19,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    """As `python -m ragexp`: a secret on the command line is refused before Hydra writes it to
-    `.hydra/`, and Hydra's config errors (exit status 1) become bad input (2)."""
-    from ragexp.errors import BAD_INPUT
-    from ragexp.secrets import refuse_secret_overrides
-
-    refuse_secret_overrides(sys.argv[1:])
-    try:
-        hydra_main()
-    except SystemExit as done:
-        if done.code == 1 and config_error(done.__context__):
-            sys.exit(BAD_INPUT)
-        raise
+    guarded(hydra_main)  # as `python -m ragexp`: secrets on the command line refused, config errors exit 2
 
 
 if __name__ == "__main__":
