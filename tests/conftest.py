@@ -7,7 +7,6 @@ import contextlib
 import io
 import logging
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -140,39 +139,6 @@ def restored_logging():
             logger.propagate, logger.disabled = propagate, disabled
 
 
-EMPTY_STORE: list[Path] = []  # an empty MLflow sqlite store with its tables made (see empty_mlflow_store)
-SQLITE_URI = re.compile(r"sqlite:///([^\s'\"]+)")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def empty_mlflow_store(tmp_path_factory):
-    """Making an MLflow sqlite store's tables takes about 3 s; a test that runs ragexp gets a copy of
-    one made once (a real, empty store: the same as a new one, minus the wait) wherever the run
-    will open a store that does not exist yet (its working directory's mlflow.db, a sqlite:/// URI
-    in its arguments)."""
-    import mlflow
-
-    folder = tmp_path_factory.mktemp("empty-mlflow-store")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)
-        mlflow.MlflowClient(f"sqlite:///{folder / 'mlflow.db'}").search_experiments()
-    EMPTY_STORE[:] = [folder / "mlflow.db"]
-    yield
-
-
-def with_empty_stores(argv: list[str], cwd: Path) -> None:
-    """Copies the empty store to every store path the command would create."""
-    import shutil
-
-    if not EMPTY_STORE:
-        return
-    targets = [cwd / "mlflow.db", *(Path(m) for a in argv for m in SQLITE_URI.findall(str(a)))]
-    for target in targets:
-        target = target if target.is_absolute() else cwd / target
-        if not target.exists() and target.parent.is_dir():
-            shutil.copyfile(EMPTY_STORE[0], target)
-
-
 def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """`entry()` as a command run in `cwd` with `argv`, inside this process: sys.argv, the working
     directory and the environment ($MLFLOW_TRACKING_URI removed unless `env` sets it) are set for
@@ -182,7 +148,6 @@ def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subpr
     from hydra.core.global_hydra import GlobalHydra
 
     out, err = io.StringIO(), io.StringIO()
-    with_empty_stores([*argv, *(env or {}).values()], Path(cwd))
     with pytest.MonkeyPatch.context() as patch, restored_logging():
         patch.chdir(cwd)
         patch.setattr(sys, "argv", list(argv))
