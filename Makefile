@@ -24,8 +24,8 @@ $(STAMP): pyproject.toml constraints.txt
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
 	$(PY) -m ragexp
 
-test: install  ## the fast test tier: in-process, no timing (what CI runs first)
-	$(PY) -m pytest -m "not slow and not process"
+test: install  ## the fast test tier: in-process, no timing, on both cores (pytest-xdist; what CI runs first)
+	$(PY) -m pytest -m "not slow and not process" -n 2
 
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow"
