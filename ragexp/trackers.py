@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.report import AGGREGATES, AUDIT_FILES, RUN_META, TABLE, aggregates_json, question_table, results_json
+from ragexp.report import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
 from ragexp.secrets import has_credentials, scrub_url
 from ragexp.types import RunResult
 
@@ -66,7 +66,7 @@ class NoTracker:
         pass
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
-                files: tuple[Path, ...] = (), started: float | None = None, failure: str | None = None) -> str | None:
+                started: float | None = None, failure: str | None = None) -> str | None:
         return None
 
     def log_failed(self, name: str, config: dict[str, Any], parent_id: str | None, reason: str,
@@ -280,52 +280,19 @@ class MlflowTracker(NoTracker):
         return run_id
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
-                files: tuple[Path, ...] = (), started: float | None = None, failure: str | None = None) -> str | None:
-        """`started`: when the job began (time.time()): the run's start time, and its wall time
-        logged as the metric `job_time_s` (what `python -m ragexp.compare` plots quality against
-        when no cost is logged). `failure`: why the run failed as a whole (too many failed
-        questions): it is logged all the same, as a FAILED run tagged with the reason."""
-        import mlflow
-        import yaml
-        from mlflow.entities import Metric, Param
+                started: float | None = None, failure: str | None = None) -> str | None:
+        """A run logged as a job logs it: its folder written (here a temporary one), then
+        `log_folder`. `started`: when the run began (time.time()); `failure`: why it failed as a
+        whole, if it did (a FAILED run tagged with the reason)."""
+        import tempfile
 
-        from ragexp import __version__
+        from ragexp.report import write_results
 
-        client = self.client()
-        tags = {"git_commit": git_commit(), "dataset_fingerprint": result.dataset_fingerprint,
-                "ragexp_version": __version__, "judge": result.judge,
-                **{f"target.{key}": status for key, status in result.statuses.items()}}
-        if result.gate is not None:
-            tags["gate"] = result.gate.name
-        if parent_id:
-            tags["mlflow.parentRunId"] = parent_id
-        if failure:
-            tags.update({"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(failure)[:5000]})
-        start_ms = int(started * 1000) if started else None
-        run_id = client.create_run(self._experiment_id, run_name=result.name, tags=tags, start_time=start_ms).info.run_id
-        try:
-            params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
-            for start in range(0, len(params), 100):
-                client.log_batch(run_id, params=params[start : start + 100])
-            now = int(time.time() * 1000)
-            values = {**result.aggregates, **{f"work_{k}": v for k, v in result.counters.items()},
-                      **{f"time_{k}_s": v for k, v in result.timings.items()}}
-            metrics = [Metric(k, float(v), now, 0) for k, v in values.items()]
-            if started:
-                metrics.append(Metric("job_time_s", round(time.time() - started, 2), now, 0))
-            client.log_batch(run_id, metrics=metrics)
-            client.log_text(run_id, yaml.safe_dump(scrub(config), sort_keys=False), "config.yaml")
-            client.log_text(run_id, json.dumps(results_json(result), indent=2), "results.json")
-            client.log_text(run_id, json.dumps(aggregates_json(result), indent=2), AGGREGATES)
-            for file in files:
-                client.log_artifact(run_id, str(file))
-            if result.questions:
-                retry_locked(mlflow.log_table, question_table(result), "questions.json", run_id=run_id)
-        except Exception:
-            client.set_terminated(run_id, "FAILED")
-            raise
-        client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
-        return run_id
+        with tempfile.TemporaryDirectory(prefix="ragexp-run-") as tmp:
+            folder = Path(tmp)
+            write_results(result, folder, started, failure)
+            write_config(folder, config)
+            return self.log_folder(folder, parent_id)
 
 
 def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
