@@ -125,6 +125,16 @@ class RetryingLocked:
         return lambda *args, **kwargs: retry_locked(attribute, *args, **kwargs)
 
 
+def artifacts_beside(uri: str) -> str | None:
+    """A SQLite store keeps its experiments' artifacts in `mlruns/` beside the database file, so the
+    store is one folder wherever the command runs (MLflow's default is `./mlruns` of the current
+    folder). Other stores keep their own default."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri.removeprefix("sqlite:///")).resolve()
+    return (database.parent / "mlruns").as_uri()
+
+
 class MlflowTracker(NoTracker):
     """One MLflow run per job (nested under the sweep's parent run in a multirun).
     `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
@@ -142,7 +152,8 @@ class MlflowTracker(NoTracker):
         client = RetryingLocked(mlflow.MlflowClient())
         try:
             experiment = client.get_experiment_by_name(self.experiment)
-            self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(self.experiment)
+            self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+                self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()))
         except Exception as err:
             raise RagexpError(f"tracker.tracking_uri: cannot use MLflow store {mlflow.get_tracking_uri()} ({err})") from None
         return client
