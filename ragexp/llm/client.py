@@ -92,6 +92,7 @@ class ChatClient:
         self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
         self.setting = f"{role}.endpoint"
         self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
+        self._openai.default_headers  # noqa: B018 (computed once here, not on the first request: it probes the platform)
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
         self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
