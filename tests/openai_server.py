@@ -4,7 +4,7 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Embeddings are deterministic bag-of-words hashes (texts sharing words get similar vectors).
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
-  `headers`) for an HTTP error. The default, `auto_reply`, answers the prompts of ragexp's
+  `headers`) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
   generator and judges (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
@@ -237,6 +237,8 @@ class OpenAIServer:
             reply = reply if isinstance(reply, dict) else {"content": reply}
             if "status" in reply:
                 return error(reply["status"], reply.get("headers", {}))
+            if "body" in reply:
+                return 200, json.dumps(reply["body"]).encode(), {}
             content = reply["content"]
             tokens_in, tokens_out = reply.get("usage") or (math.ceil(len(prompt_text(body)) / 4), math.ceil(len(content) / 4))
             payload = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
