@@ -1,21 +1,22 @@
 """`make bench`: ragexp's speed and memory figures on ../shared/data/hotpotqa_ircot_dev500.
 
-Writes bench/results.json and bench/results.md and prints them. Each figure is measured once,
-in one run on this machine:
-1. cold vs warm time of a 6-job sweep (3 chunkers x 2 retrievers, dataset.limit=200), and the
-   embedding calls of the warm one (goal: warm >= 20x faster, 0 embeddings, 0 LLM requests);
-2. how many times chunking and corpus embedding ran in the cold sweep (goal: 3 each, not 6);
-3. the default pipeline on all 500 questions divided by embedding the same texts alone with the
-   same model (goal: <= 1.5), and that run's peak memory (RSS);
-4. wall time of `python -m ragexp --help` (goal: < 1.5 s);
-5. judged questions per second against a local OpenAI-protocol server with 200 ms latency at
-   concurrency 1, 8, 32 (goal: >= 80% of concurrency / latency);
-   `python bench/run.py triad` measures the triad alone: judged questions/s at concurrency 16 on
-   50 questions against the same server (this checkout's code);
-6. `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records per
-   second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
-
-`python bench/run.py monitor` measures figure 6 alone (the others are kept from results.json)."""
+Writes bench/results.json and bench/results.md (beside main's figures of 2026-11-30, kept in
+bench/before.json) and prints the table. Each figure is measured once, in one run on this machine,
+in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
+- sweep: cold vs warm time of a 6-job sweep (3 chunkers x 2 retrievers, dataset.limit=200), the
+  embedding calls of the warm one (goal: warm >= 20x faster, 0 embeddings, 0 LLM requests), how
+  many times chunking and corpus embedding ran in the cold one (goal: 3 each, not 6), and the cold
+  sweep's wall time as a multiple of embedding its distinct texts once with the same model;
+- full_run: the default pipeline on all 500 questions divided by embedding the same texts alone
+  with the same model (goal: <= 1.5), and that run's peak memory (RSS);
+- help: wall time of `python -m ragexp --help` (goal: < 1.5 s);
+- judges: judge=llm and judge=triad against a local OpenAI-protocol server with 200 ms latency at
+  concurrency 1, 8, 16, 32: judged questions/s (goal for llm: >= 80% of concurrency / latency),
+  mean requests in flight, CPU ms per judged question, the first request's delay
+  (`--code DIR`: another checkout's code; `python bench/run.py triad`: the triad at 16 alone);
+- monitor: `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records
+  per second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
+"""
 from __future__ import annotations
 
 import json
