@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's ragexp, in this process and (PYTHONPATH) in the runs it starts
 HOTPOT = (ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500").resolve()
 SWEEP = ["chunker=fixed,recursive,sentence", "retriever=dense,bm25"]
 
 
 def ragexp(*args: str, cwd: Path) -> tuple[float, str]:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:
         raise SystemExit(f"bench: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return time.perf_counter() - started, proc.stdout + proc.stderr
@@ -152,7 +154,8 @@ def help_time(work_dir: Path) -> dict:
     times = []
     for _ in range(5):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ragexp", "--help"], cwd=work_dir, capture_output=True, check=True)
+        subprocess.run([sys.executable, "-m", "ragexp", "--help"], cwd=work_dir, capture_output=True, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
         times.append(time.perf_counter() - started)
     return {"best_s": round(min(times), 3), "median_s": round(sorted(times)[2], 3)}
 
@@ -229,6 +232,7 @@ def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "ragexp.monitor", f"monitor.input={log}", "monitor.window=1d",
                              "monitor.judge_sample=0", "tracker=none", f"hydra.run.dir={out}"], cwd=work_dir,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall_s = time.perf_counter() - started
