@@ -262,7 +262,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description="ragexp's speed and memory figures (bench/results.md)")
     parser.add_argument("groups", nargs="*", help=f"figure groups, of {', '.join(GROUPS)} (default: all), or triad alone")
-    parser.add_argument("--limit", type=int, default=200, help="questions of the sweep's jobs (a quicker check)")
+    parser.add_argument("--limit", type=int, default=200, help="questions of the sweep's jobs (the corpus stays whole)")
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose code `judges` measures")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results.json", help="where the figures go")
     args = parser.parse_args()
