@@ -32,6 +32,7 @@ ASK = ChatRequest((("user", "hello"),))
     ({"prompt_tokens": 12.0, "completion_tokens": 3.0}, (12, 3)),
     (None, (0, 0)),  # no usage: the reply still counts, its tokens are 0
     ({"prompt_tokens": "many", "completion_tokens": -2}, (0, 0)),
+    ({"prompt_tokens": float("inf"), "completion_tokens": True}, (0, 0)),  # Infinity: Python's JSON reads it
 ])
 def test_text_and_tokens_are_read_from_the_reply_json(server, usage, tokens):
     server.chat = lambda body: completion({"role": "assistant", "content": "fine"}, usage)

@@ -216,7 +216,7 @@ class ChatClient:
 def tokens(usage, name: str) -> int:
     """A token count of the reply's `usage` object; 0 when it is missing or not a count."""
     value = usage.get(name) if isinstance(usage, dict) else None
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63 else 0
 
 
 def describe(err) -> str:
