@@ -15,7 +15,9 @@ in one run on this machine:
 6. `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records per
    second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
 
-`python bench/run.py monitor` measures figure 6 alone (the others are kept from results.json)."""
+`python bench/run.py monitor` measures figure 6 alone (the others are kept from results.json);
+`python bench/run.py embedding` measures the embedders (bench/embedding_backends.py: texts/s on the
+HotpotQA paragraphs, ndcg@10 and mrr of retriever=dense, per MiniLM backend and embedder=static)."""
 from __future__ import annotations
 
 import json
@@ -180,6 +182,17 @@ def main() -> None:
         (ROOT / "bench" / "results.md").write_text(markdown(results))
         print(markdown(results))
         return
+    if sys.argv[1:] == ["embedding"]:  # texts/s, ndcg@10, mrr per MiniLM backend and the static embedder
+        from embedding_backends import bench as embedding_bench
+        from embedding_backends import table as embedding_table
+
+        results_file = ROOT / "bench" / "results.json"
+        results = json.loads(results_file.read_text()) if results_file.exists() else {}
+        results["embedding"] = embedding_bench()
+        results_file.write_text(json.dumps(results, indent=2) + "\n")
+        (ROOT / "bench" / "results.md").write_text(markdown(results))
+        print(embedding_table(results["embedding"]))
+        return
     if sys.argv[1:] == ["triad"]:
         print(json.dumps(triad_throughput(Path(tempfile.mkdtemp(prefix="ragexp-bench-"))), indent=2))
         return
@@ -229,6 +242,11 @@ def markdown(r: dict) -> str:
         rows.append(("monitor: peak RSS", f"{m['peak_rss_mb']} MB", "< 500 MB"))
     lines = [f"ragexp benchmark, {r['date']}, {r['machine']}", "", "| figure | measured | goal |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    if "embedding" in r:  # bench/embedding_backends.py's table
+        from embedding_backends import table as embedding_table
+
+        lines += ["", f"Embedding on the HotpotQA dev500 paragraphs ({r['embedding']['date']}, `python bench/run.py embedding`):",
+                  "", embedding_table(r["embedding"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 

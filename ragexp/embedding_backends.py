@@ -15,6 +15,7 @@ import logging
 import os
 import tempfile
 import threading
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -75,7 +76,8 @@ def export_onnx(model_path: str, target: Path) -> None:
     axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")}
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on shape-dependent branches: checked by the tests
         torch.onnx.export(LastHiddenState(), example, str(tmp), input_names=list(INPUTS),
                           output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17, dynamo=False)
     os.replace(tmp, target)
