@@ -43,9 +43,7 @@ class StaticEmbedder(Embedder):
         self.name, self.batch_size, self.model_dir = name, batch_size, model_dir
 
     def settings(self) -> tuple:
-        from importlib.metadata import version
-
-        return f"model2vec-{version('model2vec')}", f"pca{self.pca_dims}", f"sif{self.sif_coefficient}"
+        return f"model2vec-{model2vec_version()}", f"pca{self.pca_dims}", f"sif{self.sif_coefficient}"
 
     def key(self) -> str:
         return ":".join(["static", self.teacher.path(), *self.settings()])
@@ -64,6 +62,18 @@ class StaticEmbedder(Embedder):
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         return self.model().encode(texts, batch_size=self.batch_size, use_multiprocessing=False)
+
+
+@lru_cache(maxsize=1)
+def model2vec_version() -> str:
+    """Part of the distilled model's key and folder: another model2vec may distil other vectors."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("model2vec")
+    except PackageNotFoundError:
+        raise RagexpError("embedder=static needs model2vec and skeletoken: pip install -c constraints.txt "
+                          "model2vec skeletoken (part of ragexp's install)") from None
 
 
 @lru_cache(maxsize=8)
@@ -90,7 +100,7 @@ def distil(teacher: str, pca_dims: int | None, sif_coefficient: float | None, ta
         from model2vec.distill import distill
     except ImportError as err:
         raise RagexpError(f"embedder=static: model2vec's distillation cannot be imported ({err}); "
-                          "pip install model2vec skeletoken (see constraints.txt)") from None
+                          "pip install -c constraints.txt model2vec skeletoken (part of ragexp's install)") from None
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
