@@ -52,7 +52,13 @@ def model_folder(cache, kind: str, model_path: str, *settings) -> Path:
 
 @lru_cache(maxsize=1)
 def _process_dir() -> str:
-    return tempfile.mkdtemp(prefix="ragexp-models-")
+    """A temporary folder for this process's models (the cache is off), removed when it exits."""
+    import atexit
+    import shutil
+
+    folder = tempfile.mkdtemp(prefix="ragexp-models-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def export_onnx(model_path: str, target: Path) -> None:

@@ -70,6 +70,13 @@ def test_distilled_once_into_the_cache_folder_as_plain_data_then_reused(teacher,
     assert first.shape == (len(TEXTS), 8) and np.allclose(np.linalg.norm(first, axis=1), 1, atol=1e-5)
 
 
+def test_without_an_on_disk_cache_the_model_is_kept_in_a_temporary_folder(teacher, distils):
+    embedder = StaticEmbedder(teacher_path=teacher, pca_dims=8)  # built outside a run: a memory-only cache
+    embedder.embed(TEXTS)
+    assert embedder.folder().is_dir() and embedder.folder().parent.parent.name.startswith("ragexp-models-")
+    assert len(distils) == 1
+
+
 def test_a_text_is_the_mean_of_its_tokens(teacher, tmp_path, distils):
     text, shuffled, other = static(teacher, tmp_path).embed(["port stderr logs", "logs port stderr", "restart the worker queue"])
     assert np.allclose(text, shuffled, atol=1e-6)  # word order does not matter to a static embedder
