@@ -13,7 +13,9 @@ in one run on this machine:
    `python bench/run.py triad` measures the triad alone: judged questions/s at concurrency 16 on
    50 questions against the same server (this checkout's code);
 6. `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records per
-   second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
+   second and peak RSS (goal: >= 100,000 records/s, < 500 MB);
+7. the embedders (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr
+   of retriever=dense, per MiniLM backend and embedder=static.
 
 `python bench/run.py monitor` measures figure 6 alone (the others are kept from results.json);
 `python bench/run.py embedding` measures the embedders (bench/embedding_backends.py: texts/s on the
@@ -206,6 +208,9 @@ def main() -> None:
     results["triad_throughput"] = triad_throughput(work_dir)
     results["full_run"] = full_run_vs_embedding()
     results["monitor"] = monitor_throughput(work_dir)
+    from embedding_backends import bench as embedding_bench
+
+    results["embedding"] = embedding_bench()  # texts/s, ndcg@10, mrr per MiniLM backend and embedder=static
     shutil.rmtree(work_dir, ignore_errors=True)
     out = ROOT / "bench"
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
