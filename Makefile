@@ -30,8 +30,8 @@ test: install  ## the fast test tier: in-process, no timing, on both cores (pyte
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow"
 
-test-full: install  ## every tier, slow tests and the optuna and ray extras included
-	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray]'
+test-full: install  ## every tier, slow tests and the optuna, ray and backends extras included
+	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
 	$(PY) -m pytest
 
 lint: install  ## ruff (style and bugs) and mypy (types) on the code; settings in pyproject.toml

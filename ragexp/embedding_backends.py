@@ -1,0 +1,156 @@
+"""Other runtimes for a sentence-transformers model (`embedder.backend`): ONNX Runtime in fp32
+(`onnx`) or with int8 weights (`onnx-int8`, dynamic quantisation), and OpenVINO (`openvino`).
+
+The model's transformer is exported to ONNX from its local folder with torch's exporter (no model
+hub, no optimum: optimum-onnx requires transformers < 4.58, ragexp runs 5.x), once, into a models
+folder (the run's cache folder, `<cache.dir>/models/`); the file is plain data (an ONNX protobuf).
+Tokenisation (the model's `tokenizer.json`, truncated at its `max_seq_length`) and mean pooling are
+the same as the sentence-transformers model's, so the vectors match PyTorch's (fp32: cosine ~1.0).
+These runtimes come with the optional extra `pip install 'ragexp[backends]'`."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ragexp.errors import RagexpError
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["torch", "onnx", "onnx-int8", "openvino"]
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_LOCK = threading.Lock()
+
+
+def models_dir(cache) -> Path:
+    """Where exported or distilled models are kept: `<cache.dir>/models/` when the run's embedding
+    cache has an on-disk store, else a temporary folder of this process."""
+    store = getattr(cache, "store", None)
+    if store is not None:
+        return Path(store.file).parent / "models"
+    return Path(_process_dir()) / "models"
+
+
+def model_folder(cache, kind: str, model_path: str, *settings) -> Path:
+    """The folder of one derived model (`kind`: onnx, static) of the model at `model_path`, named by
+    a hash of its path, its config and weight files' sizes, and `settings`: another model, another
+    version of it or other settings get another folder."""
+    files = sorted(Path(model_path).glob("*.json")) + sorted(Path(model_path).glob("*.safetensors"))
+    identity = [model_path, *settings, *((f.name, f.stat().st_size) for f in files)]
+    digest = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
+    return models_dir(cache) / f"{kind}-{digest}"
+
+
+@lru_cache(maxsize=1)
+def _process_dir() -> str:
+    """A temporary folder for this process's models (the cache is off), removed when it exits."""
+    import atexit
+    import shutil
+
+    folder = tempfile.mkdtemp(prefix="ragexp-models-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def export_onnx(model_path: str, target: Path) -> None:
+    """The transformer of the sentence-transformers model at `model_path` as ONNX (fp32) at `target`
+    (written to a temporary file, then renamed: several processes may export at once)."""
+    import torch
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(model_path, local_files_only=True).eval()
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base = base
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.base(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+
+    example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in INPUTS)
+    axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on shape-dependent branches: checked by the tests
+        torch.onnx.export(LastHiddenState(), example, str(tmp), input_names=list(INPUTS),
+                          output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17, dynamo=False)
+    os.replace(tmp, target)
+
+
+def quantize_int8(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
+    quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8)
+    os.replace(tmp, target)
+
+
+def onnx_file(model_path: str, backend: Backend, folder: Path) -> Path:
+    """The model's ONNX file for `backend` in `folder`, exported (and quantised) on first use."""
+    fp32, int8 = folder / "model.onnx", folder / "model-int8.onnx"
+    with _LOCK:
+        if not fp32.exists():
+            log.info("exporting %s to ONNX in %s (once)", model_path, folder)
+            export_onnx(model_path, fp32)
+        if backend == "onnx-int8" and not int8.exists():
+            quantize_int8(fp32, int8)
+    return int8 if backend == "onnx-int8" else fp32
+
+
+class OnnxEncoder:
+    """Texts -> mean-pooled token vectors with the model's tokenizer and an ONNX Runtime or
+    OpenVINO session (`backend`)."""
+
+    def __init__(self, model_path: str, backend: Backend, folder: Path):
+        from tokenizers import Tokenizer
+
+        try:
+            settings = json.loads((Path(model_path) / "sentence_bert_config.json").read_text())
+            self.tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+        except (OSError, ValueError, Exception) as err:  # noqa: BLE001 - a folder without what the backends need
+            raise RagexpError(f"embedder.backend={backend}: {model_path} has no readable tokenizer.json and "
+                              f"sentence_bert_config.json ({err}); use embedder.backend=torch") from None
+        self.tokenizer.enable_truncation(int(settings.get("max_seq_length") or 512))
+        self.tokenizer.enable_padding()
+        self.run = self.session(onnx_file(model_path, backend, folder), backend)
+
+    @staticmethod
+    def session(file: Path, backend: Backend):
+        try:
+            if backend == "openvino":
+                import openvino as ov
+
+                compiled = ov.Core().compile_model(str(file), "CPU")
+                return lambda feed: compiled(feed)[0]
+            import onnxruntime as ort
+        except ImportError as err:
+            raise RagexpError(f"embedder.backend={backend} needs the optional extra: pip install 'ragexp[backends]' "
+                              f"({err})") from None
+        session = ort.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+        return lambda feed: session.run(None, feed)[0]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        feed = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+        hidden = np.asarray(self.run(feed), dtype=np.float32)
+        mask = feed["attention_mask"][:, :, None].astype(np.float32)
+        return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+
+
+@lru_cache(maxsize=8)
+def load_encoder(model_path: str, backend: Backend, folder: str) -> OnnxEncoder:
+    return OnnxEncoder(model_path, backend, Path(folder))
