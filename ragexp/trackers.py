@@ -252,6 +252,8 @@ class MlflowTracker(NoTracker):
         import yaml
         from mlflow.entities import Metric, Param
 
+        from ragexp.trace_store import log_traces
+
         folder = Path(folder)
         [(name, values)] = json.loads((folder / "results.json").read_text()).items()
         meta = json.loads((folder / RUN_META).read_text())
@@ -284,6 +286,7 @@ class MlflowTracker(NoTracker):
             if table["data"]:
                 frame = pd.DataFrame(table["data"], columns=table["columns"])
                 retry_locked(mlflow.log_table, frame, TABLE, run_id=run_id)
+            log_traces(client, folder, self._experiment_id, run_id, meta["judge"], retry_locked)  # tracing=on
         except Exception:
             client.set_terminated(run_id, "FAILED")
             raise
