@@ -115,3 +115,18 @@ def test_sample_rate_out_of_range_is_named(tmp_path):
     proc = run_app(*FAST, "tracing=on", "tracing.sample_rate=1.5", "tracker=none", cwd=tmp_path)
     assert proc.returncode == 2
     assert "tracing.sample_rate" in proc.stderr
+
+
+def test_a_failed_request_is_traced_with_its_reason(tmp_path, server):
+    server.faults = [400]  # the first generator request is refused: that question fails, the other goes on
+    args = [*llm_args(server), "dataset.limit=2", "tracing=on", "max_failed_share=1", "llm.cache_dir=null",
+            f"tracker.tracking_uri={store(tmp_path)}", f"cache.dir={tmp_path / 'cache'}"]
+    proc = run_app(*args, cwd=tmp_path, env={TEST_KEY_ENV: "sk-test"})
+    assert proc.returncode == 0, proc.stderr
+    _, _, traces = traces_of_run(store(tmp_path))
+    failed = [t for t in traces if t.info.state == "ERROR"]
+    assert len(traces) == 2 and len(failed) == 1
+    spans = {s.name: s for s in failed[0].data.spans}
+    assert "HTTP 400" in spans["generate"].attributes["ragexp.failure_reason"]
+    assert spans["generate"].status.status_code == "ERROR" and "judge" not in spans
+    assert "HTTP 400" in spans["generator request"].attributes["ragexp.failure_reason"]
