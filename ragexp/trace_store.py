@@ -69,10 +69,23 @@ def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
         request_time=record["start_ns"] // 1_000_000, state=TraceState.ERROR if failure else TraceState.OK,
         request_preview=json.dumps(inputs)[:1000], response_preview=json.dumps(outputs)[:1000],
         execution_duration=(record["end_ns"] - record["start_ns"]) // 1_000_000,
-        trace_metadata={TraceMetadataKey.SOURCE_RUN: run_id},
+        trace_metadata={TraceMetadataKey.SOURCE_RUN: run_id, **usage_of(record["spans"])},
         tags={"mlflow.traceName": "question", "ragexp.question_id": record["question_id"]},
         assessments=assessments(question, trace_id))
     return info, spans
+
+
+def usage_of(spans: list[dict]) -> dict[str, str]:
+    """The trace's tokens and cost, summed over its LLM requests, as MLflow's trace metadata."""
+    from mlflow.tracing.constant import TraceMetadataKey
+
+    requests = [s["attributes"] for s in spans if "mlflow.chat.tokenUsage" in s["attributes"]]
+    if not requests:
+        return {}
+    usage = {k: sum(r["mlflow.chat.tokenUsage"][k] for r in requests)
+             for k in ("input_tokens", "output_tokens", "total_tokens")}
+    cost = sum(r.get("mlflow.llm.cost", {}).get("total_cost", 0.0) for r in requests)
+    return {TraceMetadataKey.TOKEN_USAGE: json.dumps(usage), TraceMetadataKey.COST: json.dumps({"total_cost": cost})}
 
 
 def span_of(span: dict, trace_id: str, otel_trace_id: int, seed: bytes):
