@@ -15,6 +15,10 @@ in one run on this machine:
 6. `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records per
    second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
 
+7. the cost of `tracing=on`: wall time of a 200-question run (BM25, offline judge, logged to a
+   SQLite store) without and with it (goal: at most 10% slower); `python bench/run.py tracing`
+   measures it alone.
+
 `python bench/run.py monitor` measures figure 6 alone (the others are kept from results.json)."""
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ SWEEP = ["chunker=fixed,recursive,sentence", "retriever=dense,bm25"]
 
 def ragexp(*args: str, cwd: Path) -> tuple[float, str]:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, whatever the venv's editable install
+    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"bench: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return time.perf_counter() - started, proc.stdout + proc.stderr
@@ -169,7 +174,27 @@ def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
             "peak_rss_mb": round(usage.ru_maxrss / 1024), "load_1min": round(os.getloadavg()[0], 1)}
 
 
+def tracing_cost(work_dir: Path, questions: int = 200) -> dict:
+    """Wall time of `python -m ragexp` on `questions` HotpotQA questions (BM25, the offline judge,
+    stage cache off, logged to a SQLite store) without and with tracing=on, in the order off, on,
+    on, off (the machine's drift cancels out); the mean of each."""
+    args = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={questions}", "retriever=bm25",
+            "cache.enabled=false", f"tracker.tracking_uri=sqlite:///{work_dir / 'tracing.db'}"]
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    for mode in ("off", "on", "on", "off"):
+        seconds, _ = ragexp(*args, f"tracing={mode}", f"hydra.run.dir={work_dir / f'tracing-{len(times[mode])}-{mode}'}",
+                            cwd=work_dir)
+        times[mode].append(round(seconds, 1))
+    off, on = (sum(times[m]) / len(times[m]) for m in ("off", "on"))
+    traces = sum(1 for _ in (work_dir / "tracing-0-on" / "traces.jsonl").open())
+    return {"questions": questions, "traces": traces, "off_s": times["off"], "on_s": times["on"],
+            "overhead": round(on / off - 1, 3), "load_1min": round(os.getloadavg()[0], 1)}
+
+
 def main() -> None:
+    if sys.argv[1:] == ["tracing"]:
+        print(json.dumps(tracing_cost(Path(tempfile.mkdtemp(prefix="ragexp-bench-"))), indent=2))
+        return
     if sys.argv[1:] == ["monitor"]:
         work_dir = Path(tempfile.mkdtemp(prefix="ragexp-bench-"))
         results_file = ROOT / "bench" / "results.json"
@@ -193,6 +218,7 @@ def main() -> None:
     results["triad_throughput"] = triad_throughput(work_dir)
     results["full_run"] = full_run_vs_embedding()
     results["monitor"] = monitor_throughput(work_dir)
+    results["tracing"] = tracing_cost(work_dir)
     shutil.rmtree(work_dir, ignore_errors=True)
     out = ROOT / "bench"
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -227,6 +253,10 @@ def markdown(r: dict) -> str:
                      f"{m['records_per_s']:,} records/s (read {m['read_s']} s, command {m['wall_s']} s; "
                      f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})", ">= 100,000/s"))
         rows.append(("monitor: peak RSS", f"{m['peak_rss_mb']} MB", "< 500 MB"))
+    if "tracing" in r:
+        t = r["tracing"]
+        rows.append((f"tracing=on: {t['questions']}-question run (BM25, offline judge, MLflow), off / on",
+                     f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; load {t['load_1min']})", "<= +10%"))
     lines = [f"ragexp benchmark, {r['date']}, {r['machine']}", "", "| figure | measured | goal |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return "\n".join(lines) + "\n"
