@@ -25,7 +25,7 @@ from ragexp.notes import data_notes, retrieval_notes
 from ragexp.relevance import CONTEXT_METRICS, RelevanceRule
 from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.targets import assess
-from ragexp.tracing import documents
+from ragexp.tracing import documents, ended
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
 if TYPE_CHECKING:
@@ -261,22 +261,15 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
         return replace(result, failure="no expected answer in the dataset")
     key = key_of("answer", generator_settings, question.text, context(hits))
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
-        result = generated(work, generator, key, result, span)
-        if span is not None:
-            span["outputs"], span["error"] = (result.answer.text if result.answer else None), result.failure
-        return result
-
-
-def generated(work: Work, generator, key: str, result: QuestionResult, span: dict | None) -> QuestionResult:
-    try:
-        return replace(result, answer=work.cached("answer", key, generator.generate, result.question.text,
-                                                  result.hits, span=span))
-    except RagexpError:
-        raise
-    except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
-        return replace(result, failure=str(err))
-    except Exception as err:
-        return replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+        try:
+            result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span))
+        except RagexpError:
+            raise
+        except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
+            result = replace(result, failure=str(err))
+        except Exception as err:
+            result = replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+        return ended(span, result, result.answer.text if result.answer else None)
 
 
 def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
@@ -285,24 +278,15 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
         return result
     question, hits, answer = result.question, result.hits, result.answer
     key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
-    with work.span(question.qid, "judge", "EVALUATOR", {"question": question.text, "answer": answer.text,
-                                                        "expected": list(question.answers)}) as span:
-        result = judged(work, judge, key, result, span)
-        if span is not None:
-            j = result.judgement
-            span["outputs"] = {"scores": j.scores, "reasoning": j.reasoning} if j else None
-            span["error"] = result.failure
-        return result
-
-
-def judged(work: Work, judge: Judge, key: str, result: QuestionResult, span: dict | None) -> QuestionResult:
-    try:
-        return replace(result, judgement=work.cached("judgement", key, judge.judge, result.question, result.hits,
-                                                     result.answer, span=span))
-    except RagexpError:
-        raise
-    except QuestionFailed as err:
-        return replace(result, failure=str(err))
-    except Exception as err:
-        return replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
-
+    inputs = {"question": question.text, "answer": answer.text, "expected": list(question.answers)}
+    with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
+        try:
+            result = replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer, span=span))
+        except RagexpError:
+            raise
+        except QuestionFailed as err:
+            result = replace(result, failure=str(err))
+        except Exception as err:
+            result = replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
+        j = result.judgement
+        return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)

@@ -12,10 +12,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
+import time
 from pathlib import Path
 
 from ragexp.tracing import TRACES
 
+log = logging.getLogger(__name__)
 LINK_BATCH = 100  # MlflowClient.link_traces_to_run takes at most 100 traces at once
 
 
@@ -33,6 +36,7 @@ def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str
         return []
     from mlflow.tracing.client import TracingClient
 
+    started = time.perf_counter()
     questions = {q["question_id"]: q for q in read_jsonl(folder / "questions.jsonl")}
     tracing = TracingClient()
     spans, trace_ids = [], []
@@ -46,6 +50,7 @@ def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str
         retry(tracing.log_spans, experiment_id, spans)
     for start in range(0, len(trace_ids), LINK_BATCH):
         client.link_traces_to_run(trace_ids[start : start + LINK_BATCH], run_id)
+    log.info("%d traces logged to run %s in %.1fs", len(trace_ids), run_id, time.perf_counter() - started)
     return trace_ids
 
 

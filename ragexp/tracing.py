@@ -121,3 +121,10 @@ def documents(hits) -> list[dict]:
     return [{"id": h.chunk.chunk_id, "page_content": h.chunk.text,
              "metadata": {"doc_uri": h.chunk.doc_id, "chunk_id": h.chunk.chunk_id, "rank": h.rank, "score": h.score}}
             for h in hits]
+
+
+def ended(span: dict | None, result, outputs):
+    """`result` (a QuestionResult), its stage's `span` given the stage's outputs and failure."""
+    if span is not None:
+        span["outputs"], span["error"] = outputs, result.failure
+    return result
