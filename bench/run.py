@@ -1,25 +1,24 @@
 """`make bench`: ragexp's speed and memory figures on ../shared/data/hotpotqa_ircot_dev500.
 
-Writes bench/results.json and bench/results.md and prints them. Each figure is measured once,
-in one run on this machine:
-1. cold vs warm time of a 6-job sweep (3 chunkers x 2 retrievers, dataset.limit=200), and the
-   embedding calls of the warm one (goal: warm >= 20x faster, 0 embeddings, 0 LLM requests);
-2. how many times chunking and corpus embedding ran in the cold sweep (goal: 3 each, not 6);
-3. the default pipeline on all 500 questions divided by embedding the same texts alone with the
-   same model (goal: <= 1.5), and that run's peak memory (RSS);
-4. wall time of `python -m ragexp --help` (goal: < 1.5 s);
-5. judged questions per second against a local OpenAI-protocol server with 200 ms latency at
-   concurrency 1, 8, 32 (goal: >= 80% of concurrency / latency);
-   `python bench/run.py triad` measures the triad alone: judged questions/s at concurrency 16 on
-   50 questions against the same server (this checkout's code);
-6. `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records per
-   second and peak RSS (goal: >= 100,000 records/s, < 500 MB).
-
-7. the cost of `tracing=on`: wall time of a 200-question run (BM25, offline judge, logged to a
-   SQLite store) without and with it (goal: at most 10% slower); `python bench/run.py tracing`
-   measures it alone.
-
-`python bench/run.py monitor` measures figure 6 alone (the others are kept from results.json)."""
+Writes bench/results.json and bench/results.md (beside main's figures of 2026-11-30, kept in
+bench/before.json) and prints the table. Each figure is measured once, in one run on this machine,
+in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
+- sweep: cold vs warm time of a 6-job sweep (3 chunkers x 2 retrievers, dataset.limit=200), the
+  embedding calls of the warm one (goal: warm >= 20x faster, 0 embeddings, 0 LLM requests), how
+  many times chunking and corpus embedding ran in the cold one (goal: 3 each, not 6), and the cold
+  sweep's wall time as a multiple of embedding its distinct texts once with the same model;
+- full_run: the default pipeline on all 500 questions divided by embedding the same texts alone
+  with the same model (goal: <= 1.5), and that run's peak memory (RSS);
+- help: wall time of `python -m ragexp --help` (goal: < 1.5 s);
+- judges: judge=llm and judge=triad against a local OpenAI-protocol server with 200 ms latency at
+  concurrency 1, 8, 16, 32: judged questions/s (goal for llm: >= 80% of concurrency / latency),
+  mean requests in flight, CPU ms per judged question, the first request's delay
+  (`--code DIR`: another checkout's code; `python bench/run.py triad`: the triad at 16 alone);
+- monitor: `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records
+  per second and peak RSS (goal: >= 100,000 records/s, < 500 MB);
+- tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
+  SQLite store) without and with tracing=on (goal: at most 10% slower).
+"""
 from __future__ import annotations
 
 import json
@@ -31,17 +30,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's ragexp, in this process and (PYTHONPATH) in the runs it starts
 HOTPOT = (ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500").resolve()
 SWEEP = ["chunker=fixed,recursive,sentence", "retriever=dense,bm25"]
 
 
 def ragexp(*args: str, cwd: Path) -> tuple[float, str]:
     started = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, whatever the venv's editable install
-    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:
         raise SystemExit(f"bench: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return time.perf_counter() - started, proc.stdout + proc.stderr
@@ -52,8 +54,8 @@ def work_lines(stdout: str) -> list[dict[str, int]]:
     return [{k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)} for line in re.findall(r"work: (.*)", stdout)]
 
 
-def sweep(work_dir: Path) -> dict:
-    args = ["-m", *SWEEP, "dataset=hotpotqa", f"dataset.path={HOTPOT}", "dataset.limit=200", "tracker=none"]
+def sweep(work_dir: Path, limit: int = 200) -> dict:
+    args = ["-m", *SWEEP, "dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={limit}", "tracker=none"]
     cold_s, cold_out = ragexp(*args, cwd=work_dir)
     warm_s, warm_out = ragexp(*args, cwd=work_dir)
     cold, warm = work_lines(cold_out), work_lines(warm_out)
@@ -66,34 +68,87 @@ def sweep(work_dir: Path) -> dict:
         "corpus_embedding_runs": sum(1 for w in cold if w.get("index_embedded_texts", 0) > 0),
         "warm_embedded_texts": sum(w.get("embedded_texts", 0) for w in warm),
         "warm_stage_computations": sum(v for w in warm for k, v in w.items() if k.endswith("_computed")),
+        "distinct": distinct_embedding(work_dir, cold_s, limit, sum(w.get("embedded_texts", 0) for w in cold)),
     }
+
+
+def compose_config(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+@contextmanager
+def embedding_caches() -> Iterator[list]:
+    """Every run-wide EmbeddingCache made in the block (instrumentation of this process only)."""
+    from ragexp.embedders import EmbeddingCache
+
+    made: list = []
+    original = EmbeddingCache.__dict__["beside"]
+
+    def beside(stage_cache):
+        made.append(original.__func__(EmbeddingCache, stage_cache))
+        return made[-1]
+
+    EmbeddingCache.beside = beside  # type: ignore[method-assign,assignment]
+    try:
+        yield made
+    finally:
+        EmbeddingCache.beside = original  # type: ignore[method-assign]
+
+
+def embedding_alone(cfg, caches: list) -> tuple[int, float]:
+    """The distinct texts the runs' embedding caches hold for the config's embedder (`cfg.embedder`,
+    the same model), embedded again once, longest first in its batches, without any cache: their
+    number and the seconds it took."""
+    from hydra.utils import instantiate
+
+    embedder = instantiate(cfg.embedder)
+    texts = sorted({t for cache in caches for t in cache.memo.get(embedder.key(), {})}, key=len, reverse=True)
+    embedder.embed_batch(texts[:1])  # the model loaded before the clock starts, as a run's first batch does
+    started = time.perf_counter()
+    for start in range(0, len(texts), embedder.batch_size):
+        embedder.embed_batch(texts[start : start + embedder.batch_size])
+    return len(texts), time.perf_counter() - started
+
+
+def distinct_embedding(work_dir: Path, cold_s: float, limit: int, embedded: int) -> dict:
+    """The cold sweep's wall time as a multiple of its distinct embedding work: the sweep's jobs are
+    run again in this process against a copy of the cold sweep's vectors only (every stage computed,
+    no text embedded), which shows every text the sweep embedded; those are then embedded once."""
+    replay = work_dir / "replay-cache"
+    replay.mkdir()
+    shutil.copy(work_dir / ".ragexp-cache" / "embeddings.sqlite", replay / "embeddings.sqlite")
+    from ragexp.pipeline import run
+
+    base = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={limit}", "tracker=none", f"cache.dir={replay}"]
+    with embedding_caches() as caches:
+        for chunker in SWEEP[0].split("=")[1].split(","):
+            for retriever in SWEEP[1].split("=")[1].split(","):
+                run(compose_config([*base, f"chunker={chunker}", f"retriever={retriever}"]))
+    recomputed = sum(c.stats["embedded_texts"] for c in caches)
+    texts, seconds = embedding_alone(compose_config(base), caches)
+    return {"texts": texts, "cold_embedded_texts": embedded, "replay_embedded_texts": recomputed,
+            "embedding_s": round(seconds, 1), "multiple": round(cold_s / seconds, 2)}
 
 
 def full_run_vs_embedding() -> dict:
     """The default pipeline on all 500 questions, in this process (cache off), then the texts it
     embedded, embedded again alone with the same model."""
-    from hydra import compose, initialize_config_dir
-
-    from ragexp import embedders
     from ragexp.pipeline import run
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["dataset=hotpotqa", f"dataset.path={HOTPOT}",
-                                                       "tracker=none", "cache.enabled=false"])
-    started = time.perf_counter()
-    result = run(cfg)
-    run_s = time.perf_counter() - started
+    cfg = compose_config(["dataset=hotpotqa", f"dataset.path={HOTPOT}", "tracker=none", "cache.enabled=false"])
+    with embedding_caches() as caches:
+        started = time.perf_counter()
+        result = run(cfg)
+        run_s = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    [(key, memo)] = embedders._MEMO.items()
-    texts = list(memo)
-    model = embedders.load_sentence_transformer(key.split(":", 1)[1], "cpu")
-    started = time.perf_counter()
-    ordered = sorted(texts, key=len, reverse=True)
-    for start in range(0, len(ordered), 64):
-        model.encode(ordered[start : start + 64], batch_size=64, show_progress_bar=False)
-    embed_s = time.perf_counter() - started
+    texts, embed_s = embedding_alone(cfg, caches)
     return {"questions": result.aggregates["total_questions"], "overall_score": result.aggregates.get("overall_score"),
-            "run_s": round(run_s, 1), "embedded_texts": len(texts), "embedding_alone_s": round(embed_s, 1),
+            "run_s": round(run_s, 1), "embedded_texts": texts, "embedding_alone_s": round(embed_s, 1),
             "ratio": round(run_s / embed_s, 2), "peak_rss_mb": round(peak_mb), "stage_s": result.timings}
 
 
@@ -101,54 +156,72 @@ def help_time(work_dir: Path) -> dict:
     times = []
     for _ in range(5):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ragexp", "--help"], cwd=work_dir, capture_output=True, check=True)
+        subprocess.run([sys.executable, "-m", "ragexp", "--help"], cwd=work_dir, capture_output=True, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
         times.append(time.perf_counter() - started)
     return {"best_s": round(min(times), 3), "median_s": round(sorted(times)[2], 3)}
 
 
-def judge_throughput(work_dir: Path) -> dict:
+LATENCY = 0.2  # seconds the test server waits before each reply
+# questions per run, by judge and concurrency: enough for several rounds of requests, few at concurrency 1
+QUESTIONS = {"llm": {1: 25, 8: 100, 16: 200, 32: 200}, "triad": {1: 10, 8: 50, 16: 50, 32: 100}}
+
+
+def judge_run(work_dir: Path, judge: str, concurrency: int, questions: int, code: Path = ROOT) -> dict:
+    """One run of `judge` (llm or triad) on `questions` HotpotQA questions against a fresh test
+    server with 200 ms latency: judged questions/s by the judging stage's clock, the mean
+    requests in flight as the server saw them (first arrival to last reply), the judging stage's
+    CPU time (all threads) per judged question, and how long after the stage started the first
+    request arrived. The code measured is `code`'s (PYTHONPATH); hash embedders and bm25, so
+    that only the judging counts; the stage cache (shared by the runs of a work folder) is on, as
+    by default: a fresh server has a new address, so no judgement or reply is in it."""
     sys.path.insert(0, str(ROOT / "tests"))
     from openai_server import OpenAIServer
 
-    figures = {}
-    with OpenAIServer(latency=0.2) as server:
-        for concurrency in (1, 8, 32):
-            _, out = ragexp("dataset=hotpotqa", f"dataset.path={HOTPOT}", "dataset.limit=200", "retriever=bm25",
-                            "tracker=none", "cache.enabled=false", "judge=local",
-                            f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.max_concurrency={concurrency}",
-                            cwd=work_dir)
-            judged = len(server.chat_requests())
-            server.requests = []
-            seconds = float(re.search(r"judging: ([\d.]+)s", out).group(1))  # the pipeline's stage clock
-            per_second = judged / seconds
-            figures[concurrency] = {"requests": judged, "judging_s": round(seconds, 2), "per_second": round(per_second, 1),
-                                    "share_of_ideal": round(per_second / (concurrency / 0.2), 3)}
-    return figures
-
-
-def triad_throughput(work_dir: Path, questions: int = 50, concurrency: int = 16) -> dict:
-    """`judge=triad` judged questions/s (the judging stage's clock) against the 200 ms server, this
-    checkout's code (PYTHONPATH), hash embedders and bm25 so that only the judging counts."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from openai_server import OpenAIServer
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = work_dir / f"{judge}-{concurrency}-{questions}"
     args = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={questions}", "retriever=bm25",
-            "embedder=hash", "embedder@scoring_embedder=hash", "tracker=none", "cache.enabled=false",
-            "judge=triad", "weights=triad", "judge.endpoint.api_key_env=null",
-            f"judge.endpoint.max_concurrency={concurrency}"]
-    with OpenAIServer(latency=0.2) as server:
+            "embedder=hash", "embedder@scoring_embedder=hash", "tracker=none", f"cache.dir={work_dir / 'cache'}",
+            f"judge={judge}", "judge.endpoint.api_key_env=null", f"judge.endpoint.max_concurrency={concurrency}",
+            f"hydra.run.dir={out}", *(["weights=triad"] if judge == "triad" else [])]
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    with OpenAIServer(latency=LATENCY) as server:
         proc = subprocess.run([sys.executable, "-m", "ragexp", *args, f"judge.endpoint.base_url={server.base_url}"],
                               cwd=work_dir, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SystemExit(f"bench: the triad run failed:\n{proc.stderr[-3000:]}")
-        arrivals = [r["time"] for r in server.chat_requests()]
-        requests, max_in_flight = len(arrivals), server.max_in_flight
-    seconds = float(re.search(r"judging: ([\d.]+)s", proc.stdout + proc.stderr).group(1))
-    return {"questions": questions, "concurrency": concurrency, "requests": requests, "max_in_flight": max_in_flight,
-            "judging_s": round(seconds, 2), "per_second": round(questions / seconds, 1),
-            "first_to_last_reply_s": round(max(arrivals) - min(arrivals) + 0.2, 2),  # the server's view, no start-up
-            "ceiling": round(concurrency / 0.2 / (requests / questions), 1), "load_1min": round(os.getloadavg()[0], 1)}
+            raise SystemExit(f"bench: the {judge} run at concurrency {concurrency} failed:\n{proc.stderr[-3000:]}")
+        requests = server.chat_requests()
+        mean_in_flight, max_in_flight = server.mean_in_flight(), server.max_in_flight
+    aggregates = next(iter(json.loads((out / "results.json").read_text()).values()))
+    judged = int(aggregates["total_questions"] - aggregates["failed_questions"])
+    timings = json.loads((out / "run.json").read_text())["timings_s"]
+    seconds, cpu = timings["judging"], timings.get("judging_cpu")  # main before this figure had no CPU clock
+    ceiling = concurrency / LATENCY / (len(requests) / questions)  # every slot busy all the time
+    return {"questions": questions, "judged": judged, "requests": len(requests), "judging_s": round(seconds, 2),
+            "per_second": round(judged / seconds, 1), "ceiling": round(ceiling, 1),
+            "share_of_ceiling": round(judged / seconds / ceiling, 3), "mean_in_flight": round(mean_in_flight, 1),
+            "max_in_flight": max_in_flight, "cpu_ms_per_question": round(1000 * cpu / judged, 2) if cpu else None,
+            "first_request_ms": first_request_ms(out / "ragexp.log", requests), "load_1min": round(os.getloadavg()[0], 1)}
+
+
+def first_request_ms(log: Path, requests: list[dict]) -> int | None:
+    """Milliseconds from the judging stage's start (the log line that ends generation, stamped to
+    the millisecond) to the first request's arrival at the server."""
+    found = re.search(r"^\[(\S+ \S+)\]\[ragexp\.pipeline\]\[INFO\] - generation:", log.read_text(), re.MULTILINE)
+    if not found or not requests:
+        return None
+    started = time.mktime(time.strptime(found.group(1)[:19], "%Y-%m-%d %H:%M:%S")) + int(found.group(1)[20:]) / 1000
+    return round(1000 * (min(r["wall"] for r in requests) - started))
+
+
+def judges(work_dir: Path, code: Path = ROOT) -> dict:
+    """Figure 5: `judge=llm` and `judge=triad` at concurrency 1, 8, 16 and 32 (see judge_run)."""
+    return {judge: {str(c): judge_run(work_dir, judge, c, n, code) for c, n in counts.items()}
+            for judge, counts in QUESTIONS.items()}
+
+
+def triad_throughput(work_dir: Path, questions: int = 50, concurrency: int = 16) -> dict:
+    """`python bench/run.py triad`: the triad alone at concurrency 16 on 50 questions."""
+    return judge_run(work_dir, "triad", concurrency, questions)
 
 
 def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
@@ -161,6 +234,7 @@ def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "ragexp.monitor", f"monitor.input={log}", "monitor.window=1d",
                              "monitor.judge_sample=0", "tracker=none", f"hydra.run.dir={out}"], cwd=work_dir,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall_s = time.perf_counter() - started
@@ -177,88 +251,136 @@ def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
 def tracing_cost(work_dir: Path, questions: int = 200) -> dict:
     """Wall time of `python -m ragexp` on `questions` HotpotQA questions (BM25, the offline judge,
     stage cache off, logged to a SQLite store) without and with tracing=on, in the order off, on,
-    on, off (the machine's drift cancels out); the mean of each."""
+    on, off (the machine's drift cancels out), and the mean of each; with the time the traced runs
+    spent writing their traces to the store (their log's `traces logged ... in Xs`)."""
     args = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={questions}", "retriever=bm25",
             "cache.enabled=false", f"tracker.tracking_uri=sqlite:///{work_dir / 'tracing.db'}"]
     times: dict[str, list[float]] = {"off": [], "on": []}
+    written = []
     for mode in ("off", "on", "on", "off"):
-        seconds, _ = ragexp(*args, f"tracing={mode}", f"hydra.run.dir={work_dir / f'tracing-{len(times[mode])}-{mode}'}",
-                            cwd=work_dir)
+        folder = work_dir / f"tracing-{mode}-{len(times[mode])}"
+        seconds, output = ragexp(*args, f"tracing={mode}", f"hydra.run.dir={folder}", cwd=work_dir)
         times[mode].append(round(seconds, 1))
+        written += [float(s) for s in re.findall(r"traces logged to run \w+ in ([\d.]+)s", output)]
     off, on = (sum(times[m]) / len(times[m]) for m in ("off", "on"))
-    traces = sum(1 for _ in (work_dir / "tracing-0-on" / "traces.jsonl").open())
-    return {"questions": questions, "traces": traces, "off_s": times["off"], "on_s": times["on"],
-            "overhead": round(on / off - 1, 3), "load_1min": round(os.getloadavg()[0], 1)}
+    return {"questions": questions, "off_s": times["off"], "on_s": times["on"], "overhead": round(on / off - 1, 3),
+            "traces_written_s": written, "load_1min": round(os.getloadavg()[0], 1)}
+
+
+GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench/run.py GROUP ...`)
+    "help": lambda work_dir, args: help_time(work_dir),
+    "sweep": lambda work_dir, args: sweep(work_dir, args.limit),
+    "judges": lambda work_dir, args: judges(work_dir, args.code),
+    "full_run": lambda work_dir, args: full_run_vs_embedding(),
+    "monitor": lambda work_dir, args: monitor_throughput(work_dir),
+    "tracing": lambda work_dir, args: tracing_cost(work_dir),
+}
 
 
 def main() -> None:
-    if sys.argv[1:] == ["tracing"]:
-        print(json.dumps(tracing_cost(Path(tempfile.mkdtemp(prefix="ragexp-bench-"))), indent=2))
-        return
-    if sys.argv[1:] == ["monitor"]:
-        work_dir = Path(tempfile.mkdtemp(prefix="ragexp-bench-"))
-        results_file = ROOT / "bench" / "results.json"
-        results = json.loads(results_file.read_text()) if results_file.exists() else {}
-        results["monitor"] = monitor_throughput(work_dir)
-        shutil.rmtree(work_dir, ignore_errors=True)
-        results_file.write_text(json.dumps(results, indent=2) + "\n")
-        (ROOT / "bench" / "results.md").write_text(markdown(results))
-        print(markdown(results))
-        return
-    if sys.argv[1:] == ["triad"]:
+    """`python bench/run.py` measures every group; `python bench/run.py GROUP [GROUP ...]` only those
+    (the other groups' figures stay as results.json has them); `triad` prints the triad figure."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="ragexp's speed and memory figures (bench/results.md)")
+    parser.add_argument("groups", nargs="*", help=f"figure groups, of {', '.join(GROUPS)} (default: all), or triad alone")
+    parser.add_argument("--limit", type=int, default=200, help="questions of the sweep's jobs (the corpus stays whole)")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose code `judges` measures")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results.json", help="where the figures go")
+    args = parser.parse_args()
+    unknown = [g for g in args.groups if g not in (*GROUPS, "triad")]
+    if unknown:
+        parser.error(f"unknown group {', '.join(unknown)}; the groups: {', '.join(GROUPS)} (or triad alone)")
+    if args.groups == ["triad"]:
         print(json.dumps(triad_throughput(Path(tempfile.mkdtemp(prefix="ragexp-bench-"))), indent=2))
         return
     if not HOTPOT.exists():
         raise SystemExit(f"bench: {HOTPOT} not found (the benchmark reads ../shared/data)")
-    work_dir = Path(tempfile.mkdtemp(prefix="ragexp-bench-"))
-    results = {"machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d %H:%M")}
-    results["help"] = help_time(work_dir)
-    results["sweep"] = sweep(work_dir)
-    results["judge_throughput"] = judge_throughput(work_dir)
-    results["triad_throughput"] = triad_throughput(work_dir)
-    results["full_run"] = full_run_vs_embedding()
-    results["monitor"] = monitor_throughput(work_dir)
-    results["tracing"] = tracing_cost(work_dir)
-    shutil.rmtree(work_dir, ignore_errors=True)
-    out = ROOT / "bench"
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "results.md").write_text(markdown(results))
-    print(markdown(results))
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results.update(machine=f"{os.cpu_count()} cores", date=time.strftime("%Y-%m-%d %H:%M"))
+    for name in [g for g in args.groups if g != "triad"] or list(GROUPS):
+        work_dir = Path(tempfile.mkdtemp(prefix="ragexp-bench-"))
+        load = os.getloadavg()[0]
+        results[name] = {**GROUPS[name](work_dir, args), "load_1min_before": round(load, 1)}
+        shutil.rmtree(work_dir, ignore_errors=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")  # each group kept as it ends
+    before = json.loads((ROOT / "bench" / "before.json").read_text())
+    args.out.with_suffix(".md").write_text(markdown(results, before))
+    print(markdown(results, before))
 
 
-def markdown(r: dict) -> str:
-    s, f, h = r["sweep"], r["full_run"], r["help"]
-    rows = [
-        ("6-job sweep, cold", f"{s['cold_s']} s", ""),
-        ("6-job sweep, warm", f"{s['warm_s']} s ({s['speedup']}x faster)", ">= 20x"),
-        ("warm sweep: texts embedded / stages computed", f"{s['warm_embedded_texts']} / {s['warm_stage_computations']}", "0 / 0"),
-        ("chunking runs in the sweep", str(s["chunking_runs"]), "3"),
-        ("corpus embedding runs in the sweep", str(s["corpus_embedding_runs"]), "3"),
-        (f"default pipeline, {f['questions']} questions", f"{f['run_s']} s", ""),
-        (f"embedding its {f['embedded_texts']} texts alone", f"{f['embedding_alone_s']} s", ""),
-        ("pipeline / embedding", str(f["ratio"]), "<= 1.5"),
-        ("peak RSS of that run", f"{f['peak_rss_mb']} MB", ""),
-        ("python -m ragexp --help", f"{h['best_s']} s (median {h['median_s']} s)", "< 1.5 s"),
-    ]
-    for c, t in r["judge_throughput"].items():
-        rows.append((f"judged questions/s at concurrency {c} (200 ms latency)",
-                     f"{t['per_second']} ({t['share_of_ideal']:.0%} of {int(c) / 0.2:g})", ">= 80%"))
-    if "triad_throughput" in r:
-        t = r["triad_throughput"]
-        rows.append((f"triad judged questions/s at concurrency {t['concurrency']} ({t['questions']} questions, 200 ms)",
-                     f"{t['per_second']} ({t['requests']} requests, ceiling {t['ceiling']}; load {t['load_1min']})", ""))
-    if "monitor" in r:
-        m = r["monitor"]
-        rows.append((f"monitor: {m['records']:,} records ({m['file_mb']} MB JSONL), no judging",
-                     f"{m['records_per_s']:,} records/s (read {m['read_s']} s, command {m['wall_s']} s; "
-                     f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})", ">= 100,000/s"))
-        rows.append(("monitor: peak RSS", f"{m['peak_rss_mb']} MB", "< 500 MB"))
-    if "tracing" in r:
-        t = r["tracing"]
-        rows.append((f"tracing=on: {t['questions']}-question run (BM25, offline judge, MLflow), off / on",
-                     f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; load {t['load_1min']})", "<= +10%"))
-    lines = [f"ragexp benchmark, {r['date']}, {r['machine']}", "", "| figure | measured | goal |", "| --- | --- | --- |"]
-    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+def judge_rows(judge: str) -> list[tuple[str, Callable[[dict], str | None], str]]:
+    """Per concurrency: questions/s (share of the ceiling, mean in flight), CPU and first request."""
+    def at(c: int, show: Callable[[dict], str]) -> Callable[[dict], str | None]:
+        return lambda r: show(r["judges"][judge][str(c)]) if str(c) in r.get("judges", {}).get(judge, {}) else (
+            before_llm(r, c) if judge == "llm" and show is throughput else None)
+
+    def throughput(t: dict) -> str:
+        return (f"{t['per_second']} ({t['share_of_ceiling']:.0%} of {t['ceiling']:g}; mean in flight "
+                f"{t['mean_in_flight']}; load {t['load_1min']})")
+
+    rows = [(f"{judge} judged questions/s at concurrency {c} ({QUESTIONS[judge][c]} questions, 200 ms)",
+             at(c, throughput), ">= 80%" if judge == "llm" else "") for c in QUESTIONS[judge]]
+    rows.append((f"{judge}: CPU ms per judged question at concurrency 1/8/16/32",
+                 lambda r: " / ".join(str(t["cpu_ms_per_question"]) for t in r["judges"][judge].values())
+                 if judge in r.get("judges", {}) else None, ""))
+    rows.append((f"{judge}: first request after the judging stage starts, ms, at 1/8/16/32",
+                 lambda r: " / ".join(str(t["first_request_ms"]) for t in r["judges"][judge].values())
+                 if judge in r.get("judges", {}) else None, ""))
+    return rows
+
+
+def before_llm(r: dict, c: int) -> str | None:
+    """Main's figure 5 (judge=local, cache off, 200 questions at each concurrency), if it has this one."""
+    t = r.get("judge_throughput", {}).get(str(c))
+    return f"{t['per_second']} ({t['share_of_ideal']:.0%} of {c / 0.2:g}; 200 questions, cache off, 0.1 s clock)" if t else None
+
+
+def get(*path: str, show: Callable[..., str]) -> Callable[[dict], str | None]:
+    def value(r: dict) -> str | None:
+        for part in path:
+            if not isinstance(r, dict) or part not in r:
+                return None
+            r = r[part]
+        return show(r)
+    return value
+
+
+ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
+    ("6-job sweep, cold", get("sweep", show=lambda s: f"{s['cold_s']} s"), ""),
+    ("6-job sweep, warm", get("sweep", show=lambda s: f"{s['warm_s']} s ({s['speedup']}x faster)"), ">= 20x"),
+    ("warm sweep: texts embedded / stages computed",
+     get("sweep", show=lambda s: f"{s['warm_embedded_texts']} / {s['warm_stage_computations']}"), "0 / 0"),
+    ("chunking runs in the sweep", get("sweep", "chunking_runs", show=str), "3"),
+    ("corpus embedding runs in the sweep", get("sweep", "corpus_embedding_runs", show=str), "3"),
+    ("cold sweep / embedding its distinct texts once", get("sweep", "distinct", show=lambda d: (
+        f"{d['multiple']}x ({d['texts']} texts embedded alone in {d['embedding_s']} s)")), ""),
+    ("default pipeline, 500 questions", get("full_run", show=lambda f: f"{f['run_s']} s"), ""),
+    ("embedding its texts alone", get("full_run", show=lambda f: f"{f['embedding_alone_s']} s ({f['embedded_texts']} texts)"), ""),
+    ("pipeline / embedding", get("full_run", "ratio", show=str), "<= 1.5"),
+    ("peak RSS of that run", get("full_run", show=lambda f: f"{f['peak_rss_mb']} MB"), ""),
+    ("python -m ragexp --help", get("help", show=lambda h: f"{h['best_s']} s (median {h['median_s']} s)"), "< 1.5 s"),
+    *judge_rows("llm"),
+    *judge_rows("triad"),
+    ("monitor: 1,000,000 records, no judging", get("monitor", show=lambda m: (
+        f"{m['records_per_s']:,} records/s (read {m['read_s']} s, command {m['wall_s']} s; "
+        f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})")), ">= 100,000/s"),
+    ("monitor: peak RSS", get("monitor", show=lambda m: f"{m['peak_rss_mb']} MB"), "< 500 MB"),
+    ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
+        f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
+        f"load {t['load_1min']})")), "<= +10%"),
+]
+
+
+def markdown(r: dict, before: dict) -> str:
+    """The figures of this checkout (`r`, results.json) beside main's of 2026-11-30 (`before`,
+    before.json); "-" where a side has no such figure."""
+    lines = [f"ragexp benchmark, {r.get('date')}, {r.get('machine')}; before: main on {before.get('date')}",
+             "", "| figure | before | now | goal |", "| --- | --- | --- | --- |"]
+    for name, value, goal in ROWS:
+        lines.append(f"| {name} | {value(before) or '-'} | {value(r) or '-'} | {goal} |")
+    loads = {g: r[g]["load_1min_before"] for g in GROUPS if isinstance(r.get(g), dict) and "load_1min_before" in r[g]}
+    lines += ["", "1-minute load when each group started: " + ", ".join(f"{g} {v}" for g, v in loads.items())]
     return "\n".join(lines) + "\n"
 
 

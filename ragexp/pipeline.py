@@ -164,7 +164,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
 class Work:
     """One run's working state, made by `run()` and dropped with it: the stage cache, the
     embedding cache shared by every embedder of the run (with the stage cache's on-disk store
-    when caching is on), and the wall time of each stage."""
+    when caching is on), and the wall time of each stage (`seconds[stage]`) and the process's CPU
+    time in it, every thread's (`seconds[stage + "_cpu"]`)."""
 
     # stage -> its folder in the stage cache
     STORED_AS = {"chunking": "chunks", "retrieval": "hits", "answer": "answers", "judgement": "judgements"}
@@ -178,10 +179,11 @@ class Work:
     def stage(self, name: str, key: str | None, compute: Callable, *args):
         """`compute(*args)`, timed as stage `name` (logged as it goes, kept in `seconds`); with a
         `key`, served from the stage cache when stored there, else computed and stored."""
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         value = self.cached(name, key, compute, *args) if key is not None else compute(*args)
         self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 4)
-        log.info("%s: %.1fs", name, self.seconds[name])
+        self.seconds[f"{name}_cpu"] = round(self.seconds.get(f"{name}_cpu", 0.0) + time.process_time() - cpu_started, 4)
+        log.info("%s: %.2fs (cpu %.2fs)", name, self.seconds[name], self.seconds[f"{name}_cpu"])
         return value
 
     def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None):

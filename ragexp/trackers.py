@@ -325,9 +325,11 @@ class MlflowTracker(NoTracker):
 def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
     """What a run folder's results.json and run.json say to log as metrics."""
     numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return {**numbers, **{f"work_{k}": v for k, v in (meta.get("work") or {}).items()},
-            **{f"time_{k}_s": v for k, v in (meta.get("timings_s") or {}).items()},
-            **({"job_time_s": meta["job_time_s"]} if meta.get("job_time_s") is not None else {})}
+    from ragexp.metrics.names import JOB_TIME, timing_key, work_key
+
+    return {**numbers, **{work_key(k): v for k, v in (meta.get("work") or {}).items()},
+            **{timing_key(k): v for k, v in (meta.get("timings_s") or {}).items()},
+            **({JOB_TIME: meta["job_time_s"]} if meta.get("job_time_s") is not None else {})}
 
 
 def scrub(config: Any) -> Any:

@@ -114,7 +114,7 @@ class RunResult:
     dataset_fingerprint: str
     notes: tuple[str, ...] = ()  # data problems found on the way (reported, not fatal)
     counters: dict[str, int] = field(default_factory=dict)  # work done vs served from cache
-    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage; <stage>_cpu: its CPU seconds
     scales: dict[str, tuple[float, float]] = field(default_factory=dict)  # aggregate -> (lowest, highest), when known
     statuses: dict[str, str] = field(default_factory=dict)  # aggregate -> good / ok / warning (specification targets)
     gate: GateVerdict | None = None

@@ -4,13 +4,15 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Embeddings are deterministic bag-of-words hashes (texts sharing words get similar vectors).
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
-  `headers`) for an HTTP error. The default, `auto_reply`, answers the prompts of ragexp's
+  `headers`) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
   generator and judges (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
-  being served at once. `gather = N` holds the first requests until N are in flight together (at
+  being served at once, and `mean_in_flight()` the mean number in flight between the first
+  arrival and the last reply (each request is served from its arrival to its reply's last byte). `gather = N` holds the first requests until N are in flight together (at
   most 10 s), so a client that allows N concurrent requests reaches N however slow the machine.
-- Each request is recorded with its arrival time: `time` (time.monotonic) and `wall` (time.time).
+- Each request is recorded with its arrival time: `time` (time.monotonic) and `wall` (time.time),
+  and, once its reply is written, `done` (time.monotonic).
 - Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
   to answer with (int), a dict {"status": 429, "retry_after": "1"}, "timeout" (reply only after
   `timeout_sleep` seconds), "garbage" (a 200 whose body is not the protocol's JSON) or "truncated"
@@ -150,8 +152,9 @@ class OpenAIServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
-                                        "time": time.monotonic(), "wall": time.time()})
+                record = {"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
+                          "time": time.monotonic(), "wall": time.time()}
+                server.requests.append(record)
                 with server.lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -166,6 +169,7 @@ class OpenAIServer:
                     self.reply(status, payload, headers)
                 except OSError:  # the client gave up (a timeout)
                     pass
+                record["done"] = time.monotonic()
 
             def reply(self, status, payload, headers):
                 self.send_response(status)
@@ -183,6 +187,15 @@ class OpenAIServer:
 
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def mean_in_flight(self) -> float:
+        """Chat requests in flight on average from the first arrival to the last reply: the
+        time each was served (arrival to reply), summed, over that span (0 without a request)."""
+        served = [r for r in self.chat_requests() if "done" in r]
+        if not served:
+            return 0.0
+        span = max(r["done"] for r in served) - min(r["time"] for r in served)
+        return sum(r["done"] - r["time"] for r in served) / span if span > 0 else float(len(served))
 
     def answer(self, path: str, body: dict) -> tuple[int, bytes, dict]:
         if self.latency:
@@ -224,6 +237,8 @@ class OpenAIServer:
             reply = reply if isinstance(reply, dict) else {"content": reply}
             if "status" in reply:
                 return error(reply["status"], reply.get("headers", {}))
+            if "body" in reply:
+                return 200, json.dumps(reply["body"]).encode(), {}
             content = reply["content"]
             tokens_in, tokens_out = reply.get("usage") or (math.ceil(len(prompt_text(body)) / 4), math.ceil(len(content) / 4))
             payload = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),

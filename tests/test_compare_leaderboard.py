@@ -175,3 +175,16 @@ def test_plots_skip_what_does_not_apply(tmp_path):
     files = write(board, tmp_path / "report")
     assert "heatmap" not in files and "quality_vs_cost" not in files  # one swept group; no cost or time logged
     assert "metrics" in files and "distribution" in files
+
+
+def test_the_metrics_plot_has_a_panel_per_score_and_none_for_work_counters_or_timings():
+    from ragexp.compare.plots import metrics_plot
+
+    runs = [make_run(name, "RecursiveChunker", "BM25Retriever", shift=s) for name, s in (("x", 1), ("y", 0))]
+    for run in runs:
+        run.metrics.update({"work_embedded_texts": 40.0, "time_indexing_s": 1.5, "job_time_s": 3.0})
+    board = board_of(*runs)
+    assert "work_embedded_texts" in board.metrics and "job_time_s" in board.metrics  # still in the report's table
+    titles = [ax.get_title() for ax in metrics_plot(board).axes if ax.get_visible()]
+    assert titles == [m for m in board.metrics if m not in ("work_embedded_texts", "time_indexing_s", "job_time_s")]
+    assert titles[0] == "overall_score" and "hallucination_rate" in titles

@@ -8,6 +8,7 @@ import numpy as np
 
 from ragexp.compare.leaderboard import Leaderboard
 from ragexp.compare.metrics import COUNTS
+from ragexp.metrics.names import is_bookkeeping
 
 BEST, OTHER, WORSE = "#d95f02", "#1b9e77", "#7570b3"
 
@@ -55,8 +56,9 @@ def labels(board: Leaderboard) -> list[str]:
 
 
 def metrics_plot(board: Leaderboard):
-    """One panel per aggregate: each configuration's value with its 95% CI as whiskers."""
-    metrics = [m for m in board.metrics if m not in COUNTS]
+    """One panel per score: each configuration's value with its 95% CI as whiskers (the runs' own
+    work counters and timings are in the report's table, not here)."""
+    metrics = [m for m in board.metrics if m not in COUNTS and not is_bookkeeping(m)]
     columns = min(3, len(metrics))
     rows = math.ceil(len(metrics) / columns)
     n = len(board.entries)

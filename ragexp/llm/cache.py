@@ -38,6 +38,17 @@ class ResponseCache:
             self._db = db
         return self._db
 
+    def open(self) -> None:
+        """Opens (and if need be creates) the file now, before the first request rather than on
+        its path; a file or folder that fails gives the one warning of `bypass`."""
+        with self._lock:
+            if not self.usable:
+                return
+            try:
+                self.db()
+            except (sqlite3.Error, OSError) as err:
+                self.bypass(err)
+
     def bypass(self, err: Exception) -> None:
         """Called with the lock held: one warning, then no more use of the file this run."""
         if self.usable:

@@ -93,6 +93,7 @@ class ChatClient:
         self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
         self.setting = f"{role}.endpoint"
         self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
+        self._openai.default_headers  # noqa: B018 (computed once here, not on the first request: it probes the platform)
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
         self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
@@ -158,7 +159,10 @@ class ChatClient:
             self._wait_turn()
             with self._slots:
                 try:
-                    return self._read(self._openai.chat.completions.create(**self._params(request, json_format)))
+                    # the body as plain JSON, the reply as parsed JSON (cast_to=object): none of the SDK's
+                    # typed request transform and reply models, which cost more CPU than the rest of the path
+                    return self._read(self._openai.post("/chat/completions", body=self._params(request, json_format),
+                                                        cast_to=object))
                 except openai.APIStatusError as err:
                     error, status = err, err.status_code
                 except openai.APIConnectionError as err:  # includes timeouts
@@ -189,13 +193,17 @@ class ChatClient:
             self._back_off(attempt, retry_after(error) if status is not None else None, describe(error))
 
     def _read(self, completion) -> Reply:
+        """The reply's text and token counts from the completion's JSON (a str when the endpoint
+        sent a body that is not JSON)."""
         try:
-            text = completion.choices[0].message.content or ""
-        except (AttributeError, IndexError, TypeError):
+            text = completion["choices"][0]["message"]["content"] or ""
+            if not isinstance(text, str):
+                raise TypeError
+        except (KeyError, IndexError, TypeError):
             self.usage.count("failures")
             raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent no chat completion") from None
-        usage = getattr(completion, "usage", None)
-        return Reply(text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+        usage = completion.get("usage")
+        return Reply(text, tokens(usage, "prompt_tokens"), tokens(usage, "completion_tokens"))
 
     def _wait_turn(self) -> None:
         with self._lock:
@@ -215,6 +223,12 @@ class ChatClient:
             delay = min(self.endpoint.max_backoff_s, self.endpoint.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
         log.debug("%s: %s; retry %d in %.2fs", self.setting, why, attempt, delay)
         time.sleep(delay)
+
+
+def tokens(usage, name: str) -> int:
+    """A token count of the reply's `usage` object; 0 when it is missing or not a count."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63 else 0
 
 
 def describe(err) -> str:

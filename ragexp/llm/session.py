@@ -53,6 +53,7 @@ class LLMSession:
     def cache(self) -> ResponseCache | None:
         if self.cache_dir and self._cache is None:
             self._cache = ResponseCache(Path(self.cache_dir))
+            self._cache.open()  # not on the first request's path
         return self._cache
 
     def stats(self) -> dict[str, float]:

@@ -36,3 +36,21 @@ class MetricName:
 def metric_key(name: str) -> str:
     """The MLflow key of a metric name: `ndcg@10` -> `ndcg_at_10` (a key maps to itself)."""
     return MetricName.parse(name).key
+
+
+JOB_TIME = "job_time_s"
+
+
+def work_key(counter: str) -> str:
+    """The MLflow key of a run's work counter (e.g. `embedded_texts` -> `work_embedded_texts`)."""
+    return f"work_{counter}"
+
+
+def timing_key(stage: str) -> str:
+    """The MLflow key of a stage's wall time (e.g. `indexing` -> `time_indexing_s`)."""
+    return f"time_{stage}_s"
+
+
+def is_bookkeeping(key: str) -> bool:
+    """A run's account of its own work and time (`work_*`, `time_*_s`, `job_time_s`), not a score."""
+    return key == JOB_TIME or key.startswith("work_") or (key.startswith("time_") and key.endswith("_s"))
