@@ -17,7 +17,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - monitor: `python -m ragexp.monitor` on a generated 1,000,000-record log, without judging: records
   per second and peak RSS (goal: >= 100,000 records/s, < 500 MB);
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
-  retriever=dense, per MiniLM backend and embedder=static.
+  retriever=dense, per MiniLM backend and embedder=static;
+- tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
+  SQLite store) without and with tracing=on (goal: at most 10% slower).
 """
 from __future__ import annotations
 
@@ -248,6 +250,25 @@ def monitor_throughput(work_dir: Path, records: int = 1_000_000) -> dict:
             "peak_rss_mb": round(usage.ru_maxrss / 1024), "load_1min": round(os.getloadavg()[0], 1)}
 
 
+def tracing_cost(work_dir: Path, questions: int = 200) -> dict:
+    """Wall time of `python -m ragexp` on `questions` HotpotQA questions (BM25, the offline judge,
+    stage cache off, logged to a SQLite store) without and with tracing=on, in the order off, on,
+    on, off (the machine's drift cancels out), and the mean of each; with the time the traced runs
+    spent writing their traces to the store (their log's `traces logged ... in Xs`)."""
+    args = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={questions}", "retriever=bm25",
+            "cache.enabled=false", f"tracker.tracking_uri=sqlite:///{work_dir / 'tracing.db'}"]
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    written = []
+    for mode in ("off", "on", "on", "off"):
+        folder = work_dir / f"tracing-{mode}-{len(times[mode])}"
+        seconds, output = ragexp(*args, f"tracing={mode}", f"hydra.run.dir={folder}", cwd=work_dir)
+        times[mode].append(round(seconds, 1))
+        written += [float(s) for s in re.findall(r"traces logged to run \w+ in ([\d.]+)s", output)]
+    off, on = (sum(times[m]) / len(times[m]) for m in ("off", "on"))
+    return {"questions": questions, "off_s": times["off"], "on_s": times["on"], "overhead": round(on / off - 1, 3),
+            "traces_written_s": written, "load_1min": round(os.getloadavg()[0], 1)}
+
+
 GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench/run.py GROUP ...`)
     "help": lambda work_dir, args: help_time(work_dir),
     "sweep": lambda work_dir, args: sweep(work_dir, args.limit),
@@ -255,6 +276,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "full_run": lambda work_dir, args: full_run_vs_embedding(),
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
+    "tracing": lambda work_dir, args: tracing_cost(work_dir),
 }
 
 
@@ -354,6 +376,9 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
         f"{m['records_per_s']:,} records/s (read {m['read_s']} s, command {m['wall_s']} s; "
         f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})")), ">= 100,000/s"),
     ("monitor: peak RSS", get("monitor", show=lambda m: f"{m['peak_rss_mb']} MB"), "< 500 MB"),
+    ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
+        f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
+        f"load {t['load_1min']})")), "<= +10%"),
 ]
 
 

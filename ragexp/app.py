@@ -82,6 +82,10 @@ def execute(cfg: DictConfig) -> float | None:
         write_config(output_dir, {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
         print(summary(result))
         print(f"results: {results_file}")
+        if result.traces and not tracker.logs_traces:
+            print(f"ragexp: tracing=on with {tracker.where()}: no MLflow trace is written; the {len(result.traces)} "
+                  f"traces are in {output_dir / 'traces.jsonl'} (log them with `python -m ragexp.track {output_dir}`)",
+                  file=sys.stderr)
         run_id = log_folder(tracker, output_dir, sweep.get("parent_run_id"))
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
     except TrackingFailed as err:

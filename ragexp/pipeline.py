@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -24,6 +25,7 @@ from ragexp.notes import data_notes, retrieval_notes
 from ragexp.relevance import CONTEXT_METRICS, RelevanceRule
 from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.targets import assess
+from ragexp.tracing import documents, ended
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from ragexp.datasets import Loader
     from ragexp.gate import Gate
     from ragexp.retrievers import Retriever
+    from ragexp.tracing import TraceRecorder
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
     try:
         c.llm.connect(generator=c.generator, judge=c.judge)  # API keys and endpoints too
         dataset = load(c.loader)
+        work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:
             log.warning(note)
@@ -112,7 +116,13 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         queries = [q.text for q in dataset.questions]
         depth = max(c.retriever.top_k, c.metric_set.depth)  # the metrics see deeper than the generator's top_k
         hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
+        retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
         ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
+        if work.traces is not None:
+            cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
+            work.traces.batch("retrieve", "RETRIEVER", retrieval_started, time.time_ns(), {
+                q.qid: ({"query": q.text}, documents(hits[: c.retriever.top_k]), {"ragexp.cache": cache})
+                for q, hits in zip(dataset.questions, ranked)})
 
         c.rule.prepare(chunks)
         results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
@@ -145,6 +155,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             gate=verdict,
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
+            traces=tuple(work.traces.records()) if work.traces is not None else (),
         )
     finally:
         c.llm.close()
@@ -163,6 +174,7 @@ class Work:
         self.cache = cache
         self.embeddings = EmbeddingCache.beside(cache)
         self.seconds: dict[str, float] = {}
+        self.traces: TraceRecorder | None = None  # tracing=on: the traced questions' spans
 
     def stage(self, name: str, key: str | None, compute: Callable, *args):
         """`compute(*args)`, timed as stage `name` (logged as it goes, kept in `seconds`); with a
@@ -174,9 +186,18 @@ class Work:
         log.info("%s: %.2fs (cpu %.2fs)", name, self.seconds[name], self.seconds[f"{name}_cpu"])
         return value
 
-    def cached(self, name: str, key: str, compute: Callable, *args):
-        """`compute(*args)` through the stage cache, not timed (a per-question step of a stage)."""
-        return self.cache.cached(self.STORED_AS[name], key, lambda: compute(*args))
+    def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None):
+        """`compute(*args)` through the stage cache, not timed (a per-question step of a stage); a
+        traced `span` is told whether the cache served it (`ragexp.cache`: hit or miss)."""
+        computed = []
+        value = self.cache.cached(self.STORED_AS[name], key, lambda: computed.append(1) or compute(*args))
+        if span is not None:
+            span["attributes"]["ragexp.cache"] = "miss" if computed else "hit"
+        return value
+
+    def span(self, qid: str, name: str, span_type: str, inputs):
+        """A traced span of question `qid` around a block (a no-op when tracing is off)."""
+        return self.traces.span(qid, name, span_type, inputs) if self.traces is not None else nullcontext()
 
     def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int):
         """Indexes the chunks (timed as `indexing`; its embedded texts counted as
@@ -241,14 +262,16 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     if not question.answers and question.answerable:
         return replace(result, failure="no expected answer in the dataset")
     key = key_of("answer", generator_settings, question.text, context(hits))
-    try:
-        return replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits))
-    except RagexpError:
-        raise
-    except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
-        return replace(result, failure=str(err))
-    except Exception as err:
-        return replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+    with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
+        try:
+            result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span))
+        except RagexpError:
+            raise
+        except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
+            result = replace(result, failure=str(err))
+        except Exception as err:
+            result = replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+        return ended(span, result, result.answer.text if result.answer else None)
 
 
 def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
@@ -257,11 +280,15 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
         return result
     question, hits, answer = result.question, result.hits, result.answer
     key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
-    try:
-        return replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer))
-    except RagexpError:
-        raise
-    except QuestionFailed as err:
-        return replace(result, failure=str(err))
-    except Exception as err:
-        return replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
+    inputs = {"question": question.text, "answer": answer.text, "expected": list(question.answers)}
+    with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
+        try:
+            result = replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer, span=span))
+        except RagexpError:
+            raise
+        except QuestionFailed as err:
+            result = replace(result, failure=str(err))
+        except Exception as err:
+            result = replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
+        j = result.judgement
+        return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)

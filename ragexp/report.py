@@ -41,6 +41,12 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     columns = list(table)
     rows = [list(values) for values in zip(*table.values())] if table else []
     (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
+    if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.trace_store)
+        from ragexp.tracing import TRACES
+
+        with (folder / TRACES).open("w", encoding="utf-8") as out:
+            for trace in result.traces:
+                out.write(json.dumps(trace, ensure_ascii=False, default=str) + "\n")
     from ragexp.trackers import git_commit
 
     meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,

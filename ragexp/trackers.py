@@ -59,6 +59,8 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
 class NoTracker:
     """Logs nothing (results.json and the console summary are still written)."""
 
+    logs_traces = False  # tracing=on: the run folder's traces.jsonl becomes MLflow traces
+
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
         return None
 
@@ -135,9 +137,18 @@ def artifacts_beside(uri: str) -> str | None:
     return (database.parent / "mlruns").as_uri()
 
 
+# What the MLflow UI (3.x) reads to choose an experiment's page: without it, an experiment with
+# traces opens on a GenAI "Overview" that hides the runs. A sweep is runs to compare first (each
+# run's traces are in its Traces tab); a kind chosen in the UI is kept.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
+
+
 class MlflowTracker(NoTracker):
     """One MLflow run per job (nested under the sweep's parent run in a multirun).
     `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
+
+    logs_traces = True
 
     def __init__(self, experiment: str = "ragexp", tracking_uri: str | None = None):
         self.experiment = experiment
@@ -153,7 +164,9 @@ class MlflowTracker(NoTracker):
         try:
             experiment = client.get_experiment_by_name(self.experiment)
             self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-                self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()))
+                self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()), tags=EXPERIMENT_TAGS)
+            if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
+                client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
         except Exception as err:
             raise RagexpError(f"tracker.tracking_uri: cannot use MLflow store {mlflow.get_tracking_uri()} ({err})") from None
         return client
@@ -252,6 +265,8 @@ class MlflowTracker(NoTracker):
         import yaml
         from mlflow.entities import Metric, Param
 
+        from ragexp.trace_store import log_traces
+
         folder = Path(folder)
         [(name, values)] = json.loads((folder / "results.json").read_text()).items()
         meta = json.loads((folder / RUN_META).read_text())
@@ -284,6 +299,7 @@ class MlflowTracker(NoTracker):
             if table["data"]:
                 frame = pd.DataFrame(table["data"], columns=table["columns"])
                 retry_locked(mlflow.log_table, frame, TABLE, run_id=run_id)
+            log_traces(client, folder, self._experiment_id, run_id, meta["judge"], retry_locked)  # tracing=on
         except Exception:
             client.set_terminated(run_id, "FAILED")
             raise

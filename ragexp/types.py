@@ -120,6 +120,7 @@ class RunResult:
     gate: GateVerdict | None = None
     aggregation: tuple = ()  # how each aggregate is made (ragexp.scoring.Aggregate), for aggregates.json
     relevance: dict[str, Any] = field(default_factory=dict)  # rule, level and NDCG gain of the retrieval metrics
+    traces: tuple[dict, ...] = ()  # tracing=on: one record per traced question (ragexp.tracing)
 
 
 # Plain-data codecs for the stage cache (ragexp.cache): each cached record to a JSON-able dict and

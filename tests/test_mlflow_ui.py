@@ -123,3 +123,59 @@ def test_experiment_page_lists_the_sweep_and_the_report_opens(ui_server, page, s
     page.screenshot(path=str(tmp_path / "mlflow-ui-report.png"))
     print(f"screenshots: {tmp_path / 'mlflow-ui-runs.png'}, {tmp_path / 'mlflow-ui-report.png'}; "
           f"requests to other hosts blocked: {len(page.blocked)}")
+
+
+@pytest.fixture(scope="module")
+def traced_sweep(tmp_path_factory):
+    """A small sweep run with tracing=on (3 questions per job), in its own store."""
+    from types import SimpleNamespace
+
+    from conftest import HASH, run_app
+
+    cwd = tmp_path_factory.mktemp("traced-sweep")
+    proc = run_app("-m", "retriever=dense,bm25", "dataset.limit=3", "tracing=on", *HASH, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return SimpleNamespace(cwd=cwd, uri=f"sqlite:///{cwd / 'mlflow.db'}")
+
+
+def wait_for_text(page, text: str) -> str:
+    """The page's text once it contains `text` (the charts and tables fill in after the page loads)."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        body = page.inner_text("body")
+        if text in body or time.monotonic() > deadline:
+            return body
+        time.sleep(0.5)
+
+
+def test_experiment_opens_on_the_sweeps_traces_and_a_run_lists_its_traces(traced_sweep, page, tmp_path):
+    """Clicking the experiment (MLflow 3.17's GenAI view) lands on an Overview that counts the
+    sweep's traces instead of "No data"; its Evaluation runs list the sweep's runs; the Traces tab of
+    a run lists the run's traces with their scores, and a trace shows its three stage spans."""
+    _, parent, children_by_id = logged_sweep(traced_sweep.uri)
+    experiment_id = parent.info.experiment_id
+    child = next(iter(children_by_id.values()))
+    with mlflow_server(traced_sweep.uri, tmp_path, artifacts=False) as url:
+        page.goto(f"{url}/#/experiments")
+        page.get_by_role("link", name="ragexp", exact=True).first.click()
+        page.get_by_text("Traces", exact=True).first.wait_for()
+        body = wait_for_text(page, "Traces\n6\n")  # 2 jobs x 3 questions
+        page.screenshot(path=str(tmp_path / "mlflow-ui-landing.png"))
+        assert f"/experiments/{experiment_id}/overview" in page.url and "Traces\n6\n" in body
+
+        runs_link = page.get_by_text("Evaluation runs", exact=True).first  # a tip pop-up covers the side bar
+        page.goto(f"{url}/{runs_link.get_attribute('href')}")
+        for run in (parent, *children_by_id.values()):
+            page.get_by_text(run.info.run_name, exact=True).first.wait_for()
+
+        page.goto(f"{url}/#/experiments/{experiment_id}/runs/{child.info.run_id}/traces")
+        page.get_by_text("tr-").first.wait_for()
+        body = wait_for_text(page, "3 of 3")
+        assert "3 of 3" in body and "Assessments" in body and "Expected output" in body
+        page.screenshot(path=str(tmp_path / "mlflow-ui-run-traces.png"))
+        page.get_by_text('"question"').first.click()
+        for span in ("retrieve", "generate", "judge"):
+            page.get_by_text(span, exact=True).first.wait_for()
+        page.screenshot(path=str(tmp_path / "mlflow-ui-trace.png"))
+    print(f"screenshots: {tmp_path / 'mlflow-ui-landing.png'}, {tmp_path / 'mlflow-ui-run-traces.png'}, "
+          f"{tmp_path / 'mlflow-ui-trace.png'}")

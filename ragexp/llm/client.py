@@ -16,6 +16,7 @@ from typing import Literal
 
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.endpoint import Endpoint
+from ragexp.tracing import llm_request
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +106,23 @@ class ChatClient:
         """The reply to `request`: from the cache when `use_cache` and stored, else sent. A sent
         reply is stored only when `store` (a caller that must check the reply first passes False and
         calls `store` once it has read it: a reply that could not be used is never cached)."""
+        with llm_request(self.role, self.endpoint.model, request.messages) as span:  # tracing=on
+            reply, cost = self._complete(request, store, use_cache)
+            if span is not None:
+                span["outputs"] = reply.text
+                span["attributes"].update({
+                    "mlflow.chat.tokenUsage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
+                                               "total_tokens": reply.input_tokens + reply.output_tokens},
+                    "mlflow.llm.cost": {"total_cost": cost}, "ragexp.cache": "hit" if reply.cached else "miss"})
+            return reply
+
+    def _complete(self, request: ChatRequest, store: bool, use_cache: bool) -> tuple[Reply, float]:
         key = request_key(self.endpoint, request)
         if self.cache is not None and use_cache:
             hit = self.cache.get(key)
             if hit is not None:
                 self.usage.count("cache_hits")
-                return Reply(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True)
+                return Reply(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True), 0.0
         self.usage.check_budget()
         self.usage.count("requests")
         reply = self._send(request)
@@ -118,7 +130,7 @@ class ChatClient:
         self.usage.spend(self.role, reply.input_tokens, reply.output_tokens, cost)
         if store:
             self.store(request, reply)
-        return reply
+        return reply, cost
 
     def store(self, request: ChatRequest, reply: Reply) -> None:
         """Caches a reply that was sent (and, for a checked reply, could be used)."""

@@ -36,11 +36,22 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     from ragexp.pipeline import build
 
     m = cfg.monitor
-    if not m.get("input"):
+    source = m.get("source") or "file"
+    if source not in ("file", "mlflow"):
+        raise RagexpError(f"monitor.source: {source!r} is not one of file, mlflow")
+    if source == "file" and not m.get("input"):
         raise RagexpError("monitor.input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)")
     malformed = Malformed(m.on_error)
-    columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") else None)
-    reader = LogReader(m.input, columns, malformed, m.format)
+    columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") and source == "file" else None)
+    if source == "mlflow":  # the experiment's traces, as a log in the default columns (ragexp.monitor.traces)
+        from ragexp.monitor.traces import export_traces
+
+        t = m.traces
+        path, count = export_traces(t.experiment, t.get("tracking_uri"), t.get("run_id"), out / "traces-input.jsonl")
+        log.info("%d traces of experiment %r read into %s", count, t.experiment, path)
+        reader = LogReader(path, columns, malformed, "jsonl")
+    else:
+        reader = LogReader(m.input, columns, malformed, m.format)
     summary = Summary(m.window, m.judge_sample, m.seed, m.exact_percentiles_max)
     rules = alerting.rules_from(OmegaConf.to_container(cfg.alerts, resolve=True) if cfg.get("alerts") else None)
     llm = build(cfg.llm)
