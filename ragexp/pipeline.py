@@ -190,7 +190,12 @@ class Work:
         """`compute(*args)` through the stage cache, not timed (a per-question step of a stage); a
         traced `span` is told whether the cache served it (`ragexp.cache`: hit or miss)."""
         computed = []
-        value = self.cache.cached(self.STORED_AS[name], key, lambda: computed.append(1) or compute(*args))
+
+        def compute_and_note():
+            computed.append(True)
+            return compute(*args)
+
+        value = self.cache.cached(self.STORED_AS[name], key, compute_and_note)
         if span is not None:
             span["attributes"]["ragexp.cache"] = "miss" if computed else "hit"
         return value
