@@ -116,6 +116,20 @@ def llm_request(role: str, model: str, messages) -> Iterator[dict | None]:
         recorder.add(qid, span)
 
 
+def in_this_span(fn):
+    """`fn`, to run in another thread (the triad's parallel steps): the LLM requests it makes are
+    still children of the span the calling thread is in."""
+    where = getattr(_current, "span", None)
+
+    def run():
+        _current.span = where
+        try:
+            return fn()
+        finally:
+            _current.span = None
+    return run
+
+
 def documents(hits) -> list[dict]:
     """Hits as MLflow shows a retriever span's documents."""
     return [{"id": h.chunk.chunk_id, "page_content": h.chunk.text,

@@ -130,3 +130,18 @@ def test_a_failed_request_is_traced_with_its_reason(tmp_path, server):
     assert "HTTP 400" in spans["generate"].attributes["ragexp.failure_reason"]
     assert spans["generate"].status.status_code == "ERROR" and "judge" not in spans
     assert "HTTP 400" in spans["generator request"].attributes["ragexp.failure_reason"]
+
+
+def test_the_triads_parallel_requests_are_children_of_the_judge_span(tmp_path, server):
+    args = [*llm_args(server, judge="triad", generator=False), "dataset.limit=2", "tracing=on", "tracker=none",
+            f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'out'}"]
+    proc = run_app(*args, cwd=tmp_path, env={TEST_KEY_ENV: "sk-test"})
+    assert proc.returncode == 0, proc.stderr
+    traces = [json.loads(line) for line in (tmp_path / "out" / "traces.jsonl").read_text().splitlines()]
+    assert len(traces) == 2
+    sent = len(server.requests)
+    for trace in traces:
+        [judge] = [s for s in trace["spans"] if s["name"] == "judge"]
+        requests = [s for s in trace["spans"] if s["parent"] == judge["id"]]
+        assert len(requests) >= 3 and {s["type"] for s in requests} == {"CHAT_MODEL"}  # the triad's 3 first steps at least
+    assert sum(1 for t in traces for s in t["spans"] if s["type"] == "CHAT_MODEL") == sent

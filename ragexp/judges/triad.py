@@ -11,6 +11,7 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, numbered_lines, template_problems
 from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text
 from ragexp.text import split_sentences
+from ragexp.tracing import in_this_span
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.validation import PositiveInt, Temperature
 
@@ -163,7 +164,7 @@ def together(parallel: bool, *steps: Callable[[], T]) -> list[Future[T]]:
                 break
         return outcomes
     with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="ragexp-triad") as pool:
-        return [pool.submit(step) for step in steps]  # leaving `with` waits for every step
+        return [pool.submit(in_this_span(step)) for step in steps]  # leaving `with` waits for every step
 
 
 def settled(step: Callable[[], T]) -> Future[T]:
