@@ -137,9 +137,9 @@ def artifacts_beside(uri: str) -> str | None:
     return (database.parent / "mlruns").as_uri()
 
 
-# What the MLflow UI (3.x) reads to choose an experiment's page: without it, an experiment with
-# traces opens on a GenAI "Overview" that hides the runs. A sweep is runs to compare first (each
-# run's traces are in its Traces tab); a kind chosen in the UI is kept.
+# What earlier MLflow 3.x UIs read to choose an experiment's first page: a sweep is runs to compare
+# first (each run's traces are in its Traces tab). MLflow 3.17's UI ignores it and follows its own
+# GenAI / Model training switch (README: "What the MLflow UI opens on"). A kind set by hand is kept.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 
