@@ -22,6 +22,7 @@ class Question:
     kind: str = ""
     answerable: bool = True  # False: the corpus holds no answer; abstaining is correct (`answers` is empty)
     source: str = ""  # where the question comes from: "golden", "synthetic" (ragexp.synth), "" = not said
+    attributes: dict[str, str] = field(default_factory=dict)  # other columns of its row (slices: `slices=[channel]`)
 
     @property
     def expected(self) -> str:
@@ -36,6 +37,7 @@ class Dataset:
     skipped_documents: tuple[str, ...] = ()  # ids of empty documents left out of the corpus
     skipped_rows: tuple[str, ...] = ()  # "file:line: reason" of malformed rows left out (on_error=skip)
     notes: tuple[str, ...] = ()  # other facts about the data the loader reports with the run
+    outputs: dict[str, Output] = field(default_factory=dict)  # qid -> what a system recorded (dataset=outputs)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,15 @@ class Hit:
 class Answer:
     text: str
     latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the system under test produced for one question: its answer (None: it gave none, a
+    retrieval-only row) and the contexts it used, best first, as Hits (doc ids when it gave them)."""
+
+    answer: Answer | None
+    hits: tuple[Hit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,8 +103,14 @@ class QuestionResult:
     judged: dict[str, int] = field(default_factory=dict)  # the relevance judgements they used: item -> grade
 
     @property
+    def status(self) -> str:
+        """`judged`; `failed` (with its reason); or `retrieved`: no answer to judge (a retrieval-only
+        question: its retrieval metrics are its result), which is not a failure."""
+        return "judged" if self.judgement is not None else "failed" if self.failure or self.answer is not None else "retrieved"
+
+    @property
     def failed(self) -> bool:
-        return self.judgement is None
+        return self.status == "failed"
 
 
 @dataclass(frozen=True)

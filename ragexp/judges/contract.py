@@ -20,13 +20,29 @@ class Judge:
       ragexp.metrics.generation): scorecard part (faithfulness, conciseness, coherence) -> metric.
       Each is mapped onto 0-1 through its scale; a part the judge does not give leaves the
       question without a generation_score. A judge that asks an LLM for 1-5 ratings maps them to
-      0-1 as (score - 1) / 4; the offline judge gives estimates (`conciseness_offline`, ...).
+      0-1 as (score - 1) / 4; the offline judge gives estimates (`conciseness_offline`, ...);
+    - `needs_reference`: its metrics that compare the answer with a reference answer. A question
+      without one (and not marked unanswerable) keeps only the others: the pipeline drops these
+      from its judgement (`reference_free`), and their means are over the questions that have one.
     """
 
     name: str
     metrics: tuple[str, ...] = ()
     scales: dict[str, tuple[float, float]] = {}
     scorecard: dict[str, str] = {}
+    needs_reference: tuple[str, ...] = ()
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise NotImplementedError
+
+
+def reference_free(judgement: Judgement, judge: Judge) -> Judgement:
+    """The judgement without the judge's metrics that need a reference answer (for a question that
+    has none), in its repeats too."""
+    from dataclasses import replace
+
+    dropped = set(judge.needs_reference)
+    if not dropped & set(judgement.scores):
+        return judgement
+    return replace(judgement, scores={m: v for m, v in judgement.scores.items() if m not in dropped},
+                   repeats=tuple(reference_free(r, judge) for r in judgement.repeats))

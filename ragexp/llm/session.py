@@ -61,10 +61,9 @@ class LLMSession:
         return self.usage.stats() if self.components else {}
 
     def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]]) -> Estimate:
-        """What a run would send: each component's requests for each question that has an expected
-        answer (the others fail before any request), the expected answer standing in for the
-        generated one."""
-        todo = [(q, tuple(h)) for q, h in zip(questions, hits) if q.answers]
+        """What a run would send: each component's requests for each question, the expected answer
+        (empty for a question without one) standing in for the generated one."""
+        todo = [(q, tuple(h)) for q, h in zip(questions, hits)]
         roles = tuple(
             RoleEstimate.of(role, component.endpoint, self.prices,
                             [r for q, h in todo for r in component.planned_requests(q, h, Answer(q.expected))])
