@@ -17,8 +17,7 @@ def data_notes(dataset: Dataset) -> list[str]:
     if dataset.skipped_documents:
         notes.append(f"{len(dataset.skipped_documents)} empty documents skipped: {', '.join(dataset.skipped_documents[:10])}")
     for what, missing in (
-        ("no expected answer (judged on the metrics that need none)",
-         [q.qid for q in dataset.questions if not q.answers and q.answerable]),
+        ("no expected answer", [q.qid for q in dataset.questions if not q.answers and q.answerable]),
         ("no golden documents", [q.qid for q in dataset.questions if not q.golden]),
     ):
         if missing and (what != "no golden documents" or len(missing) < len(dataset.questions) or dataset.documents):

@@ -193,14 +193,15 @@ def count_name(aggregate: str) -> str:
 
 def subset_counts(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> tuple[Aggregate, ...]:
     """`n_<metric>`: over how many questions each mean (and overall_score) was computed, for those
-    computed over fewer than all the questions (a metric that needs a reference, over the questions
-    that have one; retrieval metrics over the questions with golden documents)."""
+    computed over fewer than the questions that did not fail (a metric that needs a reference, over
+    the questions that have one; retrieval metrics over the questions with golden documents)."""
     rows = [score_row(r) for r in results]
+    not_failed = sum(row["status"] != "failed" for row in rows)
     counts = []
     for a in spec:
         if a.kind in ("mean", "overall") and not a.where:
             count = replace(a, name=count_name(a.name), kind="count", weights=(), penalty=False, repeats=1)
-            if count.value(rows) != len(rows):
+            if count.value(rows) != not_failed:
                 counts.append(count)
     return tuple(counts)
 

@@ -100,14 +100,14 @@ class HttpSystem(System):
     bump `version` when the service changes what it answers (a new model, index or prompt that is
     not one of the params). The rest: see the module's docstring."""
 
-    def __init__(self, url: str, body: Any = None, answer_field: str = "answer",
+    def __init__(self, url: str | None = None, body: Any = None, answer_field: str = "answer",
                  contexts_field: str | None = "contexts", params: Mapping[str, Any] | None = None,
                  version: str = "1", headers: Mapping[str, str] | None = None,
                  headers_env: Mapping[str, str] | None = None, max_concurrency: PositiveInt = 8,
                  timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 3, backoff_s: NonNegativeFloat = 0.5,
                  max_backoff_s: NonNegativeFloat = 30.0, requests_per_minute: PositiveFloat | None = None,
                  name: str | None = None):
-        self.connect_url, self.url = str(url), scrub_url(str(url))
+        self.connect_url, self.url = str(url or ""), scrub_url(str(url or ""))
         self.params, self.version = dict(params or {}), str(version)
         self.body = body if body is not None else default_body(self.params)
         self.answer_field, self.contexts_field = answer_field, contexts_field
@@ -122,11 +122,13 @@ class HttpSystem(System):
         self._client = None
 
     @classmethod
-    def constraints(cls, url: str, body: Any = None, params: Mapping | None = None, **_) -> list[str]:
+    def constraints(cls, url: str | None = None, body: Any = None, params: Mapping | None = None, **_) -> list[str]:
         """The URL's form and the body's placeholders, checked with the config before any work."""
         problems = []
-        parts = urlsplit(str(url))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        parts = urlsplit(str(url or ""))
+        if not url:
+            problems.append("url: not set; set system.url=http://host:port/path (your service's endpoint)")
+        elif parts.scheme not in ("http", "https") or not parts.hostname:
             problems.append(f"url: must be an http(s) URL such as http://127.0.0.1:8000/answer, got {url!r}")
         template = body if body is not None else default_body(params or {})
         for name in placeholders(template):

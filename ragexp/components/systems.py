@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Chunk, Dataset, Hit, Output, Question
-from ragexp.validation import NonEmptyStr, PositiveInt
+from ragexp.validation import PositiveInt
 
 TEXT_KEYS = ("text", "content", "page_content", "chunk")  # a context object's text, first one set
 ID_KEYS = ("doc_id", "id", "document_id", "source")  # its document id
@@ -175,19 +175,25 @@ class PythonSystem(System):
     and `version`: bump `version` when the code changes what it answers. `concurrency` questions are
     asked at once (threads)."""
 
-    def __init__(self, function: NonEmptyStr, params: Mapping[str, Any] | None = None, version: str = "1",
+    def __init__(self, function: str | None = None, params: Mapping[str, Any] | None = None, version: str = "1",
                  concurrency: PositiveInt = 1, name: str | None = None):
-        self.path, self.params, self.version = str(function), dict(params or {}), str(version)
+        self.path, self.params, self.version = str(function or ""), dict(params or {}), str(version)
         self.concurrency = concurrency
-        self.name = name or self.path
-        self.function = import_function(self.path, "system.function")
+        self.name = name or self.path or "python"
+        self.function: Callable | None = None  # imported by `start`
         self.counts: Counter = Counter()
         self._lock = threading.Lock()
 
     @classmethod
-    def constraints(cls, function: str, **_) -> list[str]:
+    def constraints(cls, function: str | None = None, **_) -> list[str]:
+        if not function:
+            return ["function: not set; set system.function=module:function (such as mypackage.rag:answer)"]
         return [] if FUNCTION.fullmatch(str(function)) else [
             f"function: {function!r} is not module:function (such as mypackage.rag:answer)"]
+
+    def start(self, dataset: Dataset) -> list[str]:
+        self.function = import_function(self.path, "system.function")
+        return super().start(dataset)
 
     def settings(self) -> dict:
         return {"system": "python", "function": self.path, "params": self.params, "version": self.version}
@@ -196,6 +202,8 @@ class PythonSystem(System):
         with self._lock:
             self.counts["system_calls"] += 1
         started = time.perf_counter()
+        if self.function is None:
+            raise RuntimeError("PythonSystem.start() imports the function before the first question")
         try:
             value = self.function(question.text, dict(self.params))
         except Exception as err:  # noqa: BLE001 - the question fails with the reason, the run goes on
