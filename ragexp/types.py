@@ -167,6 +167,18 @@ def answer_from_dict(data: dict) -> Answer:
     return Answer(str(data["text"]), float(data["latency_s"]))
 
 
+def output_to_dict(output: Output) -> dict:
+    return {"answer": answer_to_dict(output.answer) if output.answer is not None else None,
+            "hits": [hit_to_dict(h) for h in output.hits]}
+
+
+def output_from_dict(data: dict) -> Output:
+    if not isinstance(data["hits"], list):
+        raise ValueError("hits must be a list")
+    return Output(answer_from_dict(data["answer"]) if data["answer"] is not None else None,
+                  tuple(hit_from_dict(h) for h in data["hits"]))
+
+
 def judgement_to_dict(judgement: Judgement) -> dict:
     return {"judge": judgement.judge, "scores": dict(judgement.scores), "hallucination": judgement.hallucination,
             "reasoning": judgement.reasoning, "details": judgement.details,
@@ -185,4 +197,5 @@ def judgement_from_dict(data: dict) -> Judgement:
 
 # record type -> (its name in a cache file, to dict, from dict)
 CODECS: dict[type, tuple[str, Callable[[Any], dict], Callable[[dict], Any]]] = {Chunk: ("Chunk", chunk_to_dict, chunk_from_dict), Hit: ("Hit", hit_to_dict, hit_from_dict),
-          Answer: ("Answer", answer_to_dict, answer_from_dict), Judgement: ("Judgement", judgement_to_dict, judgement_from_dict)}
+          Answer: ("Answer", answer_to_dict, answer_from_dict), Judgement: ("Judgement", judgement_to_dict, judgement_from_dict),
+          Output: ("Output", output_to_dict, output_from_dict)}

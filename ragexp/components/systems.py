@@ -56,6 +56,7 @@ def hits_from_contexts(contexts: Any) -> tuple[Hit, ...]:
         raise ContextError(f"contexts must be a list (of strings or of objects with a text), got {type(contexts).__name__}")
     hits = []
     for rank, context in enumerate(contexts, start=1):
+        text: str | None
         if isinstance(context, str):
             text, doc_id, score = context, None, None
         elif isinstance(context, Mapping):

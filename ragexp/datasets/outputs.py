@@ -108,6 +108,17 @@ def listed(value: Any) -> Any:
     return value
 
 
+def plain(value: Any) -> Any:
+    """A Parquet cell as plain Python: numpy arrays and scalars as lists and numbers, also nested."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return plain(value.tolist())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def missing(value: Any) -> bool:
     """An empty cell: None, NaN, or an empty string."""
     return value is None or value == "" or (isinstance(value, float) and value != value)
@@ -170,7 +181,7 @@ class OutputsDataset(Loader):
         except Exception as err:  # noqa: BLE001 - a file pyarrow cannot read is the user's to fix
             raise RagexpError(f"dataset.path: {path} is not a readable Parquet file ({type(err).__name__}: {err})") from None
         for number, row in enumerate(frame.to_dict(orient="records"), start=1):
-            yield f"{path}:row {number}", row
+            yield f"{path}:row {number}", {str(k): plain(v) for k, v in row.items()}
 
     def value(self, row: Mapping, field: str, where: str) -> tuple[str | None, Any]:
         """(column, value) of a field in a row: the column `columns` names (absent: a RowError naming
@@ -187,7 +198,8 @@ class OutputsDataset(Loader):
         return None, None
 
     def read(self, rows: Rows) -> Dataset:
-        questions, outputs = [], {}
+        questions: list[Question] = []
+        outputs: dict[str, Output] = {}
         ids = Unique("question", rows)
         for where, row in self.records(rows):
             if self.full(questions):

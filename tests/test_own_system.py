@@ -1,0 +1,277 @@
+"""Evaluating your own RAG system: recorded outputs (dataset=outputs), a Python function
+(system=python) and an HTTP service (system=http) as the system under test, with and without
+reference answers."""
+import importlib.util
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, compose, mlflow_runs, run_app
+
+EXAMPLES = ROOT / "examples"
+RECORDED = EXAMPLES / "recorded_outputs.jsonl"
+SCORING = "embedder@scoring_embedder=hash"  # model-free offline judge (the only embedder a system=... run has)
+
+
+def example(name: str):
+    """A module of examples/ (scripts, not a package), imported from its file."""
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def records(folder: Path) -> dict[str, dict]:
+    return {r["question_id"]: r for r in map(json.loads, (folder / "questions.jsonl").read_text().splitlines())}
+
+
+def test_recorded_outputs_half_without_reference_run_with_no_corpus(tmp_path):
+    rows = [json.loads(line) for line in RECORDED.read_text().splitlines()]
+    referenced = {r["id"] for r in rows if r.get("reference")}
+    unanswerable = {r["id"] for r in rows if r.get("answerable") is False}
+    assert len(referenced) == len(rows) // 2 and len(unanswerable) == 1  # the example is what the test says
+    proc = run_app("dataset=outputs", f"dataset.path={RECORDED}", SCORING, "tracker=none", "slices=[channel]",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [folder] = [p.parent for p in tmp_path.glob("outputs/*/*/results.json")]
+    [results] = json.loads((folder / "results.json").read_text()).values()
+    assert results["total_questions"] == len(rows) and results["failed_questions"] == 0
+    # reference-free metrics over every row (no n_ count), reference metrics over the referenced ones
+    assert "avg_faithfulness" in results and "n_faithfulness" not in results and "n_context_relevance" not in results
+    assert results["n_answer_similarity"] == len(referenced | unanswerable)  # abstaining is the reference of the other
+    assert results["n_token_f1"] == len(referenced) and results["n_mrr"] == len(referenced)
+    assert f"over {len(referenced)} of {len(rows)} questions" in proc.stdout
+    assert "avg_faithfulness/channel/web" in results  # any other column slices the questions
+    # no corpus: nothing chunked, indexed, retrieved or generated; the recorded answers were judged
+    timings = json.loads((folder / "run.json").read_text())["timings_s"]
+    assert not {"chunking", "indexing", "retrieval", "generation"} & set(timings) and "judging" in timings
+    judged = records(folder)
+    assert all(r["status"] == "judged" for r in judged.values())
+    for row in rows:
+        assert judged[row["id"]]["answer"] == row["answer"]
+        assert [c["doc_id"] for c in judged[row["id"]]["context"]] == [c["doc_id"] for c in row["contexts"]]
+        assert ("answer_similarity" in judged[row["id"]]["judge_scores"]) == (row["id"] in referenced | unanswerable)
+    # the recorded retrieval scored against the golden documents: q003's retriever missed its document
+    assert judged["q003"]["retrieval_metrics"]["hit_rate@5"] == 0.0 and judged["q001"]["retrieval_metrics"]["mrr"] == 1.0
+
+
+def write_formats(tmp_path: Path, rows: list[dict]) -> list[Path]:
+    import pandas as pd
+
+    jsonl, csv, parquet = tmp_path / "o.jsonl", tmp_path / "o.csv", tmp_path / "o.parquet"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    frame = pd.DataFrame(rows)
+    frame.assign(**{c: frame[c].map(json.dumps) for c in ("retrieved_contexts", "reference_context_ids")}).to_csv(
+        csv, index=False)
+    frame.to_parquet(parquet)
+    return [jsonl, csv, parquet]
+
+
+def test_ragas_columns_read_without_mapping_from_jsonl_csv_and_parquet(tmp_path):
+    from ragexp.datasets.outputs import OutputsDataset
+
+    rows = [{"user_input": "Which port?", "retrieved_contexts": ["It listens on 7070.", "UID 10001."],
+             "response": "7070.", "reference": "Port 7070", "reference_context_ids": ["installation"], "team": "a"},
+            {"user_input": "Who?", "retrieved_contexts": ["Nobody knows."], "response": "Nobody.", "reference": "",
+             "reference_context_ids": [], "team": "b"}]
+    loaded = [OutputsDataset(path=str(p)).load() for p in write_formats(tmp_path, rows)]
+    for dataset in loaded:
+        first, second = dataset.questions
+        assert (first.qid, first.text, first.answers, first.golden) == ("q1", "Which port?", ("Port 7070",), {"installation": 1})
+        assert second.answers == () and second.golden == {} and first.attributes == {"team": "a"}
+        assert dataset.outputs["q1"].answer.text == "7070."
+        assert [h.chunk.text for h in dataset.outputs["q1"].hits] == ["It listens on 7070.", "UID 10001."]
+        assert dataset.documents == ()
+    assert loaded[0].questions == loaded[1].questions == loaded[2].questions
+
+
+def test_the_mlflow_preset_reads_evaluation_datasets_and_traces(tmp_path):
+    from ragexp.datasets.outputs import OutputsDataset
+
+    rows = [{"inputs": {"question": "Which port?"}, "outputs": {"answer": "7070.", "contexts": ["Port 7070."]},
+             "expectations": {"expected_response": "Port 7070"}, "dataset_record_id": "r1"},
+            {"trace_id": "tr-2", "request": json.dumps({"messages": [{"role": "user", "content": "Which UID?"}]}),
+             "response": json.dumps({"choices": [{"message": {"content": "10001."}}]})}]
+    dataset = OutputsDataset.from_rows(rows, preset="mlflow").load()
+    first, second = dataset.questions
+    assert (first.qid, first.text, first.answers) == ("r1", "Which port?", ("Port 7070",))
+    assert (second.qid, second.text, second.answers) == ("tr-2", "Which UID?", ())
+    assert dataset.outputs["r1"].answer.text == "7070." and dataset.outputs["tr-2"].answer.text == "10001."
+    assert [h.chunk.text for h in dataset.outputs["r1"].hits] == ["Port 7070."]
+
+
+@pytest.mark.parametrize("row,settings,message", [
+    ({"answer": "x"}, {}, ":1: no question (column question or user_input; set dataset.columns.question=...)"),
+    ({"question": "q", "contexts": "one string"}, {}, ":1: the contexts (contexts) must be a list"),
+    ({"question": "q", "contexts": [3]}, {}, ":1: the contexts (contexts): context 1 is int"),
+    ({"question": "q", "answer": {"text": "x"}}, {}, ":1: the answer (answer) must be text, got dict"),
+    ({"question": "q", "answer": "x"}, {"columns": {"answer": "reply"}}, ":1: no column 'reply' (dataset.columns.answer)"),
+])
+def test_a_bad_row_is_one_line_naming_file_line_and_field(tmp_path, row, settings, message):
+    from ragexp.datasets.outputs import OutputsDataset
+    from ragexp.errors import RagexpError
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RagexpError) as err:
+        OutputsDataset(path=str(path), **settings).load()
+    assert str(err.value).startswith(f"{path}{message}") and "\n" not in str(err.value)
+    skipped = OutputsDataset(path=str(path), on_error="skip", **settings).load()  # or left out, counted, reported
+    assert skipped.questions == () and len(skipped.skipped_rows) == 1
+
+
+def test_a_retrieval_only_file_has_no_failed_question(tmp_path):
+    from ragexp.pipeline import run
+
+    path = tmp_path / "retrieved.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "a", "question": "Which port?", "contexts": [{"text": "x", "doc_id": "d2"}, {"text": "y", "doc_id": "d1"}],
+         "golden_docs": ["d1"]},
+        {"id": "b", "question": "Which UID?", "contexts": [{"text": "z", "doc_id": "d3"}], "golden_docs": ["d3"]}]))
+    result = run(compose("dataset=outputs", f"dataset.path={path}", SCORING, "tracker=none",
+                         f"cache.dir={tmp_path / 'cache'}"))
+    assert [r.status for r in result.questions] == ["retrieved", "retrieved"]
+    assert result.aggregates["failed_questions"] == 0 and result.aggregates["mrr"] == pytest.approx(0.75)
+    assert "avg_faithfulness" not in result.aggregates
+    assert any("retrieval only" in note for note in result.notes)
+
+
+def test_a_python_system_answers_cached_under_its_params_and_version(tmp_path, monkeypatch):
+    from ragexp.pipeline import run
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import my_rag
+
+    calls = []
+    monkeypatch.setattr(my_rag, "answer", lambda q, p, real=my_rag.answer: calls.append(p) or real(q, p))
+    base = ("system=python", "system.function=my_rag:answer", "dataset=outputs", f"dataset.path={RECORDED}", SCORING,
+            "tracker=none", f"cache.dir={tmp_path / 'cache'}")
+    result = run(compose(*base, "+system.params.top_k=1"))
+    n = len(result.questions)
+    assert calls == [{"top_k": 1}] * n and all(len(r.hits) == 1 for r in result.questions)
+    assert result.aggregates["failed_questions"] == 0
+    assert any("are ignored" in note for note in result.notes)  # the file's recorded answers were not used
+    assert result.counters["system_calls"] == n
+    run(compose(*base, "+system.params.top_k=1"))  # the same params and version: answered from the cache
+    assert len(calls) == n
+    run(compose(*base, "+system.params.top_k=1", "system.version=2"))  # a new version asks again
+    assert len(calls) == 2 * n
+
+
+def test_a_python_system_that_raises_fails_its_question_with_the_reason(tmp_path, monkeypatch):
+    from ragexp.pipeline import run
+
+    module = tmp_path / "flaky_rag.py"
+    module.write_text("def answer(question, params):\n"
+                      "    if 'port' in question:\n        raise ValueError('index offline')\n"
+                      "    if 'user ID' in question:\n        return {'answer': 42}\n"
+                      "    return {'answer': 'ok', 'contexts': ['c']}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run(compose("system=python", "system.function=flaky_rag:answer", "dataset=outputs",
+                         f"dataset.path={RECORDED}", SCORING, "tracker=none", "cache.enabled=false"))
+    failures = {r.question.qid: r.failure for r in result.questions if r.failed}
+    assert failures == {"q007": "system: flaky_rag:answer raised ValueError: index offline",
+                        "q002": "system: the answer is int, not text"}
+    assert result.aggregates["failed_questions"] == 2 and result.counters["system_failures"] == 1
+
+
+@pytest.mark.parametrize("args,message", [
+    (["system=python", "system.function=nowhere_at_all:answer"],
+     "ragexp: error: system.function: cannot import 'nowhere_at_all:answer' (ModuleNotFoundError"),
+    (["system=python", "system.function=my_rag:answer", "chunker=fixed"],
+     "ragexp: error: chunker: system=python does not use ragexp's chunker"),
+    (["system=python", "system.function=my_rag:answer", "+retriever=bm25"],
+     "ragexp: error: retriever: the system under test (PythonSystem) is not ragexp's pipeline"),
+    (["system=http"], "ragexp: error: system.url: not set"),
+    (["system=http", "system.url=http://127.0.0.1:9/x", "system.body={q: '{query}'}"],
+     "ragexp: error: system.body: unknown placeholder {query}"),
+])
+def test_a_system_setting_to_fix_is_one_line_exit_2(tmp_path, args, message):
+    proc = run_app(*args, "dataset=outputs", f"dataset.path={RECORDED}", SCORING, "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(message) and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_http_sweep_is_one_child_run_per_point_and_a_comparison(tmp_path):
+    server = example("http_service").serve(0)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/answer"
+        proc = run_app("-m", "system=http", f"system.url={url}", "+system.params.top_k=1,2", "dataset=outputs",
+                       f"dataset.path={RECORDED}", SCORING, cwd=tmp_path)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    n = len(RECORDED.read_text().splitlines())
+    assert sorted(p["top_k"] for p in server.seen) == [1] * n + [2] * n  # the service saw each param value
+    client, runs = mlflow_runs(tmp_path)
+    parents = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and {c.info.run_name for c in children} == {"+system.params.top_k=1", "+system.params.top_k=2"}
+    assert {c.data.params["system.params.top_k"] for c in children} == {"1", "2"}
+    assert all(c.data.metrics["failed_questions"] == 0 and c.data.metrics["total_questions"] == n for c in children)
+    assert "leaderboard (" in proc.stdout and list(tmp_path.glob("multirun/*/*/report/*.html"))
+
+
+class Faulty(BaseHTTPRequestHandler):
+    """A service that fails per question: 500 once then answers (`flaky`), 500 always (`down`), a
+    reply without the answer field (`nofield`), a reply that is not JSON (`html`)."""
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        question = body["question"]
+        self.server.asked.append(question)
+        status, reply = 200, {"answer": "fine", "contexts": ["c"]}
+        if question == "down" or (question == "flaky" and self.server.asked.count("flaky") == 1):
+            status, reply = 500, {"error": "boom"}
+        elif question == "nofield":
+            reply = {"text": "no answer field"}
+        data = b"<html>" if question == "html" else json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_http_service_failing_is_counted_per_question_with_its_reason(tmp_path):
+    from ragexp.pipeline import run
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
+    server.asked = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps({"id": q, "question": q}) + "\n" for q in ("ok", "flaky", "down", "nofield", "html")))
+    try:
+        result = run(compose("system=http", f"system.url=http://127.0.0.1:{server.server_address[1]}/a",
+                             "system.max_retries=1", "system.backoff_s=0", "system.max_concurrency=1",
+                             "dataset=outputs", f"dataset.path={path}", SCORING, "tracker=none", "cache.enabled=false"))
+    finally:
+        server.shutdown()
+    url = f"http://127.0.0.1:{server.server_address[1]}/a"
+    failures = {r.question.qid: r.failure for r in result.questions}
+    assert failures["ok"] == failures["flaky"] == ""  # flaky: answered on its retry
+    assert failures["down"] == f'system: {url}: HTTP 500 ({{"error": "boom"}}) after 2 attempts'
+    assert failures["nofield"] == f"system: the reply of {url} has no field 'answer' (system.answer_field)"
+    assert failures["html"].startswith(f"system: {url} answered HTTP 200 with a body that is not JSON")
+    assert server.asked.count("down") == 2 and server.asked.count("flaky") == 2
+    assert {k: result.counters[k] for k in ("system_requests", "system_retries", "system_failures")} == {
+        "system_requests": 7, "system_retries": 2, "system_failures": 3}
+    assert result.aggregates["failed_questions"] == 3
+
+
+def test_http_credentials_come_from_the_environment_only(tmp_path, monkeypatch):
+    from ragexp.components.http_system import HttpSystem
+    from ragexp.errors import RagexpError
+    from ragexp.types import Dataset
+
+    system = HttpSystem(url="http://127.0.0.1:9/x", headers_env={"Authorization": "Bearer $RAGEXP_TEST_TOKEN"})
+    monkeypatch.delenv("RAGEXP_TEST_TOKEN", raising=False)
+    with pytest.raises(RagexpError, match="system.headers_env.Authorization: environment variable 'RAGEXP_TEST_TOKEN' is not set"):
+        system.start(Dataset("d", (), ()))
+    assert "RAGEXP_TEST_TOKEN" not in json.dumps(system.settings())  # nor its value in the cache key
