@@ -275,3 +275,52 @@ def test_http_credentials_come_from_the_environment_only(tmp_path, monkeypatch):
     with pytest.raises(RagexpError, match="system.headers_env.Authorization: environment variable 'RAGEXP_TEST_TOKEN' is not set"):
         system.start(Dataset("d", (), ()))
     assert "RAGEXP_TEST_TOKEN" not in json.dumps(system.settings())  # nor its value in the cache key
+
+
+def test_evaluate_gives_the_same_aggregates_as_the_command_line(tmp_path):
+    import pandas as pd
+
+    import ragexp
+
+    proc = run_app("dataset=outputs", f"dataset.path={RECORDED}", SCORING, "tracker=none", f"cache.dir={tmp_path / 'c'}",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [cli] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
+    overrides = [SCORING, f"cache.dir={tmp_path / 'c'}"]
+    from_path = ragexp.evaluate(RECORDED, overrides=overrides, output_dir=tmp_path / "api")
+    assert from_path.aggregates == cli and from_path.passed and from_path.folder == tmp_path / "api"
+    rows = [json.loads(line) for line in RECORDED.read_text().splitlines()]
+    from_rows = ragexp.evaluate(rows, judge="offline", overrides=overrides, output_dir=tmp_path / "rows")
+    from_frame = ragexp.evaluate(pd.DataFrame(rows), overrides=overrides, output_dir=tmp_path / "frame")
+    assert from_rows.aggregates == from_frame.aggregates == cli
+    table = from_frame.table
+    assert list(table["question_id"]) == [r["id"] for r in rows] and (table["status"] == "judged").all()
+    assert table["faithfulness"].notna().all() and table["answer_similarity"].notna().sum() == cli["n_answer_similarity"]
+
+
+def test_evaluate_passes_the_gate_verdict_and_raises_settings_errors(tmp_path, monkeypatch):
+    import ragexp
+    from ragexp.errors import RagexpError
+
+    monkeypatch.chdir(tmp_path)
+    gate = [SCORING, "gate=production", "~gate.thresholds.answer_relevance"]
+    failing = ragexp.evaluate(RECORDED, overrides=gate, output_dir=tmp_path / "g")  # faithfulness 0.9: missed
+    assert not failing.passed and failing.aggregates["gate_passed"] == 0 and failing.failure is None
+    passing = ragexp.evaluate(RECORDED, overrides=[*gate, "gate.thresholds.faithfulness.min=0.1",
+                                                    "gate.thresholds.mrr.min=0.5"], output_dir=tmp_path / "p")
+    assert passing.passed and passing.aggregates["gate_passed"] == 1
+    with pytest.raises(RagexpError, match="^chunker: system=recorded does not use ragexp's chunker"):
+        ragexp.evaluate(RECORDED, overrides=["chunker=fixed"])
+    with pytest.raises(RagexpError, match="^weights: .* the weights must sum to 1"):
+        ragexp.evaluate(RECORDED, overrides=[SCORING, "weights.faithfulness=0.9"])
+
+
+def test_import_ragexp_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, ragexp, ragexp.api; ragexp.SystemOutput; "
+            "print(sorted(m for m in ('torch', 'mlflow', 'pandas', 'sentence_transformers', 'hydra') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
