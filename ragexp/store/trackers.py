@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.report import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
+from ragexp.run.report import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
 from ragexp.secrets import has_credentials, scrub_url
 from ragexp.types import RunResult
 
@@ -256,7 +256,7 @@ class MlflowTracker(NoTracker):
         return run_id
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
-        """Logs a run folder as one MLflow run: what `ragexp.report.write_results` and `write_config`
+        """Logs a run folder as one MLflow run: what `ragexp.run.report.write_results` and `write_config`
         wrote there (params from config.yaml, metrics from results.json and run.json, the tags, every
         file as an artifact, the per-question table). A job logs its folder this way, and
         `python -m ragexp.track FOLDER` logs it later the same way (e.g. when the server was down)."""
@@ -265,7 +265,7 @@ class MlflowTracker(NoTracker):
         import yaml
         from mlflow.entities import Metric, Param
 
-        from ragexp.trace_store import log_traces
+        from ragexp.store.trace_store import log_traces
 
         folder = Path(folder)
         [(name, values)] = json.loads((folder / "results.json").read_text()).items()
@@ -313,7 +313,7 @@ class MlflowTracker(NoTracker):
         whole, if it did (a FAILED run tagged with the reason)."""
         import tempfile
 
-        from ragexp.report import write_results
+        from ragexp.run.report import write_results
 
         with tempfile.TemporaryDirectory(prefix="ragexp-run-") as tmp:
             folder = Path(tmp)

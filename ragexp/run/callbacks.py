@@ -69,7 +69,7 @@ def merged_results(sweep_dir: Path) -> tuple[dict, list[dict]]:
     """The jobs' results.json files merged, and the failed jobs' failure.json records; a failed
     job is listed in the merged results as {"status": "failed", "failure_reason": ...} (beside
     its aggregates if it had any)."""
-    from ragexp.app import FAILURE_FILE
+    from ragexp.run.app import FAILURE_FILE
 
     merged: dict = {}
     for results in sorted(sweep_dir.glob("*/results.json")):
@@ -94,7 +94,7 @@ class SweepTracking(Callback):
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from ragexp.pipeline import build
+        from ragexp.run.pipeline import build
 
         if config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:  # a grid: known in advance, checked before any job
             invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)

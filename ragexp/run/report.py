@@ -16,7 +16,7 @@ def results_json(result: RunResult) -> dict:
 
 def aggregates_json(result: RunResult) -> dict:
     """How each aggregate of results.json is made from the per-question table (see
-    ragexp.scoring.Aggregate); `python -m ragexp.compare` reads it to recompute them."""
+    ragexp.metrics.scoring.Aggregate); `python -m ragexp.compare` reads it to recompute them."""
     return {"run": result.name, "aggregates": [a.to_json() for a in result.aggregation]}
 
 
@@ -41,13 +41,13 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     columns = list(table)
     rows = [list(values) for values in zip(*table.values())] if table else []
     (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
-    if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.trace_store)
-        from ragexp.tracing import TRACES
+    if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.store.trace_store)
+        from ragexp.store.tracing import TRACES
 
         with (folder / TRACES).open("w", encoding="utf-8") as out:
             for trace in result.traces:
                 out.write(json.dumps(trace, ensure_ascii=False, default=str) + "\n")
-    from ragexp.trackers import git_commit
+    from ragexp.store.trackers import git_commit
 
     meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,
             "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
@@ -88,7 +88,7 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
     (the judgements used), with `retrieval.json` (relevance level, NDCG gain, the logged means).
     `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
     from ragexp.metrics.names import metric_key
-    from ragexp.relevance import CONTEXT_METRICS
+    from ragexp.metrics.relevance import CONTEXT_METRICS
 
     paths = [folder / name for name in AUDIT_FILES]
     with paths[0].open("w", encoding="utf-8") as out:
