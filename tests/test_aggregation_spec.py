@@ -6,7 +6,7 @@ import pytest
 
 from conftest import TEST_KEY_ENV, compose, llm_args
 from ragexp.run.pipeline import run
-from ragexp.run.report import question_table, write_results
+from ragexp.store.run_folder import question_table, write_results
 from ragexp.metrics.scoring import Aggregate
 
 HASH = ("embedder=hash", "embedder@scoring_embedder=hash", "dataset.limit=8", "tracker=none")

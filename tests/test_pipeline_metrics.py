@@ -9,7 +9,8 @@ from ragexp.components.chunkers import RecursiveChunker
 from ragexp.metrics import MetricSet
 from ragexp.run.pipeline import run
 from ragexp.metrics.relevance import DocRelevance
-from ragexp.run.report import question_table, summary
+from ragexp.run.report import summary
+from ragexp.store.run_folder import question_table
 from ragexp.components.retrievers import BM25Retriever
 from ragexp.datasets.folder import FolderDataset
 

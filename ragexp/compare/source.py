@@ -20,7 +20,7 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 SWEEP_ROLE = "ragexp.role"
 PARENT = "mlflow.parentRunId"
 TABLE = "questions.json"
-AGGREGATES = "aggregates.json"  # how each aggregate is made (ragexp.run.report.aggregates_json)
+AGGREGATES = "aggregates.json"  # how each aggregate is made (ragexp.store.run_folder.aggregates_json)
 
 
 @dataclass

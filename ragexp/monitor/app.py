@@ -175,7 +175,7 @@ def write_judged(path: Path, judged: list) -> None:
 
 def git_tags() -> dict[str, str]:
     from ragexp import __version__
-    from ragexp.store.trackers import git_commit
+    from ragexp.store.provenance import git_commit
 
     return {"git_commit": git_commit(), "ragexp_version": __version__}
 

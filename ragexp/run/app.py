@@ -18,7 +18,6 @@ from ragexp.secrets import scrub_url
 log = logging.getLogger("ragexp")
 
 DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more failed questions fail the run
-FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -56,7 +55,8 @@ def execute(cfg: DictConfig) -> float | None:
 
     from ragexp.llm.estimate import Estimate
     from ragexp.run.pipeline import build, run
-    from ragexp.run.report import summary, write_results
+    from ragexp.run.report import summary
+    from ragexp.store.run_folder import write_results
     from ragexp.store.trackers import write_config
 
     from ragexp.validation import validate
@@ -168,6 +168,8 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
     from hydra.core.hydra_config import HydraConfig
 
+    from ragexp.run.callbacks import FAILURE_FILE
+
     hydra = HydraConfig.get()
     name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"
     reason = scrub_url(reason)
@@ -214,8 +216,8 @@ def in_multirun() -> bool:
 
 def run_files(output_dir: Path) -> tuple[Path, ...]:
     """The files of the run folder logged as artifacts: Hydra's record of the command-line overrides
-    (so the run can be repeated) and the audit trail (ragexp.run.report.write_audit)."""
-    from ragexp.run.report import AUDIT_FILES
+    (so the run can be repeated) and the audit trail (ragexp.store.run_folder.write_audit)."""
+    from ragexp.store.run_folder import AUDIT_FILES
 
     candidates = [output_dir / ".hydra" / "overrides.yaml", *(output_dir / name for name in AUDIT_FILES)]
     return tuple(path for path in candidates if path.exists())

@@ -1,0 +1,157 @@
+"""A run folder: results.json, aggregates.json, the per-question table and the audit trail
+(questions.jsonl, TREC files), written with or without a tracker and logged by the trackers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragexp.types import RunResult
+
+AGGREGATES = "aggregates.json"
+
+
+def results_json(result: RunResult) -> dict:
+    """The specification's example shape: {"<run name>": {aggregates..., "judge": ...}}."""
+    return {result.name: {**result.aggregates, "judge": result.judge}}
+
+
+def aggregates_json(result: RunResult) -> dict:
+    """How each aggregate of results.json is made from the per-question table (see
+    ragexp.metrics.scoring.Aggregate); `python -m ragexp.compare` reads it to recompute them."""
+    return {"run": result.name, "aggregates": [a.to_json() for a in result.aggregation]}
+
+
+TABLE, RUN_META = "questions.json", "run.json"
+
+
+def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None) -> Path:
+    """results.json, and beside it aggregates.json, the audit trail (`write_audit`), the
+    per-question table (`questions.json`, as MLflow stores a table) and `run.json` (what a tracker
+    logs besides: tags, work and time counts; `started`: when the job began, time.time();
+    `failure`: why the run failed as a whole). Everything a tracker logs is then in the folder, so it
+    can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
+    import time
+
+    from ragexp import __version__
+
+    path = folder / "results.json"
+    path.write_text(json.dumps(results_json(result), indent=2) + "\n")
+    (folder / AGGREGATES).write_text(json.dumps(aggregates_json(result), indent=2) + "\n")
+    write_audit(result, folder)
+    table = question_table(result)
+    columns = list(table)
+    rows = [list(values) for values in zip(*table.values())] if table else []
+    (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
+    if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.store.trace_store)
+        from ragexp.store.tracing import TRACES
+
+        with (folder / TRACES).open("w", encoding="utf-8") as out:
+            for trace in result.traces:
+                out.write(json.dumps(trace, ensure_ascii=False, default=str) + "\n")
+    from ragexp.store.provenance import git_commit
+
+    meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,
+            "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
+            "gate": result.gate.name if result.gate is not None else None,
+            "work": result.counters, "timings_s": result.timings, "failure": failure,
+            "started": started, "job_time_s": round(time.time() - started, 2) if started else None}
+    (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
+    return path
+
+
+AUDIT_FILES = ("questions.jsonl", "run.trec", "qrels.trec", "retrieval.json")
+
+
+def question_record(r) -> dict:
+    """Everything about one question that the run's numbers come from."""
+    j = r.judgement
+    return {
+        "question_id": r.question.qid, "question": r.question.text, "kind": r.question.kind,
+        "source": r.question.source, "expected_answers": list(r.question.answers),
+        "answerable": r.question.answerable, "golden": r.question.golden,
+        "ranking": [{"rank": h.rank, "chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id, "score": h.score}
+                    for h in r.ranked],
+        "scored_items": list(r.ranking), "judged": r.judged,
+        "context": [{"chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id, "text": h.chunk.text} for h in r.hits],
+        "answer": r.answer.text if r.answer else None,
+        "status": "failed" if r.failed else "judged", "failure_reason": r.failure,
+        "judge_scores": j.scores if j else None, "hallucination": j.hallucination if j else None,
+        "reasoning": j.reasoning if j else "", "judge_details": j.details if j else {},
+        "answer_metrics": r.generation, "retrieval_metrics": r.retrieval, "retrieval_excluded": r.retrieval_excluded,
+    }
+
+
+def write_audit(result: RunResult, folder: Path) -> list[Path]:
+    """The run folder as its own audit trail: `questions.jsonl` (per question: the full ranking the
+    retrieval metrics saw, the context the generator saw, the answer, every score and the judge's
+    reasoning), and the TREC files the retrieval metrics amount to: `run.trec` (each scored question's
+    ranking; the score column is depth - rank + 1, so trec_eval keeps the run's order) and `qrels.trec`
+    (the judgements used), with `retrieval.json` (relevance level, NDCG gain, the logged means).
+    `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
+    from ragexp.metrics.names import metric_key
+    from ragexp.metrics.relevance import CONTEXT_METRICS
+
+    paths = [folder / name for name in AUDIT_FILES]
+    with paths[0].open("w", encoding="utf-8") as out:
+        for r in result.questions:
+            out.write(json.dumps(question_record(r), ensure_ascii=False, default=str) + "\n")
+    scored = [r for r in result.questions if r.retrieval and r.ranking]
+    tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.name) or "ragexp"
+    with paths[1].open("w", encoding="utf-8") as run, paths[2].open("w", encoding="utf-8") as qrels:
+        for r in scored:
+            qid = trec_id(r.question.qid)
+            for rank, item in enumerate(r.ranking, start=1):
+                run.write(f"{qid} Q0 {trec_id(item)} {rank} {len(r.ranking) - rank + 1} {tag}\n")
+            for item, grade in r.judged.items():
+                qrels.write(f"{qid} 0 {trec_id(item)} {grade}\n")
+    names = [n for n in dict.fromkeys(n for r in scored for n in r.retrieval) if n not in CONTEXT_METRICS]
+    logged = {n: result.aggregates[metric_key(n)] for n in names if metric_key(n) in result.aggregates}
+    paths[3].write_text(json.dumps({**result.relevance, "questions_scored": len(scored), "logged": logged,
+                                    "check": "python -m ragexp.trec_eval --check ."}, indent=2) + "\n")
+    return paths
+
+
+def trec_id(text: str) -> str:
+    """An id as one whitespace-free TREC field."""
+    return "_".join(str(text).split()) or "_"
+
+
+def question_table(result: RunResult) -> dict[str, list]:
+    """One row per question (column -> values), for `mlflow.log_table`."""
+    from ragexp.metrics.names import metric_key
+
+    rows = []
+    metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
+    details = list(dict.fromkeys(k for r in result.questions if r.judgement for k in r.judgement.details))
+    answer_metrics = list(dict.fromkeys(m for r in result.questions for m in r.generation))
+    retrieval = list(dict.fromkeys(m for r in result.questions for m in r.retrieval))
+    for r in result.questions:
+        j = r.judgement
+        rows.append({
+            "question_id": r.question.qid,
+            "question": r.question.text,
+            "kind": r.question.kind,
+            "source": r.question.source,
+            "expected_answer": r.question.expected,
+            "generated_answer": r.answer.text if r.answer else "",
+            "golden_doc_ids": json.dumps(sorted(r.question.golden)),
+            "retrieved_chunk_ids": json.dumps([h.chunk.chunk_id for h in r.hits]),
+            "retrieved_chunks": json.dumps([h.chunk.text for h in r.hits]),
+            "judge": result.judge,
+            **{metric: (j.scores.get(metric) if j else None) for metric in metrics},
+            "hallucination": j.hallucination if j else None,
+            "reasoning": j.reasoning if j else "",
+            **{key: cell(j.details.get(key)) if j else None for key in details},
+            **{metric: r.generation.get(metric) for metric in answer_metrics},
+            **{metric_key(name): r.retrieval.get(name) for name in retrieval},
+            "retrieval_excluded": r.retrieval_excluded,
+            "status": "failed" if r.failed else "judged",
+            "failure_reason": r.failure,
+        })
+    return {column: [row[column] for row in rows] for column in rows[0]} if rows else {}
+
+
+def cell(value):
+    """A judge's detail as a table cell: lists and objects as JSON text."""
+    return json.dumps(value) if isinstance(value, (list, dict, tuple)) else value
+
