@@ -1,7 +1,7 @@
 """`ragexp.evaluate(...)`: the command line in Python, for a notebook or a pytest suite.
 
 It composes the packaged config with Hydra's compose API (the same config, overrides and config
-check as `python -m ragexp`), calls the same `ragexp.pipeline.run`, writes the same run folder and,
+check as `python -m ragexp`), calls the same `ragexp.run.pipeline.run`, writes the same run folder and,
 with `track`, logs it to the tracker as a job does. It re-implements no step."""
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class Evaluation:
     def table(self) -> pd.DataFrame:
         import pandas as pd
 
-        from ragexp.report import question_table
+        from ragexp.store.run_folder import question_table
 
         return pd.DataFrame(question_table(self.result))
 
@@ -91,12 +91,12 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     Settings errors raise RagexpError (one line each, as the command line prints them)."""
     from omegaconf import OmegaConf
 
-    from ragexp.app import max_failed_share, run_failure
+    from ragexp.run.app import max_failed_share, run_failure
     from ragexp.components.systems import refused_override
     from ragexp.llm.estimate import Estimate
-    from ragexp.pipeline import build, run
-    from ragexp.report import write_results
-    from ragexp.trackers import write_config
+    from ragexp.run.pipeline import build, run
+    from ragexp.store.run_folder import write_results
+    from ragexp.store.trackers import write_config
     from ragexp.validation import validate
 
     started = time.time()

@@ -124,7 +124,7 @@ def test_a_bad_row_is_one_line_naming_file_line_and_field(tmp_path, row, setting
 
 
 def test_a_retrieval_only_file_has_no_failed_question(tmp_path):
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     path = tmp_path / "retrieved.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in [
@@ -140,7 +140,7 @@ def test_a_retrieval_only_file_has_no_failed_question(tmp_path):
 
 
 def test_a_python_system_answers_cached_under_its_params_and_version(tmp_path, monkeypatch):
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     monkeypatch.syspath_prepend(str(EXAMPLES))
     import my_rag
@@ -162,7 +162,7 @@ def test_a_python_system_answers_cached_under_its_params_and_version(tmp_path, m
 
 
 def test_a_python_system_that_raises_fails_its_question_with_the_reason(tmp_path, monkeypatch):
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     module = tmp_path / "flaky_rag.py"
     module.write_text("def answer(question, params):\n"
@@ -240,7 +240,7 @@ class Faulty(BaseHTTPRequestHandler):
 
 
 def test_an_http_service_failing_is_counted_per_question_with_its_reason(tmp_path):
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
     server.asked = []

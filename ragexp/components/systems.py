@@ -4,7 +4,7 @@ One contract, `System`, so that judges, metrics, aggregation, the gate, the audi
 and tracking never know which system ran:
 
 - `pipeline` (`PipelineSystem`): ragexp's own chunk -> index -> retrieve -> rerank -> generate over
-  the dataset's corpus, run by `ragexp.pipeline.run` itself (the only system with `own = True`);
+  the dataset's corpus, run by `ragexp.run.pipeline.run` itself (the only system with `own = True`);
 - `recorded` (`RecordedOutputs`): what a system already answered, read by `dataset=outputs`;
 - `python` (`PythonSystem`): a function `module:function(question, params)`;
 - `http` (`ragexp.components.http_system.HttpSystem`): a service that takes a JSON POST.
@@ -127,7 +127,7 @@ class System:
 
 class PipelineSystem(System):
     """ragexp's own pipeline over the dataset's corpus: its chunker, embedder, retriever and
-    generator groups (composed under conf/system/pipeline.yaml) are run by `ragexp.pipeline.run`."""
+    generator groups (composed under conf/system/pipeline.yaml) are run by `ragexp.run.pipeline.run`."""
 
     own = True
     name = "pipeline"
