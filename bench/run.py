@@ -19,7 +19,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
   retriever=dense, per MiniLM backend and embedder=static;
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
-  SQLite store) without and with tracing=on (goal: at most 10% slower).
+  SQLite store) without and with tracing=on (goal: at most 10% slower);
+- own_system (bench/own_system.py): recorded outputs judged offline, rows/s; system=http against a
+  0 ms local service and system=python, ms per question of the answering stage.
 """
 from __future__ import annotations
 
@@ -277,6 +279,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
+    "own_system": lambda work_dir, args: __import__("own_system").measure(work_dir, args),
 }
 
 

@@ -145,6 +145,9 @@ class HttpSystem(System):
         return {"system": "http", "url": self.url, "body": self.body, "answer_field": self.answer_field,
                 "contexts_field": self.contexts_field, "params": self.params, "version": self.version}
 
+    def asked(self, question: Question) -> tuple:
+        return (question.qid, question.text) if "question_id" in placeholders(self.body) else (question.text,)
+
     def start(self, dataset) -> list[str]:
         notes = super().start(dataset)
         self._client = self.connect()

@@ -114,6 +114,10 @@ class System:
     def settings(self) -> dict | None:
         return None
 
+    def asked(self, question: Question) -> tuple:
+        """What of a question the system is given (with `settings`, its answer's cache key)."""
+        return (question.text,)
+
     def respond(self, question: Question) -> Output:
         raise NotImplementedError
 

@@ -215,7 +215,7 @@ def system_answer(work: Work, system: System, question: Question) -> QuestionRes
             if system_settings is None:
                 output = system.respond(question)
             else:
-                key = key_of("answer", system_settings, question.qid, question.text)
+                key = key_of("answer", system_settings, *system.asked(question))
                 output = work.cached("answer", key, system.respond, question, span=span)
             result = QuestionResult(question, output.hits, answer=output.answer)
         except RagexpError:
