@@ -324,3 +324,35 @@ def test_import_ragexp_stays_light():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+class Slow(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        self.server.asked += 1
+        self.server.release.wait(10)  # answers only once the test lets it (after the client gave up)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_http_service_that_times_out_fails_the_question_naming_the_setting():
+    from ragexp.components.http_system import HttpSystem
+    from ragexp.errors import QuestionFailed
+    from ragexp.types import Dataset, Question
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.asked, server.release = 0, threading.Event()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    system = HttpSystem(url=f"http://127.0.0.1:{server.server_address[1]}/a", timeout_s=0.5, max_retries=0)
+    try:
+        system.start(Dataset("d", (), ()))
+        with pytest.raises(QuestionFailed) as err:
+            system.respond(Question("q1", "Which port?", ()))
+    finally:
+        server.release.set()
+        system.close()
+        server.shutdown()
+    assert str(err.value) == f"system: {system.url}: no reply within 0.5s (system.timeout_s)"
+    assert server.asked == 1 and system.counters() == {"system_requests": 1, "system_retries": 0, "system_failures": 1}
