@@ -356,3 +356,24 @@ def test_an_http_service_that_times_out_fails_the_question_naming_the_setting():
         server.shutdown()
     assert str(err.value) == f"system: {system.url}: no reply within 0.5s (system.timeout_s)"
     assert server.asked == 1 and system.counters() == {"system_requests": 1, "system_retries": 0, "system_failures": 1}
+
+
+def test_llm_judges_over_recorded_outputs_judge_the_unreferenced_without_a_reference(tmp_path, server, monkeypatch):
+    from conftest import TEST_KEY_ENV
+
+    endpoint = [f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}"]
+    results = {}
+    for judge in ("llm", "triad"):
+        proc = run_app(f"judge={judge}", *(["weights=triad"] if judge == "triad" else []), "dataset=outputs",
+                       f"dataset.path={RECORDED}", SCORING, *endpoint, "tracker=none", f"run_name={judge}",
+                       cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
+        assert proc.returncode == 0, proc.stderr
+        [results[judge]] = [json.loads(p.read_text())[judge] for p in tmp_path.glob("outputs/*/*/results.json")
+                            if judge in json.loads(p.read_text())]
+    assert all(r["failed_questions"] == 0 and r["total_questions"] == 8 for r in results.values())
+    assert results["llm"]["n_answer_similarity"] == 5 and "n_faithfulness" not in results["llm"]
+    assert "avg_answer_relevance" in results["triad"] and "n_answer_relevance" not in results["triad"]
+    # the single-call judge was told there is no reference, never shown an empty one
+    prompts = [m["content"] for r in server.chat_requests() for m in r["body"]["messages"] if m["role"] == "user"]
+    unreferenced = [p for p in prompts if "<expected_answer>" in p and "Which port does quarryd listen on?" in p]
+    assert unreferenced and all("(no reference answer given" in p for p in unreferenced)
