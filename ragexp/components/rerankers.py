@@ -142,7 +142,10 @@ class CrossEncoderReranker(Reranker):
         self.folder = str(model_path) if model_path else package_folder(str(model_package))
         if model_package and (problem := cross_encoder_problem(self.folder)):
             raise RagexpError(f"reranker.model_package: {problem}")
-        self.candidates, self.batch_size, self.max_length, self.device = candidates, batch_size, max_length, device
+        self.candidates, self.batch_size, self.device = candidates, batch_size, device
+        positions = json.loads((Path(self.folder) / "config.json").read_text()).get("max_position_embeddings")
+        # the longest pair the model takes (its position embeddings), at most `max_length` tokens
+        self.max_length = min(x for x in (max_length, positions) if isinstance(x, int)) if (max_length or positions) else None
 
     @classmethod
     def constraints(cls, model_path: str | None = None, model_package: str | None = None, **_) -> list[str]:
