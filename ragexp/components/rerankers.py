@@ -132,45 +132,63 @@ def load_cross_encoder(folder: str, device: str, max_length: int | None):
 class CrossEncoderReranker(Reranker):
     """A sentence-transformers CrossEncoder read from disk: `model_path`, a folder (a model you
     downloaded), or `model_package`, an installed Python package that ships one (its
-    `get_model_path()`, else its folder). It scores each (question, candidate) pair; best first."""
+    `get_model_path()`, else its folder). It scores each (question, candidate) pair; best first.
+    The settings are checked with the config (ragexp.validation), the model is loaded on first use."""
 
     def __init__(self, model_path: str | None = None, model_package: str | None = None, candidates: PositiveInt = 50,
                  batch_size: PositiveInt = 32, max_length: PositiveInt | None = 512, device: str = "cpu"):
-        problems = self.constraints(model_path, model_package)
-        if problems:
-            raise RagexpError(f"reranker.{problems[0]}")
-        self.folder = str(model_path) if model_path else package_folder(str(model_package))
-        if model_package and (problem := cross_encoder_problem(self.folder)):
-            raise RagexpError(f"reranker.model_package: {problem}")
-        self.candidates, self.batch_size, self.device = candidates, batch_size, device
-        positions = json.loads((Path(self.folder) / "config.json").read_text()).get("max_position_embeddings")
-        # the longest pair the model takes (its position embeddings), at most `max_length` tokens
-        self.max_length = min(x for x in (max_length, positions) if isinstance(x, int)) if (max_length or positions) else None
+        self.model_path, self.model_package = model_path, model_package
+        self.candidates, self.batch_size, self.max_length, self.device = candidates, batch_size, max_length, device
 
     @classmethod
     def constraints(cls, model_path: str | None = None, model_package: str | None = None, **_) -> list[str]:
-        """Exactly one of the two, and a folder that holds a cross-encoder (checked before any work)."""
+        """Exactly one of the two: a folder that holds a cross-encoder, or a package that is installed."""
+        import importlib.util
+
         if bool(model_path) == bool(model_package):
             return ["model_path: set reranker.model_path=FOLDER (a downloaded cross-encoder) or "
                     "reranker.model_package=NAME (an installed package that ships one), one of the two"]
-        problem = cross_encoder_problem(str(model_path)) if model_path else None
+        if model_package:
+            try:
+                found = importlib.util.find_spec(str(model_package)) is not None
+            except (ImportError, ValueError):
+                found = False
+            return [] if found else [f"model_package: no installed package {model_package!r}; pip install it, or set "
+                                     "reranker.model_path=FOLDER"]
+        problem = cross_encoder_problem(str(model_path))
         return [f"model_path: {problem}"] if problem else []
+
+    def folder(self) -> str:
+        """The model's folder, checked (RagexpError naming the setting when it is not a cross-encoder)."""
+        setting = "model_path" if self.model_path else "model_package"
+        folder = str(self.model_path) if self.model_path else package_folder(str(self.model_package))
+        problem = cross_encoder_problem(folder) if folder else "not set"
+        if problem:
+            raise RagexpError(f"reranker.{setting}: {problem}")
+        return folder
 
     def identity(self) -> dict:
         """The model's files (names and sizes) and its config: a different model in the same folder
         is a different key."""
-        folder = Path(self.folder)
+        folder = Path(self.folder())
         files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
         config = hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
         return {"model_files": files, "config": config}
 
+    def longest_pair(self, folder: str) -> int | None:
+        """`max_length`, at most the model's own limit (its position embeddings)."""
+        positions = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
+        limits = [x for x in (self.max_length, positions) if isinstance(x, int) and x > 0]
+        return min(limits) if limits else None
+
     def rerank(self, question: Question, hits: Sequence[Hit]) -> list[Hit]:
         if not hits:
             return []
+        folder = self.folder()
         try:
-            model = load_cross_encoder(self.folder, self.device, self.max_length)
+            model = load_cross_encoder(folder, self.device, self.longest_pair(folder))
         except Exception as err:  # a folder that looked right but does not load
-            raise RagexpError(f"reranker.model_path: {self.folder} does not load as a cross-encoder "
+            raise RagexpError(f"reranker.model_path: {folder} does not load as a cross-encoder "
                               f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
         scores = np.asarray(model.predict([(question.text, h.chunk.text) for h in hits], batch_size=self.batch_size,
                                           show_progress_bar=False), dtype=np.float64).reshape(len(hits))
