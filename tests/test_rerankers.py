@@ -8,7 +8,7 @@ import pytest
 
 from conftest import HASH, TEST_KEY_ENV, call_in, compose, run_app
 from ragexp.components.rerankers import CrossEncoderReranker, MMRReranker
-from ragexp.embedders import HashEmbedder
+from ragexp.components.embedders import HashEmbedder
 from ragexp.trec_eval import check
 from ragexp.types import Chunk, Hit, Question
 from ragexp.validation import problems

@@ -1,6 +1,6 @@
 """Rerankers: a question and the retriever's first `candidates` hits -> the same hits in a new order,
 best first, each with the reranker's score and its new rank. One class per `reranker` option
-(conf/reranker/); `ragexp.rerank_stage` runs them between retrieval and generation."""
+(conf/reranker/); `ragexp.run.rerank` runs them between retrieval and generation."""
 from __future__ import annotations
 
 import hashlib

@@ -14,10 +14,10 @@ from dataclasses import replace
 from functools import partial
 from typing import Callable, Sequence
 
-from ragexp.cache import key_of
+from ragexp.store.cache import key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.tracing import documents, ended
+from ragexp.store.tracing import documents, ended
 from ragexp.types import FirstStage, Hit, QuestionResult
 
 STAGE = "rerank"  # its name in the stage cache (ragexp.pipeline.Work.STORED_AS)
