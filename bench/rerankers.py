@@ -20,7 +20,8 @@ CANDIDATES = 20
 
 def ragexp_run(work_dir: Path, name: str, *args: str, env: dict | None = None) -> dict:
     """`python -m ragexp` on the sample in `work_dir` (stage cache shared by the runs): its
-    results, timings and work counters, and its first stage's ndcg@10."""
+    results, the rerank stage's time per question (the stage's wall and CPU time over the questions,
+    and the median question's `rerank_s`), its work counters, and its first stage's ndcg@10."""
     folder = work_dir / name
     proc = subprocess.run([sys.executable, "-m", "ragexp", "tracker=none", f"hydra.run.dir={folder}",
                            f"cache.dir={work_dir / 'cache'}", *args], cwd=work_dir, capture_output=True, text=True,
@@ -32,8 +33,12 @@ def ragexp_run(work_dir: Path, name: str, *args: str, env: dict | None = None) -
     spec = json.loads((folder / "retrieval.json").read_text())
     questions = values["total_questions"]
     seconds, cpu = meta["timings_s"].get("reranking", 0.0), meta["timings_s"].get("reranking_cpu", 0.0)
+    each = sorted(r["rerank_s"] for line in (folder / "questions.jsonl").read_text().splitlines()
+                  if (r := json.loads(line)).get("rerank_s") is not None)
     return {"questions": questions, "rerank_ms_per_question": round(1000 * seconds / questions, 2),
             "rerank_cpu_ms_per_question": round(1000 * cpu / questions, 2),
+            # the median question's own time: without the model's load, which the first question pays
+            "rerank_ms_median_question": round(1000 * each[len(each) // 2], 2) if each else None,
             "ndcg@10": values.get("ndcg_at_10"), "first_stage_ndcg@10": spec.get("first_stage", {}).get("logged", {}).get("ndcg@10"),
             "failed_questions": values["failed_questions"], "work": meta["work"],
             **{k: values[k] for k in ("llm_requests", "reranker_input_tokens", "reranker_output_tokens",
@@ -88,7 +93,7 @@ def measure(work_dir: Path, args=None) -> dict:
                 f"reranker.endpoint.base_url={server.base_url}", "reranker.endpoint.api_key_env=BENCH_KEY",
                 env={"BENCH_KEY": "bench"})
             figures[f"llm_{mode}"]["server_requests"] = len(server.chat_requests())
-    for name, values in figures.items():
+    for values in figures.values():
         if "llm_requests" in values:
             n = values["questions"]
             values["requests_per_question"] = round(values["llm_requests"] / n, 2)

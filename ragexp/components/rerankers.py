@@ -188,7 +188,8 @@ class CrossEncoderReranker(Reranker):
         try:
             model = load_cross_encoder(folder, self.device, self.longest_pair(folder))
         except Exception as err:  # a folder that looked right but does not load
-            raise RagexpError(f"reranker.model_path: {folder} does not load as a cross-encoder "
+            setting = "model_path" if self.model_path else "model_package"
+            raise RagexpError(f"reranker.{setting}: {folder} does not load as a cross-encoder "
                               f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
         scores = np.asarray(model.predict([(question.text, h.chunk.text) for h in hits], batch_size=self.batch_size,
                                           show_progress_bar=False), dtype=np.float64).reshape(len(hits))

@@ -110,14 +110,13 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
             out.write(json.dumps(question_record(r), ensure_ascii=False, default=str) + "\n")
     scored = [r for r in result.questions if r.retrieval and r.ranking]
     tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.name) or "ragexp"
-    firsts = [r.first_stage for r in result.questions if r.first_stage is not None and r.first_stage.retrieval
-              and r.first_stage.ranking]
-    first_qids = {id(f): trec_id(r.question.qid) for r in result.questions if (f := r.first_stage) is not None}
+    firsts = [(trec_id(r.question.qid), f) for r in result.questions
+              if (f := r.first_stage) is not None and f.retrieval and f.ranking]  # scored in the first stage
     with paths[1].open("w", encoding="utf-8") as run:
         for r in scored:
             write_ranking(run, trec_id(r.question.qid), r.ranking, tag)
     judged: dict[str, dict[str, int]] = {}  # the judgements of both rankings (the same, for the doc rule)
-    for qid, items in [*((trec_id(r.question.qid), r.judged) for r in scored), *((first_qids[id(f)], f.judged) for f in firsts)]:
+    for qid, items in [*((trec_id(r.question.qid), r.judged) for r in scored), *((qid, f.judged) for qid, f in firsts)]:
         judged.setdefault(qid, {}).update(items)
     with paths[2].open("w", encoding="utf-8") as qrels:
         for qid, items in judged.items():
@@ -127,10 +126,10 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
     spec = {**result.relevance, "questions_scored": len(scored), "logged": logged}
     if firsts:  # a reranked run: the first stage's ranking and its means, recomputed by --check too
         with (folder / FIRST_STAGE_RUN).open("w", encoding="utf-8") as run:
-            for first in firsts:
-                write_ranking(run, first_qids[id(first)], first.ranking, f"{tag}-first_stage")
-        means = {n: round(sum(f.retrieval[n] for f in firsts) / len(firsts), 4) for n in logged
-                 if all(n in f.retrieval for f in firsts)}
+            for qid, first in firsts:
+                write_ranking(run, qid, first.ranking, f"{tag}-first_stage")
+        means = {n: round(sum(f.retrieval[n] for _, f in firsts) / len(firsts), 4) for n in logged
+                 if all(n in f.retrieval for _, f in firsts)}
         spec["first_stage"] = {"run": FIRST_STAGE_RUN, "questions_scored": len(firsts), "logged": means}
         paths.append(folder / FIRST_STAGE_RUN)
     else:
