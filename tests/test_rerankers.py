@@ -129,8 +129,8 @@ def llm_reranker(server, *settings: str) -> list[str]:
             "reranker.endpoint.backoff_s=0.01", "reranker.candidates=5", *settings]
 
 
-def run_llm(tmp_path, server, folder: str, *settings: str):
-    proc = run_app("dataset.limit=4", "retriever=bm25", *HASH, "tracker=none", f"hydra.run.dir={folder}",
+def run_llm(tmp_path, server, folder: str, *settings: str, questions: int = 4):
+    proc = run_app(f"dataset.limit={questions}", "retriever=bm25", *HASH, "tracker=none", f"hydra.run.dir={folder}",
                    f"cache.dir={tmp_path / 'cache'}", f"llm.cache_dir={tmp_path / 'cache' / 'llm'}",
                    *llm_reranker(server, *settings), cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
     values = json.loads((tmp_path / folder / "results.json").read_text()) if (tmp_path / folder / "results.json").exists() else {}
@@ -159,11 +159,13 @@ def test_llm_reranker_listwise_one_request_per_question_priced_and_cached(tmp_pa
     assert len(server.chat_requests()) == 4 and again["llm_requests"] == 0  # every rerank served from the cache
 
 
-def test_llm_reranker_pointwise_asks_once_per_candidate(tmp_path, server):
-    proc, values = run_llm(tmp_path, server, "run", "reranker.mode=pointwise", "reranker.candidates=3")
+def test_llm_reranker_pointwise_asks_once_per_candidate_all_at_once(tmp_path, server):
+    server.gather = 3  # the server holds the first requests until 3 are in flight (or 10 s pass)
+    proc, values = run_llm(tmp_path, server, "run", "reranker.mode=pointwise", "reranker.candidates=3", questions=1)
     assert proc.returncode == 0, proc.stderr
-    assert len(server.chat_requests()) == values["llm_requests"] == 4 * 3
+    assert len(server.chat_requests()) == values["llm_requests"] == 3
     assert all('"relevance"' in r["body"]["messages"][1]["content"] for r in server.chat_requests())
+    assert server.max_in_flight == 3  # one question's candidates are asked together, not one by one
 
 
 def test_a_reply_naming_unknown_candidates_is_asked_again_then_fails_the_question(tmp_path, server):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -209,7 +209,8 @@ class LLMReranker(AsksForJSON, Reranker):
     (candidates it leaves out follow in the retriever's order); `pointwise` sends one request per
     candidate and reads {"relevance": 0-10}. A reply that names a candidate that does not exist,
     or cannot be read, is asked again once with the problem stated; then the question fails with
-    the reason. Candidate texts are cut at `max_chars` characters."""
+    the reason. Candidate texts are cut at `max_chars` characters. A pointwise question's requests
+    are sent at once (the endpoint's `max_concurrency` bounds them with every other request)."""
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, listwise_prompt: str, pointwise_prompt: str,
                  reask_prompt: str, mode: Literal["listwise", "pointwise"] = "listwise", candidates: PositiveInt = 20,
@@ -255,9 +256,23 @@ class LLMReranker(AsksForJSON, Reranker):
             order = self.ask_json(request, lambda obj: read_ranking(obj, len(hits)))
             order += [i for i in range(len(hits)) if i not in order]  # left out: in the retriever's order
             return ranked(hits, order, [float(len(hits) - n) for n in range(len(hits))])
-        relevance = [self.ask_json(r, read_relevance) for r in self.requests(question, hits)]
+        relevance = self.ask_each(self.requests(question, hits))
         order = sorted(range(len(hits)), key=lambda i: -relevance[i])
         return ranked(hits, order, [relevance[i] for i in order])
+
+
+    def ask_each(self, requests: list[ChatRequest]) -> list[float]:
+        """The relevance of each pointwise request, asked at once (up to the endpoint's
+        `max_concurrency` in flight, which the client enforces for the whole run); the requests
+        stay children of the question's traced span. The first failure fails the question."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ragexp.store.tracing import in_this_span
+
+        asks = [in_this_span(partial(self.ask_json, r, read_relevance)) for r in requests]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(asks), self.endpoint.max_concurrency)),
+                                thread_name_prefix="ragexp-rerank") as pool:
+            return list(pool.map(lambda ask: ask(), asks))
 
 
 def read_ranking(obj: dict, count: int) -> list[int]:
