@@ -70,11 +70,14 @@ def test_a_model_folder_that_is_missing_or_not_a_cross_encoder_is_one_line_namin
                        "cross-encoder (see docs/rerankers.md)"]
     [wrong] = problems(compose("reranker=cross_encoder", f"reranker.model_path={tmp_path / 'bi-encoder'}"))
     assert wrong.startswith("reranker.model_path: ") and "is not a cross-encoder: its config.json names BertModel" in wrong
-    [unset] = problems(compose("reranker=cross_encoder"))
-    assert unset.startswith("reranker.model_path: set reranker.model_path=FOLDER")
     proc = run_app("reranker=cross_encoder", f"reranker.model_path={tmp_path / 'bi-encoder'}", *HASH, "tracker=none",
                    "hydra.run.dir=run", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == f"ragexp: error: {wrong}"
+    assert problems(compose("reranker=cross_encoder")) == []  # the shipped option: no model yet, checked at the start
+    unset = run_app("reranker=cross_encoder", *HASH, "tracker=none", "hydra.run.dir=unset", cwd=tmp_path)
+    assert unset.returncode == 2 and unset.stderr.strip().startswith(
+        "ragexp: error: reranker.model_path: set reranker.model_path=FOLDER")
+    assert not (tmp_path / "unset" / "results.json").exists() and not (tmp_path / ".ragexp-cache" / "chunks").exists()
 
 
 def job_folders(cwd: Path) -> dict[str, Path]:

@@ -29,6 +29,10 @@ class Reranker:
     candidates: int = 0
     active = True
 
+    def check(self) -> None:
+        """Raises RagexpError for settings that cannot work, before any work (the pipeline calls it
+        when it builds the run's components)."""
+
     def identity(self) -> dict:
         """What determines its output besides its settings (a model's files), for the cache key."""
         return {}
@@ -142,12 +146,12 @@ class CrossEncoderReranker(Reranker):
 
     @classmethod
     def constraints(cls, model_path: str | None = None, model_package: str | None = None, **_) -> list[str]:
-        """Exactly one of the two: a folder that holds a cross-encoder, or a package that is installed."""
+        """The model given: a folder that holds a cross-encoder, or a package that is installed. (That
+        one of the two is given is `check`ed when the run starts: the shipped option leaves both unset.)"""
         import importlib.util
 
-        if bool(model_path) == bool(model_package):
-            return ["model_path: set reranker.model_path=FOLDER (a downloaded cross-encoder) or "
-                    "reranker.model_package=NAME (an installed package that ships one), one of the two"]
+        if model_path and model_package:
+            return ["model_path: set reranker.model_path or reranker.model_package, not both"]
         if model_package:
             try:
                 found = importlib.util.find_spec(str(model_package)) is not None
@@ -155,8 +159,13 @@ class CrossEncoderReranker(Reranker):
                 found = False
             return [] if found else [f"model_package: no installed package {model_package!r}; pip install it, or set "
                                      "reranker.model_path=FOLDER"]
-        problem = cross_encoder_problem(str(model_path))
+        problem = cross_encoder_problem(str(model_path)) if model_path else None
         return [f"model_path: {problem}"] if problem else []
+
+    def check(self) -> None:
+        if not (self.model_path or self.model_package):
+            raise RagexpError("reranker.model_path: set reranker.model_path=FOLDER (a downloaded cross-encoder, see "
+                              "docs/rerankers.md) or reranker.model_package=NAME (an installed package that ships one)")
 
     def folder(self) -> str:
         """The model's folder, checked (RagexpError naming the setting when it is not a cross-encoder)."""

@@ -86,6 +86,7 @@ def components(cfg: DictConfig) -> Components:
     metric_set.require(gate.retrieval_metrics())
     loader, chunker, retriever = build(cfg.dataset), build(cfg.chunker), build(cfg.retriever)
     reranker = build(cfg.reranker) if "reranker" in cfg else NoReranker()
+    reranker.check()
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
