@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-process test-full lint bench clean
+.PHONY: help install run test test-process test-full lint bench clean docs docs-serve
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch
-	$(PIP) install --quiet -c constraints.txt -e '.[test]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs]'
 	touch $(STAMP)
 
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
@@ -39,7 +39,13 @@ lint: install  ## ruff (style and bugs) and mypy (types) on the code; settings i
 	$(PY) -m mypy
 
 clean:  ## remove Hydra's outputs and pytest's cache
-	rm -rf outputs multirun/[0-9]* .pytest_cache
+	rm -rf outputs multirun/[0-9]* .pytest_cache site
 
 bench: install  ## speed and memory figures on HotpotQA -> bench/results.json, bench/results.md
 	$(PY) bench/run.py
+
+docs: install  ## build the documentation site into site/ (mkdocs --strict: a broken link or a stale reference fails)
+	$(PY) -m mkdocs build --strict
+
+docs-serve: install  ## the documentation site at http://127.0.0.1:8000, rebuilt on every change
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
