@@ -216,17 +216,23 @@ def command_help(config: str, chosen: list[str] | None = None) -> str:
     by_name = {g.name: g for g in groups} | {g.name.partition("@")[2]: g for g in groups if "@" in g.name}
     for arg in chosen or []:
         name, _, value = arg.lstrip("+").partition("=")
-        group = by_name.get(name)
-        option = next((o for o in group.options if o.name == value), None) if group else None
-        if option:
-            prefix = group.name.partition("@")[2] or group.name if group.default is not None else ""
-            out += ["", f"{group.spelling}={option.name}: {option.about}"]
-            out += setting_lines(option.settings, prefix=prefix.replace("/", "."))
+        if name in by_name:
+            out += option_lines(by_name[name], value)
     out += ["", f"Run:       python -m {COMMANDS[config]} [group=option ...] [key=value ...]",
             f"Sweep:     python -m {COMMANDS[config]} -m chunker=recursive,semantic   (one run per combination)",
             f"An option's settings: python -m {COMMANDS[config]} --help judge=llm   "
             "The composed config: --cfg job   Hydra's flags: --hydra-help"]
     return "\n".join(out) + "\n"
+
+
+def option_lines(group: Group, name: str) -> list[str]:
+    """An option's description and settings, spelled as on the command line (judge.endpoint.model)."""
+    for option in group.options:
+        if option.name == name:
+            prefix = (group.name.partition("@")[2] or group.name) if group.default is not None else ""
+            return ["", f"{group.spelling}={option.name}: {option.about}",
+                    *setting_lines(option.settings, prefix=prefix.replace("/", "."))]
+    return []
 
 
 def setting_lines(settings: list[Setting], prefix: str = "") -> list[str]:
