@@ -45,7 +45,7 @@ bench: install  ## speed and memory figures on HotpotQA -> bench/results.json, b
 	$(PY) bench/run.py
 
 docs: install  ## build the documentation site into site/ (mkdocs --strict: a broken link or a stale reference fails)
-	$(PY) -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 docs-serve: install  ## the documentation site at http://127.0.0.1:8000, rebuilt on every change
-	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
