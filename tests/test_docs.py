@@ -93,3 +93,45 @@ def test_the_runnable_blocks_of_a_page_run(page, tmp_path):
         argv = ["bash", "-e", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
         proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, f"{page}, runnable block {number}:\n{code}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+GLOSSARY = DOCS / "concepts" / "glossary.md"
+
+
+def glossary_rows() -> dict[str, list[str]]:
+    """metric name -> the cells of its glossary row (a row may name several: `conciseness`, `coherence`)."""
+    rows = {}
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| `"):
+            for name in re.findall(r"`([^`]+)`", cells[0]):
+                rows[name] = cells
+    return rows
+
+
+@pytest.mark.parametrize("judge", ["offline", "llm", "triad"])
+def test_the_glossary_gives_each_judge_metric_its_scale_and_judge(judge):
+    from ragexp.judges.llm import LLMJudge
+    from ragexp.judges.offline import OfflineJudge
+    from ragexp.judges.triad import TriadJudge
+
+    cls = {"offline": OfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
+    rows = glossary_rows()
+    for metric in cls.metrics:
+        assert metric in rows, f"{metric} ({judge}) is not in the glossary"
+        _, scale, _, _, judges = rows[metric]
+        low, high = cls.scales[metric]
+        assert f"{low:g}-{high:g}" in scale and judge in judges, f"{metric}: {judge} gives it on {low:g}-{high:g}"
+
+
+def test_every_aggregate_of_a_run_is_in_the_glossary(tmp_path):
+    import json
+
+    from conftest import HASH, run_app
+
+    proc = run_app("dataset.limit=3", "tracker=none", "retriever=bm25", *HASH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [values] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
+    rows = glossary_rows()
+    names = {re.sub(r"_at_\d+$", "@k", key.removeprefix("avg_")) for key in values if key != "judge"}
+    assert names - set(rows) == set()

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ragexp import config_docs  # noqa: E402
+from ragexp.cli_settings import SHARED  # noqa: E402
 
 ARGPARSE_TOOLS = ["ragexp.compare", "ragexp.calibrate", "ragexp.trec_eval", "ragexp.track", "ragexp.cache"]
 
@@ -59,7 +60,7 @@ def page_name(folder: str) -> str:
 
 def plain(text: str) -> str:
     """Text from conf/ or a docstring as Markdown: `<model>` outside code spans is shown, not read as HTML."""
-    parts = text.split("`")
+    parts = config_docs.unreferenced(text).split("`")
     return "`".join(part if i % 2 else part.replace("<", "&lt;") for i, part in enumerate(parts))
 
 
@@ -162,14 +163,17 @@ def tool_help(module: str) -> str:
 def cli_page() -> str:
     lines = ["# Command lines", "",
              "Generated when the site is built: each command's own `--help`.", "",
-             "## Two styles, one rule", "",
-             "`python -m ragexp`, `ragexp.synth` and `ragexp.monitor` are Hydra applications: every setting is "
-             "`key=value` (`tracker.tracking_uri=http://host:5000`, `tracker.experiment=mine`), a group's option "
-             "is `group=option`, and `-m` sweeps. The tools that read what runs left behind — `ragexp.compare`, "
-             "`ragexp.calibrate`, `ragexp.trec_eval`, `ragexp.track`, `ragexp.cache` — take their inputs as "
-             "paths and `--flags` (`--tracking-uri`, `--experiment`). Both read the same environment: "
-             "`MLFLOW_TRACKING_URI` sets the store for all of them, so `export MLFLOW_TRACKING_URI=...` once "
-             "is the one spelling that works everywhere.", ""]
+             "## One spelling for the shared settings", "",
+             "`python -m ragexp`, `ragexp.synth` and `ragexp.monitor` are Hydra applications: a group's option "
+             "is `group=option`, any setting `key=value`, and `-m` sweeps. The tools that read what runs left "
+             "behind — `ragexp.compare`, `ragexp.calibrate`, `ragexp.track`, `ragexp.cache`, `ragexp.trec_eval` — "
+             "take paths, run ids and `--flags`, and also the Hydra spelling of the settings they share with the "
+             "runs:", "",
+             "| setting | Hydra commands | tools (either spelling) |", "| --- | --- | --- |",
+             *[f"| {key} | `{key}=...` | `{key}=...` or `{flag} ...` |" for key, flag in SHARED.items()],
+             "",
+             "So `python -m ragexp.compare tracker.tracking_uri=http://mlflow-host:5000` works as `--tracking-uri` "
+             "does. `MLFLOW_TRACKING_URI` in the environment sets the store for every command at once.", ""]
     for config, command in config_docs.COMMANDS.items():
         lines += [f"## `python -m {command}`", "", "```text", config_docs.command_help(config).rstrip(), "```", ""]
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -192,6 +196,19 @@ def python_api_page() -> str:
             lines += [f"### `ragexp.{name}`", "", f"From `{origin}`.", ""]
             continue
         lines += [f"### `ragexp.{name}{signature(node)}`", "", plain(ast.get_docstring(node) or ""), ""]
+    lines += ["## Writing a component", "",
+              "The base classes a new option's `_target_` extends ([Contributing](../contributing/index.md)).", ""]
+    for name in CONTRACTS:
+        found = find_class(name)
+        if found:
+            module, node = found
+            lines += [f"### `{module}.{name}`", "", plain(ast.get_docstring(node) or ""), ""]
+            for method in node.body:
+                if isinstance(method, ast.FunctionDef) and not method.name.startswith("_"):
+                    doc = (ast.get_docstring(method) or "").split("\n\n")[0]
+                    lines += [f"- `{method.name}({ast.unparse(method.args).removeprefix('self, ').removeprefix('self')})`"
+                              + (f": {plain(' '.join(doc.split()))}" if doc else "")]
+            lines.append("")
     types = ast.parse((ROOT / "ragexp" / "types.py").read_text(encoding="utf-8"))
     lines += ["## The records (`ragexp.types`)", "", ast.get_docstring(types) or "", ""]
     for node in types.body:
@@ -199,6 +216,21 @@ def python_api_page() -> str:
             lines += [f"### `{node.name}`", "", "```python", f"{node.name}{signature(node)}", "```", "",
                       plain(ast.get_docstring(node) or ""), ""]
     return "\n".join(lines)
+
+
+CONTRACTS = ["Chunker", "Loader", "Judge", "UsesLLM"]
+
+
+def find_class(name: str) -> tuple[str, ast.ClassDef] | None:
+    """(module, class) of the first class `name` defined under ragexp/, wherever the layout puts it."""
+    for path in sorted((ROOT / "ragexp").rglob("*.py")):
+        if f"class {name}" not in path.read_text(encoding="utf-8"):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                return module, node
+    return None
 
 
 def public_names(tree: ast.Module) -> list[tuple[str, str]]:
