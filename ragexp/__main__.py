@@ -16,7 +16,7 @@ def hydra_main() -> None:
 
     @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
     def evaluate(cfg: DictConfig) -> float | None:
-        from ragexp.app import execute
+        from ragexp.run.app import execute
 
         return execute(cfg)
 

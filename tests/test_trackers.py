@@ -1,7 +1,7 @@
 """The MLflow tracker against a real SQLite store."""
 from pathlib import Path
 
-from ragexp.trackers import MlflowTracker, artifacts_beside
+from ragexp.store.trackers import MlflowTracker, artifacts_beside
 
 
 def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_working_folder(tmp_path, monkeypatch):
@@ -30,7 +30,7 @@ def test_only_sqlite_stores_get_an_artifact_folder_chosen_by_ragexp(tmp_path, mo
 
 
 def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_store():
-    from ragexp.trackers import runs_view_link
+    from ragexp.store.trackers import runs_view_link
 
     server = runs_view_link("http://user:pw@mlflow.example:5000/", "7")
     assert server == "MLflow UI: http://***@mlflow.example:5000/#/experiments/7/runs?workflowType=machine_learning"
