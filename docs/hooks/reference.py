@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,7 @@ def on_files(files, config):
 
 def pages() -> dict[str, str]:
     out = {"reference/config/index.md": config_index(), "reference/cli.md": cli_page(),
-           "reference/python-api.md": python_api_page()}
+           "reference/python-api.md": python_api_page(), "contributing/layout.md": layout_page()}
     for folder in config_docs.group_folders():
         out[f"reference/config/{page_name(folder)}.md"] = group_page(folder)
     return out
@@ -248,3 +249,23 @@ def public_names(tree: ast.Module) -> list[tuple[str, str]]:
                         and isinstance(value.value, str) and value.value.startswith("ragexp"):
                     names[key.value] = f"{value.value}.{key.value}"
     return sorted(names.items())
+
+
+def first_sentence(doc: str | None) -> str:
+    text = " ".join((doc or "").split())
+    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0] if text else ""
+
+
+def layout_page() -> str:
+    """Each package and module of ragexp/ with the first sentence of its docstring."""
+    lines = ["# Layout", "", "Generated from the modules' docstrings when the site is built.", "",
+             "| module | what it holds |", "| --- | --- |"]
+    package = ROOT / "ragexp"
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if "conf" in relative.parts or len(relative.parts) > 3:
+            continue
+        name = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+        doc = first_sentence(ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))))
+        lines.append(f"| `{name}` | {cell(doc)} |")
+    return "\n".join(lines) + "\n"
