@@ -27,7 +27,7 @@ run: install  ## run the default experiment (offline: bundled sample, MiniLM, ex
 test: install  ## the fast test tier: in-process, no timing, on both cores (pytest-xdist; what CI runs first)
 	$(PY) -m pytest -m "not slow and not process" -n 2
 
-test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
+test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow"
 
 test-full: install  ## every tier, slow tests and the optuna, ray and backends extras included

@@ -97,7 +97,7 @@ def test_settings_reader_takes_keys_comments_and_nesting(tmp_path):
     option = config_docs.read_option(path, "g")
     assert option.about == "First sentence. Second one. more" and option.summary == "First sentence."
     got = {s.key: (s.default, s.comment) for s in option.settings}
-    assert [s.parts for s in option.settings][2:4] == [("nested",), ("nested", "inner")]
+    assert [s.parts for s in option.settings][1:3] == [("nested",), ("nested", "inner")]
     assert got == {"top": ("1", "the top"), "nested": ("", "above nested"), "nested.inner": ('"a # b"', "inner's"),
                    "nested.deep": ("", ""), "nested.deep.k": ("[1, 2]", ""), "prompt": ("(text)", ""),
                    "last": ("null", "")}

@@ -1,4 +1,4 @@
-"""The documentation's examples run: every block marked ```bash title="runnable"``` or
+"""The documentation's examples run (and the README's commands compose): every block marked ```bash title="runnable"``` or
 ```python title="runnable"``` in docs/. The fast tier composes the config of every ragexp command
 line in them (a renamed option or group fails here, in milliseconds); the process tier runs the
 blocks for real, page by page in a fresh folder, in order (a page's later blocks see what its
@@ -56,13 +56,14 @@ def first_values(overrides: list[str]) -> list[str]:
 
 
 PAGES = runnable_blocks()
+README_BLOCKS = re.findall(r"^```bash\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.M | re.S)
 COMMANDS = [(page, command) for page, blocks in PAGES.items() for lang, code in blocks if lang == "bash"
-            for command in command_lines(code)]
+            for command in command_lines(code)] + [("README.md", c) for code in README_BLOCKS for c in command_lines(code)]
 
 
 def test_the_docs_have_runnable_blocks_and_the_tour_is_among_them():
     assert "get-started/tour.md" in PAGES
-    assert len(COMMANDS) >= 8
+    assert len(COMMANDS) >= 8 and any(page == "README.md" for page, _ in COMMANDS)
 
 
 @pytest.mark.parametrize("page,command", COMMANDS, ids=[f"{p}:{' '.join(c)[:60]}" for p, c in COMMANDS])

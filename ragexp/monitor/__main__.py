@@ -1,6 +1,6 @@
 """`python -m ragexp.monitor`: production logs summarised per time window, a sample judged,
-logged to MLflow, checked against a baseline. Config: conf/monitor.yaml (README, "Monitoring
-production traffic"). Exit status: 0 fine, 2 bad input, 3 an alert fired."""
+logged to MLflow, checked against a baseline. Config: conf/monitor.yaml (docs/how-to/monitor.md).
+Exit status: 0 fine, 2 bad input, 3 an alert fired."""
 import sys
 
 from ragexp.__main__ import CONF, guarded

@@ -148,7 +148,7 @@ def artifacts_beside(uri: str) -> str | None:
 
 # What earlier MLflow 3.x UIs read to choose an experiment's first page: a sweep is runs to compare
 # first (each run's traces are in its Traces tab). MLflow 3.17's UI ignores it and follows its own
-# GenAI / Model training switch (README: "What the MLflow UI opens on"). A kind set by hand is kept.
+# GenAI / Model training switch (docs/how-to/tracing.md, "What the MLflow UI opens on"). A kind set by hand is kept.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 
