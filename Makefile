@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-process test-full lint bench clean docs docs-serve
+.PHONY: help install run test test-process test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -49,3 +49,10 @@ docs: install  ## build the documentation site into site/ (mkdocs --strict: a br
 
 docs-serve: install  ## the documentation site at http://127.0.0.1:8000, rebuilt on every change
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+
+docs-screenshots: install  ## the docs' MLflow UI screenshots, made by the browser test (needs chromium) -> docs/assets/screenshots/
+	rm -rf .screenshots
+	$(PY) -m pytest tests/test_mlflow_ui.py -m browser -q --basetemp=.screenshots
+	mkdir -p docs/assets/screenshots
+	find .screenshots -name 'mlflow-ui-*.png' -exec cp {} docs/assets/screenshots/ \;
+	rm -rf .screenshots
