@@ -105,7 +105,8 @@ def cross_encoder_problem(path: str) -> str | None:
         named = ", ".join(architectures) or "no architecture"
         return (f"{path} is not a cross-encoder: its config.json names {named}, a cross-encoder is a "
                 "...ForSequenceClassification model (a sentence-embedding model goes in embedder=..., not here)")
-    labels = settings.get("num_labels", len(settings.get("id2label") or {}) or 1)
+    # as transformers reads it: the labels id2label names, else num_labels, else its default of 2
+    labels = len(settings["id2label"]) if isinstance(settings.get("id2label"), dict) else settings.get("num_labels", 2)
     if labels != 1:
         return f"{path} scores {labels} labels per pair; a reranking cross-encoder gives one score (num_labels 1)"
     return None
