@@ -29,7 +29,7 @@ from ragexp.validation import PositiveInt
 
 TEXT_KEYS = ("text", "content", "page_content", "chunk")  # a context object's text, first one set
 ID_KEYS = ("doc_id", "id", "document_id", "source")  # its document id
-CORPUS_GROUPS = ("chunker", "embedder", "retriever", "generator")  # composed only under system=pipeline
+CORPUS_GROUPS = ("chunker", "embedder", "retriever", "reranker", "generator")  # composed only under system=pipeline
 FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 

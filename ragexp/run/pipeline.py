@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.store.cache import StageCache, key_of
+from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.components.embedders import EmbeddingCache
@@ -27,6 +28,7 @@ from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
 from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.metrics.targets import assess
+from ragexp.run.rerank import STAGE as RERANK_STAGE, rerank_results
 from ragexp.store.tracing import documents, ended
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
@@ -74,6 +76,7 @@ class Components:
     system: System
     chunker: Chunker | None
     retriever: Retriever | None
+    reranker: Reranker
     generator: Any
     judge: Judge
     llm: LLMSession
@@ -89,6 +92,8 @@ def components(cfg: DictConfig) -> Components:
     loader, judge = build(cfg.dataset), build(cfg.judge)
     chunker, retriever, generator = (build(cfg.chunker), build(cfg.retriever), build(cfg.generator)) if system.own \
         else (None, None, None)
+    reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()
+    reranker.check()
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
     retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
@@ -98,7 +103,8 @@ def components(cfg: DictConfig) -> Components:
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, generator, judge, llm, scales)
+    return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
+                      llm, scales)
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
@@ -110,14 +116,14 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
     try:
-        c.llm.connect(generator=c.generator, judge=c.judge)  # API keys and endpoints too
+        c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
         dataset = load(c.loader)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:
             log.warning(note)
 
-        if c.system.own:  # ragexp's own: chunk -> index -> retrieve -> generate over the corpus
+        if c.system.own:  # ragexp's own: chunk -> index -> retrieve -> rerank -> generate over the corpus
             results = pipeline_answers(cfg, c, work, dataset, notes, name)
         else:  # recorded outputs, your function or your service: (answer, contexts) per question
             results = system_answers(c, work, dataset, notes, name)
@@ -157,14 +163,15 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
 def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Dataset, notes: list[str],
                      name: str) -> list[QuestionResult] | Estimate:
     """ragexp's own pipeline as the system under test: chunk, index, retrieve (and score the
-    retrieval), generate; each stage's output cached under a key of what determines it (see
+    retrieval), rerank (when a reranker is chosen: ragexp.run.rerank), generate; each stage's output cached under a key of what determines it (see
     ragexp.store.cache). With `dry_run=true`, the Estimate of the run's LLM requests, after retrieval."""
     assert c.chunker is not None and c.retriever is not None  # built for system=pipeline
     chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
     chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
     log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
     queries = [q.text for q in dataset.questions]
-    depth = max(c.retriever.top_k, c.metric_set.depth)  # the metrics see deeper than the generator's top_k
+    # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
+    depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
     hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
     retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
     ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
@@ -175,10 +182,14 @@ def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Datase
             for q, hits in zip(dataset.questions, ranked)})
 
     c.rule.prepare(chunks)
-    results = [retrieval_scored(c, question, hits, c.retriever.top_k) for question, hits in zip(dataset.questions, ranked)]
+    results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
+    if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
+        results = work.stage("reranking", None, rerank_results, work, c.reranker, settings(cfg.reranker), results,
+                             partial(retrieval_scored, c))
     notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
-        return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
+        return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
+                              {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
 
     answer = partial(answer_question, work, c.generator, settings(cfg.generator))
     return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
@@ -234,7 +245,8 @@ class Work:
     time in it, every thread's (`seconds[stage + "_cpu"]`)."""
 
     # stage -> its folder in the stage cache
-    STORED_AS = {"chunking": "chunks", "retrieval": "hits", "answer": "answers", "judgement": "judgements"}
+    STORED_AS = {"chunking": "chunks", "retrieval": "hits", RERANK_STAGE: "reranked", "answer": "answers",
+                 "judgement": "judgements"}
 
     def __init__(self, cache: StageCache):
         self.cache = cache
@@ -287,11 +299,14 @@ def load(loader) -> Dataset:
     return dataset
 
 
-def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit], top_k: int) -> QuestionResult:
-    """A question with its hits (the generator's `top_k`), the retrieval metrics of its ranking
+def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit], top_k: int | None = None) -> QuestionResult:
+    """A question with its hits (the generator's `top_k`, default the retriever's), the retrieval metrics of its ranking
     (`depth` deep) and the context metrics of its top_k, or why it has none; the ranking and the
     judgements they used are kept for the run folder's TREC files."""
     graded = c.rule.grade(question, ranked)
+    if top_k is None:  # ragexp's pipeline: the retriever's; another system gives its own (all its contexts)
+        assert c.retriever is not None
+        top_k = c.retriever.top_k
     hits = tuple(ranked[:top_k])
     scores = c.metric_set.retrieval_scores(graded.ranking, c.rule.level) if graded.ranking else {}
     return QuestionResult(
@@ -330,6 +345,8 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     """One question to its answer, cached under the generator's settings and the content it reads;
     or failed with the reason (one bad question never fails the run; a failure is never cached)."""
     question, hits = result.question, result.hits
+    if result.failure:  # failed before generation (reranking)
+        return result
     key = key_of("answer", generator_settings, question.text, context(hits))
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
