@@ -1,41 +1,101 @@
 """The offline judge: the specification's single-call metrics by embedding similarity, without an LLM."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
 
 from ragexp.judges.contract import Judge
-from ragexp.metrics.generation import abstains, coherence_offline, conciseness_offline, token_recall
-from ragexp.text import split_sentences
+from ragexp.metrics.generation import abstains, abstention_sentence, coherence_offline, conciseness_offline, token_recall
+from ragexp.text import split_sentences, words
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.validation import Cosine
+from ragexp.validation import Cosine, Fraction
 
 
-def verbatim(sentence: str, context: str, context_sentences: Sequence[str] = (), min_piece: int = 12) -> bool:
-    """True when `sentence` is made of pieces of the context, each found there verbatim (whitespace
-    normalised in all) and at least `min_piece` characters long, or a whole context sentence (a
-    heading such as "Limits."). An extractive answer, context fragments joined, is verbatim even
-    where the sentence splitter sees one sentence across two fragments."""
-    text, i = " ".join(sentence.split()), 0
-    whole = {" ".join(s.split()) for s in context_sentences}
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers a text states ("7400", "2.1", "1,000"), as written."""
+    return set(_NUMBER.findall(text))
+
+
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*[A-Za-z]")
+
+
+def anchors(text: str) -> set[str]:
+    """What a claim must not get wrong: its numbers and its names (capitalised words after the
+    first word), names lower-cased."""
+    return numbers(text) | {n.lower() for n in _NAME.findall(text.strip())}
+
+
+def states(passage: str, claim_anchors: set[str]) -> bool:
+    """The passage states every number and name of a claim (see `anchors`)."""
+    return claim_anchors <= numbers(passage) | {w.lower() for w in re.findall(r"[\w'-]+", passage)}
+
+
+def longest_piece(text: str, i: int, passage: str) -> int:
+    """Length of the longest piece of `text` from `i` found verbatim in `passage` (binary search:
+    a piece found implies its prefixes are)."""
+    low, high = 0, len(text) - i
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text[i : i + middle] in passage:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def pieced_from(text: str, passage: str, sentences: Sequence[str], min_piece: int) -> bool:
+    """`text` is made of pieces of `passage`, each at least `min_piece` characters long (or the
+    rest of the text) or a whole sentence of the passage (a heading such as "Limits.")."""
+    i = 0
     while i < len(text):
         if text[i] == " ":
             i += 1
             continue
-        low, high = 0, len(text) - i  # the longest piece from i found in the context (monotone: binary search)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if text[i : i + middle] in context:
-                low = middle
-            else:
-                high = middle - 1
+        low = longest_piece(text, i, passage)
         if low < min(min_piece, len(text) - i):
-            low = max((len(s) for s in whole if text.startswith(s, i)), default=0)
+            low = max((len(s) for s in sentences if text.startswith(s, i)), default=0)
             if not low:
                 return False
         i += low
     return True
+
+
+def whole_sentences(text: str, sentences: Sequence[str]) -> bool:
+    """`text` is context sentences joined whole (from any passages), the last one possibly cut
+    short: what the extractive generator writes when it joins fragments the splitter reads as one."""
+    i = 0
+    while i < len(text):
+        if text[i] == " ":
+            i += 1
+            continue
+        step = max((len(s) for s in sentences if text.startswith(s, i)), default=0)
+        if not step:
+            return any(s.startswith(text[i:]) for s in sentences)
+        i += step
+    return True
+
+
+def verbatim(sentence: str, passages: Sequence[str], passage_sentences: Sequence[Sequence[str]] = (),
+             min_piece: int = 12) -> bool:
+    """True when `sentence` is context text (whitespace normalised in all): made of pieces of ONE
+    passage, each at least `min_piece` characters long or a whole sentence of it, stating no number
+    that passage lacks; or whole context sentences joined (an extractive answer whose fragments the
+    splitter reads as one sentence). A sentence stitched from fragments of different passages
+    ("The Quarry server listens on port" + "9000" of another server) is not verbatim."""
+    text = " ".join(sentence.split())
+    if not text:
+        return True
+    flat = [" ".join(p.split()) for p in passages]
+    split = [[" ".join(s.split()) for s in ss] for ss in passage_sentences] or [split_sentences(p) for p in flat]
+    stated = numbers(text)
+    if any(stated <= numbers(p) and pieced_from(text, p, ss, min_piece) for p, ss in zip(flat, split)):
+        return True
+    return whole_sentences(text, [s for ss in split for s in ss])
 
 
 def to_scale(share: float) -> float:
@@ -71,15 +131,39 @@ class OfflineJudge(Judge):
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
 
     def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
-                 name: str | None = None, answered_unanswerable_hallucinates: bool = True):
+                 name: str | None = None, answered_unanswerable_hallucinates: bool = True,
+                 overlap_threshold: Fraction | None = None, hallucination_share: Fraction = 0.0):
         self.embedder = embedder
         self.answered_unanswerable_hallucinates = answered_unanswerable_hallucinates
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
+        self.overlap_threshold, self.hallucination_share = overlap_threshold, hallucination_share
         self.name = name or f"offline-{embedder.name}"
 
+    def supported(self, sentence: str, vector: np.ndarray, passages: Sequence[str], sentences: Sequence[Sequence[str]],
+                  c: np.ndarray, owner: np.ndarray) -> bool:
+        """One claim against the context: verbatim (see `verbatim`); or a context sentence with a
+        cosine of at least `support_threshold` whose passage states every number and name the claim
+        states (see `anchors`); or (with `overlap_threshold`) one passage holding that share of the
+        claim's content words and every number and name it states."""
+        if verbatim(sentence, passages, sentences):
+            return True
+        stated = anchors(sentence)
+        if len(c):
+            close = {int(owner[j]) for j in np.flatnonzero(c @ vector >= self.support_threshold)}
+            if any(states(passages[p], stated) for p in close):
+                return True
+        if self.overlap_threshold is not None:
+            claim = set(words(sentence))
+            if claim and any(states(p, stated) and len(claim & set(words(p))) >= self.overlap_threshold * len(claim)
+                             for p in passages):
+                return True
+        return False
+
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
-        context = " ".join(hit.chunk.text for hit in hits)
-        context_sentences = split_sentences(context)
+        passages = [hit.chunk.text for hit in hits]
+        sentences = [split_sentences(p) for p in passages]
+        context_sentences = [s for ss in sentences for s in ss]
+        owner = np.array([n for n, ss in enumerate(sentences) for _ in ss], dtype=int)  # context sentence -> passage
         answer_sentences = split_sentences(answer.text)
         [q] = self.embedder.embed([question.text])
         c = self.embedder.embed(context_sentences)
@@ -93,21 +177,22 @@ class OfflineJudge(Judge):
         else:  # the corpus holds no answer: abstaining is the right answer
             recall = 1.0 if abstained else 0.0
             expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
-        flat_context = " ".join(context.split())
-        claims = [] if abstained else list(zip(answer_sentences, a))  # an abstention makes no claim
-        supported = [
-            verbatim(s, flat_context, context_sentences) or (len(c) > 0 and float(np.max(c @ v)) >= self.support_threshold)
-            for s, v in claims
-        ]
+        # a sentence saying the answer is not known makes no claim; every other sentence is checked
+        claims = [(s, v) for s, v in zip(answer_sentences, a) if not abstention_sentence(s)]
+        supported = [self.supported(s, v, passages, sentences, c, owner) for s, v in claims]
         unsupported = len(supported) - sum(supported)
+        hallucinated = unsupported > self.hallucination_share * len(supported) if supported else False
         answered_unanswerable = not question.answerable and not abstained and self.answered_unanswerable_hallucinates
+        rule = f"more than {self.hallucination_share:.0%} unsupported" if self.hallucination_share else "any unsupported"
         reasoning = (
             f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
             f"(cosine >= {self.relevance_threshold}); {expected}; "
             + (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
-               f"(cosine >= {self.support_threshold} or verbatim)" if supported
+               f"(verbatim, cosine >= {self.support_threshold}"
+               + (f", or {self.overlap_threshold:.0%} of the content words" if self.overlap_threshold is not None else "")
+               + ")" if supported
                else "the answer abstains" if abstained else "empty answer")
-            + (f"; {unsupported} unsupported: hallucination" if unsupported else "")
+            + (f"; {unsupported} unsupported" + (f": hallucination ({rule})" if hallucinated else "") if unsupported else "")
             + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else "")
         )
         scores = {
@@ -118,4 +203,4 @@ class OfflineJudge(Judge):
             "conciseness_offline": round(conciseness_offline(answer.text), 4),
             "coherence_offline": round(coherence_offline(a), 4),
         }
-        return Judgement(self.name, scores, hallucination=unsupported > 0 or answered_unanswerable, reasoning=reasoning)
+        return Judgement(self.name, scores, hallucination=hallucinated or answered_unanswerable, reasoning=reasoning)
