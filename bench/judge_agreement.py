@@ -19,6 +19,7 @@ source document, so both parts never share one): TUNE_SHARE of the groups tune.
     python bench/run.py judge_agreement          # the figures, into bench/results.json
     python bench/judge_agreement.py tune         # the grid of offline-judge settings on the tuning part
     python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
+    python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
 """
 from __future__ import annotations
 
@@ -251,7 +252,10 @@ def offline_verdicts(judge, items: Iterable[Item]) -> list[tuple[float, bool]]:
 
 
 def scoring_embedder():
-    from ragexp.embedders import SentenceTransformerEmbedder
+    try:
+        from ragexp.components.embedders import SentenceTransformerEmbedder
+    except ImportError:  # a checkout from before the layout by stage (PYTHONPATH=it for the "before" figures)
+        from ragexp.embedders import SentenceTransformerEmbedder  # type: ignore[no-redef]
 
     return Memo(SentenceTransformerEmbedder())
 
@@ -260,7 +264,10 @@ def compose_judge(option: str):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from ragexp.pipeline import build
+    try:
+        from ragexp.run.pipeline import build
+    except ImportError:  # a checkout from before the layout by stage
+        from ragexp.pipeline import build  # type: ignore[no-redef]
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -366,26 +373,46 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
 
 
 # the grid the offline judge's defaults were chosen from, on the tuning part only
-GRID = {"support_threshold": (0.6, 0.65, 0.7, 0.75, 0.8, 0.85),
-        "overlap_threshold": (None, 0.6, 0.7, 0.8, 0.9),
+GRID = {"support_threshold": (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9),
+        "overlap_threshold": (None, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
         "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
 
 
 def tune(sources_dir: Path) -> list[dict]:
     """Every setting of GRID on the tuning part of every set that can be read: per-set figures and
-    their mean, best mean balanced accuracy first (ties: fewer false alarms)."""
+    their mean, best mean balanced accuracy first (ties: fewer false alarms). Each claim's evidence
+    (OfflineJudge.claims) is computed once; each setting applies its thresholds to it."""
     import itertools
 
+    from ragexp.judges.offline import to_scale
+    from ragexp.types import Answer, Question
+
     embedder = scoring_embedder()
-    sets = {name: [i for i in items if i.part == "tune"] for name in SOURCES if (items := load_set(name, sources_dir))}
+    base = offline_judge(embedder)
+    evidence: dict[str, list] = {}
+    sets = {}
+    for name in SOURCES:
+        items = load_set(name, sources_dir)
+        if not items:
+            continue
+        sets[name] = [i for i in items if i.part == "tune"]
+        evidence[name] = [[e for _, e in base.claims(Question(i.id, i.question, ()), hits_of(i), Answer(i.answer))]
+                          for i in sets[name]]
+        print(f"{name}: evidence of {len(sets[name])} tuning items", file=sys.stderr, flush=True)
     rows = []
     for values in itertools.product(*GRID.values()):
         settings = dict(zip(GRID, values))
         judge = offline_judge(embedder, **settings)
-        per_set = {name: figures(offline_verdicts(judge, items), items) for name, items in sets.items()}
-        mean = {k: round(float(np.mean([f[k] for f in per_set.values()])), 3) for k in ("roc_auc", "balanced_accuracy", "false_alarm")}
+        per_set = {}
+        for name, items in sets.items():
+            verdicts = []
+            for claims in evidence[name]:
+                supported = [judge.supports(e) for e in claims]
+                verdicts.append((to_scale(sum(supported) / len(supported) if supported else 1.0), judge.hallucinates(supported)))
+            per_set[name] = figures(verdicts, items)
+        mean = {k: round(float(np.mean([f[k] for f in per_set.values()])), 3)
+                for k in ("roc_auc", "balanced_accuracy", "false_alarm")}
         rows.append({"settings": settings, "mean": mean, "sets": per_set})
-        print(json.dumps({"settings": settings, "mean": mean}), flush=True)
     return sorted(rows, key=lambda r: (-r["mean"]["balanced_accuracy"], r["mean"]["false_alarm"]))
 
 
@@ -402,7 +429,7 @@ def write_shipped(sources_dir: Path) -> None:
     """bench/data/judge_agreement/<set>.jsonl for the sets whose licence allows it (the whole set,
     each row with its part), and tests/data/judge_agreement_sample.jsonl: 36 tuning items of them."""
     sample = []
-    for name, source in SOURCES.items():
+    for source in SOURCES.values():
         if not source.shipped:
             continue
         read = snapshot_reader(sources_dir, source)
@@ -418,19 +445,46 @@ def write_shipped(sources_dir: Path) -> None:
     target.write_text("".join(json.dumps(i.row()) + "\n" for i in sample))
 
 
+def markdown(after: dict, before: dict | None = None) -> str:
+    """The figures as a Markdown table, one row per set and judge (offline: before -> after when
+    `before`, the figures of another checkout, is given)."""
+    lines = ["| set | held-out items (supported) | judge | ROC AUC | balanced accuracy | false alarms | caught |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, entry in after.items():
+        if not isinstance(entry, dict):
+            continue
+        if "missing" in entry:
+            lines.append(f"| {name} | missing: {entry['missing']} | | | | | |")
+            continue
+        for judge in ("offline", "llm", "triad"):
+            if judge not in entry:
+                continue
+            now = entry[judge]
+            old = (before or {}).get(name, {}).get(judge) if judge == "offline" else None
+            cells = " | ".join(f"{old[k]} -> {now[k]}" if old else str(now[k])
+                               for k in ("roc_auc", "balanced_accuracy", "false_alarm", "caught"))
+            label = "offline (before -> after)" if old else judge + (" (scripted path)" if judge != "offline" else "")
+            lines.append(f"| {name} | {now['items']} ({now['supported']}) | {label} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     import argparse
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("figures", "tune", "ship"))
+    parser.add_argument("command", choices=("figures", "tune", "ship", "table"))
+    parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
     parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
     parser.add_argument("--no-llm", action="store_true", help="figures: the offline judge only")
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
     args = parser.parse_args()
     if args.command == "tune":
         rows = tune(sources_dir_of(args))
-        print(json.dumps(rows[:10], indent=1))
+        print(json.dumps(rows, indent=1))
+    elif args.command == "table":
+        after, *before = [json.loads(f.read_text()) for f in args.files]
+        print(markdown(after, before[0] if before else None), end="")
     elif args.command == "ship":
         write_shipped(sources_dir_of(args))
     else:

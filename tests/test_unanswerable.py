@@ -43,7 +43,7 @@ def test_the_extractive_generators_abstention_is_one():
     """One definition: what the extractive generator says when it abstains counts as abstaining."""
     import inspect
 
-    from ragexp.generators import ExtractiveGenerator
+    from ragexp.components.generators import ExtractiveGenerator
 
     assert abstains(inspect.signature(ExtractiveGenerator).parameters["abstention"].default)
 

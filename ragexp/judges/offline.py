@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -98,6 +99,17 @@ def verbatim(sentence: str, passages: Sequence[str], passage_sentences: Sequence
     return whole_sentences(text, [s for ss in split for s in ss])
 
 
+@dataclass(frozen=True)
+class ClaimEvidence:
+    """What the context holds for one claim: verbatim text (see `verbatim`); the best cosine with a
+    context sentence whose passage states the claim's numbers and names (-1: no such passage); the
+    best share of the claim's content words in one such passage."""
+
+    verbatim: bool
+    cosine: float
+    overlap: float
+
+
 def to_scale(share: float) -> float:
     """A share in [0, 1] mapped linearly onto the 1-10 scale (0 -> 1, 1 -> 10)."""
     return round(1.0 + 9.0 * float(np.clip(share, 0.0, 1.0)), 3)
@@ -139,31 +151,47 @@ class OfflineJudge(Judge):
         self.overlap_threshold, self.hallucination_share = overlap_threshold, hallucination_share
         self.name = name or f"offline-{embedder.name}"
 
-    def supported(self, sentence: str, vector: np.ndarray, passages: Sequence[str], sentences: Sequence[Sequence[str]],
-                  c: np.ndarray, owner: np.ndarray) -> bool:
-        """One claim against the context: verbatim (see `verbatim`); or a context sentence with a
-        cosine of at least `support_threshold` whose passage states every number and name the claim
-        states (see `anchors`); or (with `overlap_threshold`) one passage holding that share of the
-        claim's content words and every number and name it states."""
-        if verbatim(sentence, passages, sentences):
-            return True
+    def evidence(self, sentence: str, vector: np.ndarray, passages: Sequence[str], sentences: Sequence[Sequence[str]],
+                 c: np.ndarray, owner: np.ndarray) -> ClaimEvidence:
+        """What the context holds for one claim (thresholds apply in `supports`)."""
         stated = anchors(sentence)
-        if len(c):
-            close = {int(owner[j]) for j in np.flatnonzero(c @ vector >= self.support_threshold)}
-            if any(states(passages[p], stated) for p in close):
-                return True
-        if self.overlap_threshold is not None:
-            claim = set(words(sentence))
-            if claim and any(states(p, stated) and len(claim & set(words(p))) >= self.overlap_threshold * len(claim)
-                             for p in passages):
-                return True
-        return False
+        stating = [states(p, stated) for p in passages]
+        cosine = max((float(x) for x, p in zip(c @ vector, owner) if stating[p]), default=-1.0) if len(c) else -1.0
+        claim = set(words(sentence))
+        overlap = max((len(claim & set(words(p))) / len(claim) for p, ok in zip(passages, stating) if ok),
+                      default=0.0) if claim else 0.0
+        return ClaimEvidence(verbatim(sentence, passages, sentences), cosine, overlap)
+
+    def supports(self, evidence: ClaimEvidence) -> bool:
+        """A claim is supported when it is verbatim context text (see `verbatim`); or a context
+        sentence has a cosine of at least `support_threshold` with it and its passage states every
+        number and name the claim states (see `anchors`); or (with `overlap_threshold`) one passage
+        stating them holds that share of the claim's content words."""
+        return (evidence.verbatim or evidence.cosine >= self.support_threshold
+                or (self.overlap_threshold is not None and evidence.overlap >= self.overlap_threshold))
+
+    def hallucinates(self, supported: Sequence[bool]) -> bool:
+        """More than `hallucination_share` of the claims unsupported (0: any)."""
+        return bool(supported) and len(supported) - sum(supported) > self.hallucination_share * len(supported)
+
+    def claims(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[tuple[str, ClaimEvidence]]:
+        """The answer's claims (its sentences but those saying it does not know) and their evidence."""
+        passages = [hit.chunk.text for hit in hits]
+        sentences = [split_sentences(p) for p in passages]
+        answer_sentences = split_sentences(answer.text)
+        c = self.embedder.embed([s for ss in sentences for s in ss])
+        return self.claim_evidence(answer_sentences, self.embedder.embed(answer_sentences), passages, sentences, c)
+
+    def claim_evidence(self, answer_sentences: Sequence[str], a: np.ndarray, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]], c: np.ndarray) -> list[tuple[str, ClaimEvidence]]:
+        owner = np.array([n for n, ss in enumerate(sentences) for _ in ss], dtype=int)  # context sentence -> passage
+        return [(s, self.evidence(s, v, passages, sentences, c, owner))
+                for s, v in zip(answer_sentences, a) if not abstention_sentence(s)]
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         passages = [hit.chunk.text for hit in hits]
         sentences = [split_sentences(p) for p in passages]
         context_sentences = [s for ss in sentences for s in ss]
-        owner = np.array([n for n, ss in enumerate(sentences) for _ in ss], dtype=int)  # context sentence -> passage
         answer_sentences = split_sentences(answer.text)
         [q] = self.embedder.embed([question.text])
         c = self.embedder.embed(context_sentences)
@@ -178,10 +206,9 @@ class OfflineJudge(Judge):
             recall = 1.0 if abstained else 0.0
             expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
         # a sentence saying the answer is not known makes no claim; every other sentence is checked
-        claims = [(s, v) for s, v in zip(answer_sentences, a) if not abstention_sentence(s)]
-        supported = [self.supported(s, v, passages, sentences, c, owner) for s, v in claims]
+        supported = [self.supports(e) for _, e in self.claim_evidence(answer_sentences, a, passages, sentences, c)]
         unsupported = len(supported) - sum(supported)
-        hallucinated = unsupported > self.hallucination_share * len(supported) if supported else False
+        hallucinated = self.hallucinates(supported)
         answered_unanswerable = not question.answerable and not abstained and self.answered_unanswerable_hallucinates
         rule = f"more than {self.hallucination_share:.0%} unsupported" if self.hallucination_share else "any unsupported"
         reasoning = (
