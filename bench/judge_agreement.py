@@ -218,21 +218,34 @@ def figures(verdicts: Sequence[tuple[float, bool]], items: Sequence[Item]) -> di
 
 
 class Memo:
-    """An embedder that embeds each distinct text once (the grid judges the same texts many times)."""
+    """An embedder that embeds each distinct text once, made only when a text is not known yet; with
+    `path`, the vectors are kept in that .npz file between runs (the before/after and tuning runs
+    then embed each text once between them)."""
 
-    def __init__(self, embedder):
-        self.embedder, self.name, self.vectors = embedder, embedder.name, {}
+    def __init__(self, make: Callable[[], object], name: str, path: Path | None = None):
+        self.make, self.model, self.name, self.path = make, None, name, path
+        self.vectors: dict[str, np.ndarray] = {}
+        if path is not None and path.exists():
+            with np.load(path) as stored:
+                self.vectors = dict(zip(json.loads(str(stored["keys"])), stored["vectors"]))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
         if missing:
-            self.vectors.update(zip(missing, self.embedder.embed(missing)))
+            if self.model is None:
+                self.model = self.make()
+            self.vectors.update(zip(missing, self.model.embed(missing)))  # type: ignore[attr-defined]
         if not texts:
             return np.zeros((0, self.dimension()))
         return np.stack([self.vectors[t] for t in texts])
 
     def dimension(self) -> int:
         return len(next(iter(self.vectors.values()))) if self.vectors else len(self.embed(["x"])[0])
+
+    def save(self) -> None:
+        if self.path is not None and self.vectors:
+            keys = list(self.vectors)
+            np.savez(self.path, keys=np.array(json.dumps(keys)), vectors=np.stack([self.vectors[k] for k in keys]))
 
 
 def hits_of(item: Item) -> list:
@@ -251,13 +264,20 @@ def offline_verdicts(judge, items: Iterable[Item]) -> list[tuple[float, bool]]:
     return verdicts
 
 
-def scoring_embedder():
+def scoring_embedder(path: Path | None = None) -> Memo:
+    """MiniLM, the default scoring embedder of a run (conf/embedder/minilm.yaml)."""
     try:
         from ragexp.components.embedders import SentenceTransformerEmbedder
     except ImportError:  # a checkout from before the layout by stage (PYTHONPATH=it for the "before" figures)
         from ragexp.embedders import SentenceTransformerEmbedder  # type: ignore[no-redef]
 
-    return Memo(SentenceTransformerEmbedder())
+    def make():
+        import torch
+
+        torch.set_num_threads(1)  # one core of the shared two: two threads ran 3x slower under load here
+        return SentenceTransformerEmbedder()
+
+    return Memo(make, "minilm", path)
 
 
 def compose_judge(option: str):
@@ -350,9 +370,17 @@ def llm_verdicts(option: str, items: Sequence[Item], work_dir: Path) -> tuple[li
     return verdicts, failed
 
 
-def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "heldout") -> dict:
-    """The figures per set on `part` (see the module's docstring)."""
-    embedder = scoring_embedder()
+def capped(items: Sequence[Item], limit: int | None) -> list[Item]:
+    """At most `limit` items, the same ones every time (the first by a hash of their id)."""
+    if limit is None or len(items) <= limit:
+        return list(items)
+    return sorted(items, key=lambda i: hashlib.sha256(i.id.encode()).hexdigest())[:limit]
+
+
+def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "heldout", limit: int | None = None,
+              vectors: Path | None = None) -> dict:
+    """The figures per set on `part` (at most `limit` items of it; see the module's docstring)."""
+    embedder = scoring_embedder(vectors)
     judge = offline_judge(embedder)
     out: dict = {}
     for name, source in SOURCES.items():
@@ -360,10 +388,11 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
         if items is None:
             out[name] = {"missing": f"fetch github:{source.repo} at {source.commit} into {sources_dir}"}
             continue
-        chosen = [item for item in items if item.part == part]
+        chosen = capped([item for item in items if item.part == part], limit)
         started = time.perf_counter()
         entry = {"part": part, "offline": figures(offline_verdicts(judge, chosen), chosen)}
         entry["offline"]["seconds"] = round(time.perf_counter() - started, 1)
+        embedder.save()
         if llm:
             for option in ("llm", "triad"):
                 verdicts, failed = llm_verdicts(option, chosen, work_dir)
@@ -378,7 +407,7 @@ GRID = {"support_threshold": (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9),
         "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
 
 
-def tune(sources_dir: Path) -> list[dict]:
+def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = None) -> list[dict]:
     """Every setting of GRID on the tuning part of every set that can be read: per-set figures and
     their mean, best mean balanced accuracy first (ties: fewer false alarms). Each claim's evidence
     (OfflineJudge.claims) is computed once; each setting applies its thresholds to it."""
@@ -387,7 +416,7 @@ def tune(sources_dir: Path) -> list[dict]:
     from ragexp.judges.offline import to_scale
     from ragexp.types import Answer, Question
 
-    embedder = scoring_embedder()
+    embedder = scoring_embedder(vectors)
     base = offline_judge(embedder)
     evidence: dict[str, list] = {}
     sets = {}
@@ -395,9 +424,10 @@ def tune(sources_dir: Path) -> list[dict]:
         items = load_set(name, sources_dir)
         if not items:
             continue
-        sets[name] = [i for i in items if i.part == "tune"]
+        sets[name] = capped([i for i in items if i.part == "tune"], limit)
         evidence[name] = [[e for _, e in base.claims(Question(i.id, i.question, ()), hits_of(i), Answer(i.answer))]
                           for i in sets[name]]
+        embedder.save()
         print(f"{name}: evidence of {len(sets[name])} tuning items", file=sys.stderr, flush=True)
     rows = []
     for values in itertools.product(*GRID.values()):
@@ -422,7 +452,8 @@ def sources_dir_of(args) -> Path:
 
 def measure(work_dir: Path, args) -> dict:
     """bench/run.py's entry: the held-out figures of every judge, per set."""
-    return {**agreement(sources_dir_of(args), work_dir), "tune_share": TUNE_SHARE}
+    limit = getattr(args, "agreement_limit", None)
+    return {**agreement(sources_dir_of(args), work_dir, limit=limit), "tune_share": TUNE_SHARE, "limit": limit}
 
 
 def write_shipped(sources_dir: Path) -> None:
@@ -478,9 +509,11 @@ def main() -> None:
     parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
     parser.add_argument("--no-llm", action="store_true", help="figures: the offline judge only")
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
+    parser.add_argument("--limit", type=int, help="at most this many items per set and part (the same ones every time)")
+    parser.add_argument("--vectors", type=Path, help="an .npz file keeping MiniLM's vectors between runs")
     args = parser.parse_args()
     if args.command == "tune":
-        rows = tune(sources_dir_of(args))
+        rows = tune(sources_dir_of(args), args.limit, args.vectors)
         print(json.dumps(rows, indent=1))
     elif args.command == "table":
         after, *before = [json.loads(f.read_text()) for f in args.files]
@@ -489,7 +522,7 @@ def main() -> None:
         write_shipped(sources_dir_of(args))
     else:
         print(json.dumps(agreement(sources_dir_of(args), Path(tempfile.mkdtemp(prefix="ragexp-agreement-")),
-                                   llm=not args.no_llm, part=args.part), indent=1))
+                                   llm=not args.no_llm, part=args.part, limit=args.limit, vectors=args.vectors), indent=1))
 
 
 if __name__ == "__main__":
