@@ -118,3 +118,18 @@ def test_answer_similarity_takes_the_best_expected_answer_and_is_lexical():
     one = judge.judge(Question("q", "Which port?", ("port 9999",)), hits, Answer("It listens on port 7400."))
     assert one.scores["answer_similarity"] == pytest.approx(1 + 9 * 0.5)
     assert "holds 50% of the expected answer's words" in one.reasoning
+
+
+def test_hallucination_share_flags_only_past_the_share():
+    """With hallucination_share 0.2 (the tuned default) 1 unsupported claim of 5 is tolerated, 2 are
+    not; with 0, any unsupported claim is a hallucination."""
+    facts = ["The Quarry server listens on port 7400 by default.", "It is written in Go."]
+    hits = hits_of([("quarry", " ".join(facts))])
+    invented = ["Quarry was released in 1999.", "Quarry has 12 maintainers."]
+    one = Answer(" ".join(facts + facts + invented[:1]))  # 4 verbatim claims, 1 invented
+    two = Answer(" ".join(facts + facts[:1] + invented))  # 3 and 2
+    tolerant = OfflineJudge(HashEmbedder(), support_threshold=1.01, hallucination_share=0.2)
+    j1, j2 = tolerant.judge(PORT, hits, one), tolerant.judge(PORT, hits, two)
+    assert j1.scores["claim_hallucination_rate"] == pytest.approx(0.2) and not j1.hallucination
+    assert j2.scores["claim_hallucination_rate"] == pytest.approx(0.4) and j2.hallucination
+    assert OfflineJudge(HashEmbedder(), support_threshold=1.01).judge(PORT, hits, one).hallucination
