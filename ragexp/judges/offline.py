@@ -123,14 +123,13 @@ class OfflineJudge(Judge):
     - answer_similarity = 1 + 9 * (share of the expected answer's words the generated answer holds,
       SQuAD-normalised, the best over the expected answers): lexical, unlike the embedding cosine
       of the `correctness` metric (ragexp.metrics);
-    - faithfulness = 1 + 9 * (share of answer sentences supported by the context: made of context
-      text verbatim (see `verbatim`), or with a cosine of at least `support_threshold` with some
-      context sentence);
-    - hallucination = some answer sentence is supported by no context sentence, or (with
+    - faithfulness = 1 + 9 * (share of the answer's claims supported by the context, see `supports`):
+      the claims are its sentences but those saying it does not know (metrics.generation.
+      abstention_sentence); an answer without a claim scores 10;
+    - hallucination = more than `hallucination_share` of the claims unsupported, or (with
       `answered_unanswerable_hallucinates`) the question is unanswerable and the answer does not
-      abstain. An abstaining answer ("I don't know", see metrics.generation.abstains) makes no
-      claim (faithfulness 10); for an unanswerable question it is the right answer
-      (answer_similarity 10; answering anyway: 1);
+      abstain (metrics.generation.abstains). For an unanswerable question abstaining is the right
+      answer (answer_similarity 10; answering anyway: 1);
     - claim_hallucination_rate = unsupported answer sentences / answer sentences (0-1; the
       specification's hallucination rate with sentences as claims);
     - conciseness_offline, coherence_offline: see ragexp.metrics.generation (0-1 estimates).
