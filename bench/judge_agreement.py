@@ -289,8 +289,11 @@ def compose_judge(option: str):
     except ImportError:  # a checkout from before the layout by stage
         from ragexp.pipeline import build  # type: ignore[no-redef]
 
+    import ragexp
+
+    conf = Path(ragexp.__file__).resolve().parents[1] / "conf"  # the conf of the checkout whose code runs
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf if conf.is_dir() else ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"judge={option}"])
     return build(cfg.judge) if option != "offline" else cfg.judge
 
@@ -319,7 +322,10 @@ def scripted_server(items: Sequence[Item]):
     from ragexp.text import split_sentences
 
     by_answer = {item.answer.strip(): item for item in items}
-    by_claims = {tuple(split_sentences(item.answer)): item.supported for item in items}  # one item's claims, in order
+    def claims_of(text: str) -> tuple[str, ...]:  # as the triad reads them: whitespace normalised
+        return tuple(" ".join(s.split()) for s in split_sentences(text))
+
+    by_claims = {claims_of(item.answer): item.supported for item in items}  # one item's claims, in order
 
     def carried(text: str) -> Item | None:
         found = [answer for answer in by_answer if answer and answer in text]
@@ -336,7 +342,7 @@ def scripted_server(items: Sequence[Item]):
             return json.dumps({"claims": split_sentences(item.answer) if item else ["unknown"]})
         if kind == "verification":
             user = user_text(body)
-            claims = tuple(line.split("] ", 1)[1].strip() for line in user.splitlines()
+            claims = tuple(" ".join(line.split("] ", 1)[1].split()) for line in user.splitlines()
                            if line.startswith("[") and line.split("] ", 1)[0][1:].isdigit() and "] " in line)
             ok = by_claims.get(claims, False)
             return json.dumps({"verdicts": [{"claim": n, "supported": ok, "reason": "scripted"} for n in numbered(user)]})
