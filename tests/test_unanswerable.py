@@ -32,6 +32,7 @@ def test_abstentions_are_recognised(answer):
 @pytest.mark.parametrize("answer", ["Port 7400.", "It listens on port 7400, as the docs say.",
                                     "X does not provide a GUI, and it listens on port 9999.",
                                     "Quarry stores no information about its users. It listens on port 9999.",
+                                    "The GUI is not available.", "I'm sorry, but Quarry listens on port 9999.",
                                     "The documents do not mention it. It listens on port 9999. It is written in Rust."])
 def test_answers_are_not_abstentions(answer):
     """A negative phrase is not an abstention unless it is about knowing or about the documents,

@@ -77,7 +77,7 @@ ABSTENTION_SENTENCE = re.compile(
     r"\b(i|we) (do not|don't|dont|did not|didn't|cannot|can't|can not|could not|couldn't|am unable to|are unable to"
     r"|am not able to|have no|lack|do not have|don't have) (know|answer|determine|find|tell|say|be sure|confirm"
     r"|provide (an|a|the|any) (answer|information)|enough|sufficient|information|access)"
-    r"|\bi('m| am) (not sure|not certain|sorry|afraid)|\b(not|no) (enough|sufficient) (information|context|details|data)"
+    r"|\bi('m| am) (not sure|not certain)|\b(not|no) (enough|sufficient) (information|context|details|data)"
     r"|\binsufficient (information|context|details|data)"
     r"|\b(there is|there's|there are|there was) (no|not any) (relevant |specific |such |direct |explicit )?"
     r"(information|mention|data|details|answer|indication)"
@@ -85,7 +85,7 @@ ABSTENTION_SENTENCE = re.compile(
     rf"|\b{_SOURCE}\b[^.!?]{{0,60}}?\b(do|does|did) not (contain|mention|say|provide|state|specify|include|give|discuss"
     r"|address|answer|describe|cover|hold|list)"
     rf"|\b(is|are|was|were) not (mentioned|provided|stated|given|specified|available|discussed|described|listed)"
-    rf"( (in|by|within|from) {_SOURCE}|\s*[.!?]*$)"
+    rf" (in|by|within|from) {_SOURCE}|\b(is|are|was|were) not (mentioned|stated|specified)\s*[.!?]*$"
     r"|\b(cannot|can't|can not|could not|couldn't) be (answered|determined|found|inferred|confirmed|established)"
     r"|\bunknown\s*[.!?]*$|^\W*(no answer|not known|unanswerable)\W*$", re.IGNORECASE)
 
