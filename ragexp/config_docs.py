@@ -137,7 +137,7 @@ def read_defaults(config: str) -> list[tuple[str, str | None]]:
     followed by the groups its default option composes at the top level (`system: pipeline` brings
     `- /chunker: recursive`, ...: they exist only under that option); an interpolated choice
     (monitor/tracker@tracker: ${tracker}) is an internal detail, left out."""
-    pairs = []
+    pairs: list[tuple[str, str | None]] = []
     for spelling, default in defaults_in(CONF / f"{config}.yaml"):
         pairs.append((spelling, default))
         option = CONF / spelling.partition("@")[0] / f"{default}.yaml"
