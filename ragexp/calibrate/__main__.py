@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def markdown(run, results) -> str:
+def markdown(run, results, level: float = 0.95) -> str:
     def shown(interval) -> str:
         return "—" if interval is None else f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
@@ -48,7 +48,27 @@ def markdown(run, results) -> str:
     lines += ["", "Judge vs people on the questions both scored (people: the mean over annotators); "
               "[95% bootstrap CI]. bias > 0: the judge scores higher than people. The annotators' "
               "agreement (Krippendorff's alpha, mean pairwise kappa) is the ceiling for the judge."]
+    lines += corrected_means(results, level)
     return "\n".join(lines) + "\n"
+
+
+def corrected_means(results, level: float = 0.95) -> list[str]:
+    """The table of each labelled metric's mean over the run: the judge's alone and human-corrected."""
+    shown = [r for r in results if r.judge_mean is not None]
+    if not shown:
+        return []
+    lines = ["", f"## Human-corrected means ({level:.0%} CI)", "",
+             "| metric | judged questions | labelled | judge only | human-corrected (PPI) |", "|" + " --- |" * 5]
+    for r in shown:
+        corrected = r.corrected_mean.shown() if r.corrected_mean else "— (fewer than 2 labels)"
+        lines.append(f"| {r.metric} | {r.judge_mean.questions} | {r.corrected_mean.labelled if r.corrected_mean else 0} "
+                     f"| {r.judge_mean.shown()} | {corrected} |")
+    lines += ["", "judge only: the judge's mean over every judged question of the run (normal CI). "
+              "human-corrected: that mean minus the judge's mean error on the labelled questions "
+              "(prediction-powered inference, Angelopoulos et al. 2023): unbiased whatever the judge's bias, "
+              "valid when the labelled questions are a random part of the run, as the exported sheet's sample is "
+              "(stratified in proportion to each stratum's size)."]
+    return lines
 
 
 def confusion_plot(results, path: Path) -> Path | None:
@@ -98,6 +118,9 @@ def log_run(run, results, files: list[Path]) -> str | None:
     for r in results:
         values = {name: interval.estimate for name, interval in r.judge_vs_people.items()}
         values.update({"krippendorff_alpha": r.alpha, "pairwise_kappa": r.pairwise_kappa, "questions": r.questions})
+        for name, mean in (("judge_mean", r.judge_mean), ("corrected_mean", r.corrected_mean)):
+            if mean is not None:
+                values.update({name: mean.estimate, f"{name}_low": mean.low, f"{name}_high": mean.high})
         metrics += [Metric(f"{name}_{metric_key(r.metric)}", float(v), 0, 0) for name, v in values.items()
                     if v is not None and v == v]
     client.log_batch(run_id, metrics=metrics)
@@ -135,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = Path(args.out or Path("ragexp-calibrate") / (run.run_id[:8] if run.run_id else run.name))
     folder.mkdir(parents=True, exist_ok=True)
-    report = markdown(run, results)
+    report = markdown(run, results, args.level)
     files = [folder / "calibration.md", folder / "calibration.json"]
     files[0].write_text(report)
     files[1].write_text(json.dumps({"run": run.run_id or run.name, "judge": run.judge,
