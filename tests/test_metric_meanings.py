@@ -5,11 +5,11 @@ import json
 
 from conftest import HASH, TEST_KEY_ENV, run_app
 
-from ragexp.generators import ExtractiveGenerator, OpenAIGenerator
+from ragexp.components.generators import ExtractiveGenerator, OpenAIGenerator
 from ragexp.judges.offline import OfflineJudge
 from ragexp.judges.triad import TriadJudge
-from ragexp.scoring import by_construction
-from ragexp.targets import BY_CONSTRUCTION, UNIT, assess, target_for
+from ragexp.metrics.scoring import by_construction
+from ragexp.metrics.targets import BY_CONSTRUCTION, UNIT, assess, target_for
 
 ARGS = ["dataset.limit=3", "retriever=bm25", *HASH, "tracker=none"]
 

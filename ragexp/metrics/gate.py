@@ -108,7 +108,7 @@ class Gate:
     def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
                  constructed: Collection[str] = ()) -> GateVerdict:
         """Each threshold checked; a check on an aggregate in `constructed` (it holds by construction
-        for the run's configuration, see ragexp.scoring.by_construction) says so: it passes or fails
+        for the run's configuration, see ragexp.metrics.scoring.by_construction) says so: it passes or fails
         as written, but it tests the configuration, not the system."""
         checks, passed = [], True
         for t in self.thresholds:

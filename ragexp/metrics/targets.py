@@ -4,7 +4,7 @@ single-call judge's 1-10 tables are not the triad's 0-1 ones), so a metric is ra
 its scale is known and matches.
 
 A metric that holds by construction for the run's configuration (a component's
-`holds_by_construction`, see `ragexp.scoring.by_construction`: the faithfulness of an extractive
+`holds_by_construction`, see `ragexp.metrics.scoring.by_construction`: the faithfulness of an extractive
 answer, which copies context sentences) is marked `by construction` instead: its value says
 nothing about the system's quality, whatever its target says."""
 from __future__ import annotations
