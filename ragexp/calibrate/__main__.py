@@ -10,18 +10,26 @@ EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
   python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
   python -m ragexp.calibrate outputs/2026-11-30/10-00-00 --labels labels.jsonl
+  python -m ragexp.calibrate --outputs labelled.jsonl               # judge recorded outputs with the default judge
+  python -m ragexp.calibrate --outputs labelled.csv judge=llm judge.endpoint.model=gpt-4o-mini
 
 RUN is an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db) or a
 run folder with questions.json or questions.jsonl. Labels: CSV or JSONL, long (question_id, metric,
 label[, annotator]) or wide (question_id[, annotator] and one column per judge metric), on the
-judge's scale."""
+judge's scale; `hallucination` as 1/0 (yes/no).
+--outputs FILE: recorded outputs (question, contexts, answer[, reference, id], or ragas' user_input,
+retrieved_contexts, response) with labels as further columns (a judge metric, hallucination, any
+yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
+label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part."""
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ragexp.calibrate", description=__doc__.split(": ", 1)[1],
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", metavar="RUN", help="MLflow run id, or a run folder")
+    p.add_argument("targets", nargs="*", metavar="RUN | OVERRIDE",
+                   help="MLflow run id or run folder; with --outputs: Hydra overrides choosing the judge")
     what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--outputs", metavar="FILE", help="labelled recorded outputs to judge and calibrate on")
     what.add_argument("--labels", metavar="FILE", help="human labels to compare the judge with")
     what.add_argument("--export", metavar="N", type=int, help="write an annotation sheet of N stratified questions")
     p.add_argument("--tracking-uri", help="MLflow store of the run")
@@ -29,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample and the resampling")
+    p.add_argument("--holdout", type=float, default=0.3,
+                   help="--outputs: share of each class held out from threshold tuning (default 0.3)")
     p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
     return p
 
@@ -134,11 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from ragexp.errors import RagexpError
 
+    if args.outputs is not None:
+        return on_outputs(args)
     try:
         from ragexp.calibrate import labels as labels_io
         from ragexp.calibrate import source
 
-        run = source.load(args.run, args.tracking_uri)
+        if len(args.targets) != 1:
+            raise RagexpError("give one RUN (an MLflow run id or a run folder), or --outputs FILE")
+        run = source.load(args.targets[0], args.tracking_uri)
         if not run.metrics:
             raise RagexpError(f"run {run.name}: the table has no score column of judge {run.judge!r}")
         if args.export is not None:
@@ -168,6 +182,46 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     logged = None if args.no_log else log_run(run, results, files)
     print(f"report: {folder}" + (f"; logged as run {logged} (tag ragexp.calibrates={run.run_id})" if logged else ""))
+    return 0
+
+
+def on_outputs(args) -> int:
+    """--outputs FILE: judge the labelled rows with the configured judge, then the agreement of each
+    labelled metric and the threshold analysis of each yes/no label."""
+    from ragexp.errors import RagexpError
+
+    try:
+        if not 0 < args.level < 1 or args.resamples < 1 or not 0 <= args.holdout < 1:
+            raise RagexpError("--level must be between 0 and 1, --resamples at least 1, --holdout in [0, 1)")
+        from ragexp.calibrate import outputs, verdicts
+        from ragexp.calibrate.agreement import measure
+
+        rows = outputs.read_outputs(args.outputs)
+        judge, judged = outputs.judge_rows(rows, args.targets)
+        run = outputs.as_run(Path(args.outputs).stem, judge, rows, judged)
+        labels, binary, notes = outputs.labels_of(rows, run)
+    except RagexpError as err:
+        print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
+        return 2
+    results = measure(run, labels, args.resamples, args.seed, args.level) if labels else []
+    checked = [verdicts.calibrate(label, values, run, judge, args.holdout, args.seed) for label, values in binary.items()]
+    failed = [j for j in judged if isinstance(j, str)]
+    notes += [f"{len(failed)} of {len(rows)} rows could not be judged (first: {failed[0]})"] if failed else []
+    report = (markdown(run, results, args.level) if results else f"# Calibration of judge {run.judge!r} on {args.outputs}\n")
+    report += "\n".join(verdicts.markdown(checked, run.judge) + [f"- note: {n}" for n in notes]) + "\n"
+    folder = Path(args.out or Path("ragexp-calibrate") / run.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "calibration.md").write_text(report)
+    (folder / "calibration.json").write_text(json.dumps({
+        "outputs": str(args.outputs), "judge": run.judge, "rows": len(rows), "failed": len(failed),
+        "metrics": [r.row() for r in results], "yes_no": [c.to_json() for c in checked], "notes": notes},
+        indent=2, default=str) + "\n")
+    confusion_plot(results, folder / "confusion.png")
+    print(report)
+    for c in checked:
+        if c.override:
+            print(c.override)  # the ready override, one a line, last: `... | tail -1` gives it
+    print(f"report: {folder}", file=sys.stderr)
     return 0
 
 
