@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample and the resampling")
+    p.add_argument("--dir", metavar="DIR", help="--outputs: the stage cache's folder (as cache.dir=DIR)")
     p.add_argument("--holdout", type=float, default=0.3,
                    help="--outputs: share of each class held out from threshold tuning (default 0.3)")
     p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
@@ -197,7 +198,7 @@ def on_outputs(args) -> int:
         from ragexp.calibrate.agreement import measure
 
         rows = outputs.read_outputs(args.outputs)
-        judge, judged = outputs.judge_rows(rows, args.targets)
+        judge, judged = outputs.judge_rows(rows, [*args.targets, *([f"cache.dir={args.dir}"] if args.dir else [])])
         run = outputs.as_run(Path(args.outputs).stem, judge, rows, judged)
         labels, binary, notes = outputs.labels_of(rows, run)
     except RagexpError as err:
