@@ -107,8 +107,11 @@ def read_outputs(path: str | Path) -> list[OutputRow]:
             continue
         reference = first(row, "reference")
         answers = tuple(str(a) for a in (reference if isinstance(reference, list) else [reference] if reference else []))
-        answerable = first(row, "answerable")
-        answerable = True if answerable is None else label_value(answerable) == 1.0 if str(answerable).strip() else True
+        try:
+            answerable = label_value(first(row, "answerable") if first(row, "answerable") is not None else True) == 1.0
+        except ValueError:
+            problems.append(f"{where}: answerable {first(row, 'answerable')!r} is not true or false")
+            continue
         qid = str(first(row, "question_id") or f"row-{number}")
         if qid in seen:
             problems.append(f"{where}: question id {qid!r} given twice")
