@@ -74,6 +74,11 @@ def test_a_judges_declared_setting_is_fitted_and_printed_as_an_override(tmp_path
     assert rows["faithfulness"]["questions"] == 20 and rows["faithfulness"]["spearman"] > 0.9
     assert rows["hallucination"]["bias"] == pytest.approx(4 / 20)  # share 0 flags the 4 answers with one slip
     assert any("'comment'" in note and "left aside" in note for note in report["notes"])
+    # the judged rows are a run folder: calibrating it with its labels again judges nothing
+    from ragexp.calibrate.source import from_folder
+
+    judged = from_folder(tmp_path / "report")
+    assert judged.judge == "offline-hash" and len(judged.judged()) == 20 and "claim_hallucination_rate" in judged.metrics
 
 
 def test_a_judge_without_a_setting_gets_the_best_rule_on_its_scores(tmp_path):

@@ -218,6 +218,7 @@ def on_outputs(args) -> int:
         "metrics": [r.row() for r in results], "yes_no": [c.to_json() for c in checked], "notes": notes},
         indent=2, default=str) + "\n")
     confusion_plot(results, folder / "confusion.png")
+    outputs.write_judged(run, judge, folder)  # the judged rows: a run folder `python -m ragexp.calibrate` reads
     print(report)
     for c in checked:
         if c.override:

@@ -194,6 +194,16 @@ def as_run(name: str, judge, rows: Sequence[OutputRow], judged: Sequence[Judgeme
     return JudgedRun(name, judge.name, pd.DataFrame(records), {**scales, "hallucination": (0.0, 1.0)})
 
 
+def write_judged(run: JudgedRun, judge, folder: Path) -> None:
+    """The judged rows as a run folder: `questions.json` (the per-question table, as a run writes
+    it) and `config.yaml` naming the judge's class, so `python -m ragexp.calibrate FOLDER --labels
+    ...` (or a PPI estimate from a part of the labels) reads them without judging again."""
+    table = run.table.astype(object).where(run.table.notna(), None)
+    (folder / "questions.json").write_text(json.dumps({"columns": list(table.columns), "data": table.values.tolist()},
+                                                      default=str) + "\n")
+    (folder / "config.yaml").write_text(f"judge:\n  _target_: {type(judge).__module__}.{type(judge).__qualname__}\n")
+
+
 def yes_no(values: Sequence[Any]) -> bool:
     given = [v for v in values if v is not None and str(v).strip() != ""]
     return bool(given) and all(isinstance(v, bool) or str(v).strip().lower() in YES_NO for v in given)
