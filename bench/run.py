@@ -19,7 +19,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
   retriever=dense, per MiniLM backend and embedder=static;
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
-  SQLite store) without and with tracing=on (goal: at most 10% slower).
+  SQLite store) without and with tracing=on (goal: at most 10% slower);
+- ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 """
 from __future__ import annotations
 
@@ -277,6 +278,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
+    "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
 }
 
 

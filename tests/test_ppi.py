@@ -63,4 +63,4 @@ def test_with_every_question_labelled_it_is_the_peoples_mean_and_its_usual_ci():
     judge = np.clip(people + 2 + rng.normal(0, 1, size=50), 1, 10)
     corrected, half = ppi(judge, judge, people)
     assert corrected == pytest.approx(people.mean())
-    assert half == pytest.approx(1.959964 * people.std(ddof=1) / np.sqrt(50), rel=1e-5)
+    assert half == pytest.approx(2.009575 * people.std(ddof=1) / np.sqrt(50), rel=1e-5)  # Student t, 49 df

@@ -12,8 +12,10 @@ means), is exactly
     Var = (N - n) / N^2 * Var(judge) + Var(human - (1 - n/N) * judge) / n
 
 (the labelled question i enters as judge_i/N - (judge_i - human_i)/n; the others as judge_i/N),
-estimated from the data, and the interval is corrected +- z * sqrt(Var) (normal). With n = N it
-is the people's mean and its usual CI; with n << N it is the paper's sigma_f^2/N + sigma_r^2/n.
+estimated from the data, and the interval is corrected +- t * sqrt(Var), t the Student quantile
+with n - 1 degrees of freedom (the paper's normal z, a little wider for few labels: with 20 labels
+its coverage in bench/ppi_coverage.py is 94.5% instead of z's 93.5%). With n = N it is the
+people's mean and its usual CI; with n << N it is the paper's sigma_f^2/N + sigma_r^2/n.
 The interval is valid whatever the judge's bias: a better judge only makes it narrower.
 
 Every function works on the last axis, so a simulation passes (replicates, N) arrays at once."""
@@ -50,12 +52,18 @@ def z_value(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2)
 
 
+def t_value(level: float, freedom: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + level / 2, freedom))
+
+
 def judge_only(judge_all, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, half width of its normal CI) of the judge's scores over the last axis."""
+    """(mean, half width of its CI, Student t) of the judge's scores over the last axis."""
     scores = np.asarray(judge_all, dtype=float)
     n = scores.shape[-1]
     spread = scores.std(axis=-1, ddof=1) if n > 1 else np.zeros(scores.shape[:-1])
-    return scores.mean(axis=-1), z_value(level) * spread / np.sqrt(n)
+    return scores.mean(axis=-1), (t_value(level, n - 1) if n > 1 else z_value(level)) * spread / np.sqrt(n)
 
 
 def ppi(judge_all, judge_labelled, human_labelled, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +79,7 @@ def ppi(judge_all, judge_labelled, human_labelled, level: float = 0.95) -> tuple
     var_judge = f_all.var(axis=-1, ddof=1) if big_n > 1 else np.zeros(corrected.shape)
     var_rectifier = (y_lab - (1 - n / big_n) * f_lab).var(axis=-1, ddof=1)
     variance = (big_n - n) / big_n**2 * var_judge + var_rectifier / n
-    return corrected, z_value(level) * np.sqrt(variance)
+    return corrected, t_value(level, n - 1) * np.sqrt(variance)
 
 
 def estimates(judge_by_question: dict[str, float], human_by_question: dict[str, float], level: float = 0.95,
