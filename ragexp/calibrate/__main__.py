@@ -74,7 +74,7 @@ def corrected_means(results, level: float = 0.95) -> list[str]:
         corrected = r.corrected_mean.shown() if r.corrected_mean else "— (fewer than 2 labels)"
         lines.append(f"| {r.metric} | {r.judge_mean.questions} | {r.corrected_mean.labelled if r.corrected_mean else 0} "
                      f"| {r.judge_mean.shown()} | {corrected} |")
-    lines += ["", "judge only: the judge's mean over every judged question of the run (normal CI). "
+    lines += ["", "judge only: the judge's mean over every judged question of the run (Student t CI). "
               "human-corrected: that mean minus the judge's mean error on the labelled questions "
               "(prediction-powered inference, Angelopoulos et al. 2023): unbiased whatever the judge's bias, "
               "valid when the labelled questions are a random part of the run, as the exported sheet's sample is "

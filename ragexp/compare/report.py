@@ -153,7 +153,7 @@ def corrected_table(board: Leaderboard) -> Table | None:
                   "human-corrected (PPI)"], rows)
 
 
-CORRECTED_NOTE = ("The judge's mean over each run's judged questions (normal CI), and that mean minus the judge's "
+CORRECTED_NOTE = ("The judge's mean over each run's judged questions (Student t CI), and that mean minus the judge's "
                   "mean error on the questions people labelled (prediction-powered inference, Angelopoulos et al. "
                   "2023): unbiased whatever the judge's bias, valid when the labelled questions are a random part "
                   "of the run's.")
