@@ -22,7 +22,8 @@ DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more fail
 
 def run_name(cfg: DictConfig) -> str:
     """`run_name` if set; in a sweep, the values of the swept keys (e.g. chunker=semantic,retriever=bm25);
-    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive)."""
+    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive; the reranker after
+    the retriever when it is not none)."""
     from hydra.core.hydra_config import HydraConfig
 
     if cfg.get("run_name"):
@@ -34,6 +35,8 @@ def run_name(cfg: DictConfig) -> str:
         return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
     chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
+    if choices.get("reranker") not in (None, "none"):
+        chosen.insert(4, choices.get("reranker"))  # after the retriever, when one reranks
     return "-".join(str(c) for c in chosen if c) or "run"
 
 
