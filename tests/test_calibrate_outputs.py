@@ -2,8 +2,8 @@
 configured judge, its agreement with people, and for a yes/no label the threshold that maximises
 balanced accuracy on a tuning part, printed as a ready override of the judge's own setting."""
 import csv
+import inspect
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -17,21 +17,6 @@ CONTEXT = ["The {name} server listens on port {port} by default.", "The {name} s
            "Its configuration lives in one file named {name}.toml.", "The {name} project was started in 2019."]
 INVENTED = ["Penguins migrate across Antarctic shelves every winter.", "Bananas ripen faster beside apples in paper.",
             "Volcanic glass forms when lava cools quickly.", "Owls rotate their heads nearly all the way round."]
-
-
-class ShareJudge(OfflineJudge):
-    """The offline judge whose hallucination verdict is `claim_hallucination_rate > hallucination_share`:
-    a judge that declares which setting its verdict thresholds (`verdict_settings`)."""
-
-    verdict_settings = {"hallucination": ("claim_hallucination_rate", "hallucination_share")}
-
-    def __init__(self, hallucination_share: float = 0.0, **settings):
-        super().__init__(**settings)
-        self.hallucination_share = hallucination_share
-
-    def judge(self, question, hits, answer):
-        j = super().judge(question, hits, answer)
-        return replace(j, hallucination=j.scores["claim_hallucination_rate"] > self.hallucination_share)
 
 
 def labelled_outputs(path, rows=20):
@@ -55,13 +40,15 @@ def calibrate(*args, cwd):
     return call_in(lambda: main(list(args)), ["python -m ragexp.calibrate", *args], cwd)
 
 
-def test_a_judges_declared_setting_is_fitted_and_printed_as_an_override(tmp_path):
+def test_the_offline_judges_share_setting_is_fitted_and_printed_as_an_override(tmp_path):
     path = labelled_outputs(tmp_path / "labelled.jsonl")
-    proc = calibrate("--outputs", str(path), *HASH, f"judge._target_={__name__}.ShareJudge", "+judge.hallucination_share=0",
-                     "--out", "report", "--resamples", "50", cwd=tmp_path)
+    proc = calibrate("--outputs", str(path), *HASH, "judge.hallucination_share=0", "--out", "report", "--resamples", "50",
+                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     # the share of invented sentences people tolerate (1 in 4) and the first they do not (2 in 4): 0.375 between
     assert proc.stdout.rstrip().splitlines()[-1] == "judge.hallucination_share=0.375"
+    score, setting = OfflineJudge.verdict_settings["hallucination"]  # the offline judge's verdict: score > setting
+    assert score in OfflineJudge.metrics and setting in inspect.signature(OfflineJudge.__init__).parameters
     report = json.loads((tmp_path / "report" / "calibration.json").read_text())
     [verdict] = report["yes_no"]
     assert verdict["label"] == "hallucination" and verdict["rows"] == 20 and verdict["positives"] == 12
@@ -81,9 +68,16 @@ def test_a_judges_declared_setting_is_fitted_and_printed_as_an_override(tmp_path
     assert judged.judge == "offline-hash" and len(judged.judged()) == 20 and "claim_hallucination_rate" in judged.metrics
 
 
+class JudgeWithoutASetting(OfflineJudge):
+    """A judge whose hallucination verdict is not a threshold on one of its scores (as an LLM judge's)."""
+
+    verdict_settings: dict = {}
+
+
 def test_a_judge_without_a_setting_gets_the_best_rule_on_its_scores(tmp_path):
     path = labelled_outputs(tmp_path / "labelled.jsonl")
-    proc = calibrate("--outputs", str(path), *HASH, "--out", "report", "--resamples", "20", cwd=tmp_path)
+    proc = calibrate("--outputs", str(path), *HASH, f"judge._target_={__name__}.JudgeWithoutASetting", "--out", "report",
+                     "--resamples", "20", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "has no setting for this verdict; the best rule on its scores is `" in proc.stdout
     [verdict] = json.loads((tmp_path / "report" / "calibration.json").read_text())["yes_no"]
