@@ -22,7 +22,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - rerankers (bench/rerankers.py): the rerank stage's time per question on the sample (mmr, two
   cross-encoders) and the LLM reranker's requests, tokens and cost per question (test server);
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
-  SQLite store) without and with tracing=on (goal: at most 10% slower).
+  SQLite store) without and with tracing=on (goal: at most 10% slower);
+- ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 """
 from __future__ import annotations
 
@@ -282,6 +283,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
     "judge_agreement": lambda work_dir, args: __import__("judge_agreement").measure(work_dir, args),
     "rerankers": lambda work_dir, args: __import__("rerankers").measure(work_dir, args),
+    "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
 }
 
 

@@ -24,7 +24,7 @@ from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
-from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
+from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, by_construction, run_aggregates
 from ragexp.metrics.targets import assess
 from ragexp.run.rerank import STAGE as RERANK_STAGE, rerank_results
 from ragexp.store.tracing import documents, ended
@@ -148,7 +148,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
-        verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
+        constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)
@@ -162,7 +163,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             counters={**work.cache.stats, **work.embeddings.stats},
             timings=work.seconds,
             scales={k: s for k, s in c.scales.items() if k in aggregates},
-            statuses=assess(aggregates, c.scales),
+            statuses=assess(aggregates, c.scales, constructed),
             gate=verdict,
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
@@ -274,7 +275,9 @@ def context(hits) -> list[tuple[str, str]]:
 
 def answer_question(work: Work, generator, generator_settings: dict, result: QuestionResult) -> QuestionResult:
     """One question to its answer, cached under the generator's settings and the content it reads;
-    or failed with the reason (one bad question never fails the run; a failure is never cached)."""
+    or failed with the reason when the generator raised a `QuestionFailed` (an endpoint error, an
+    empty reply, the budget: one bad question never fails the run; a failure is never cached). Any
+    other exception is a bug in a component and ends the run (exit status 1, with its traceback)."""
     question, hits = result.question, result.hits
     if result.failure:  # failed before generation (reranking)
         return result
@@ -284,17 +287,16 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
             result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span))
-        except RagexpError:
-            raise
         except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
             result = replace(result, failure=str(err))
-        except Exception as err:
-            result = replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+        # anything else is a bug (or a setting to fix: RagexpError): it ends the run, traceback and all
         return ended(span, result, result.answer.text if result.answer else None)
 
 
 def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
-    """An answered question judged (cached like its answer), or failed with the reason."""
+    """An answered question judged (cached like its answer), or failed with the reason of a
+    `QuestionFailed` (an endpoint error, an unreadable reply, a missing field); any other exception
+    is a bug and ends the run, as in `answer_question`."""
     if result.answer is None:  # failed before judging
         return result
     question, hits, answer = result.question, result.hits, result.answer
@@ -303,11 +305,7 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
     with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
         try:
             result = replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer, span=span))
-        except RagexpError:
-            raise
-        except QuestionFailed as err:
+        except QuestionFailed as err:  # an expected failure (endpoint, unreadable reply, budget); others end the run
             result = replace(result, failure=str(err))
-        except Exception as err:
-            result = replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
         j = result.judgement
         return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)
