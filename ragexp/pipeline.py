@@ -31,6 +31,7 @@ from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResul
 if TYPE_CHECKING:
     from ragexp.chunkers import Chunker
     from ragexp.datasets import Loader
+    from ragexp.datasets.subset import QuestionSample
     from ragexp.gate import Gate
     from ragexp.retrievers import Retriever
     from ragexp.tracing import TraceRecorder
@@ -103,7 +104,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         c = components(cfg)
     try:
         c.llm.connect(generator=c.generator, judge=c.judge)  # API keys and endpoints too
-        dataset = load(c.loader)
+        dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:
@@ -214,8 +215,11 @@ class Work:
         return retriever.search(queries, depth)
 
 
-def load(loader) -> Dataset:
+def load(loader, sample: QuestionSample | None = None) -> Dataset:
+    """The loader's dataset, on the `question_sample` of its questions when one is set."""
     dataset = loader.load()
+    if sample is not None:
+        dataset = sample.apply(dataset)
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     return dataset
