@@ -106,10 +106,10 @@ class SweepTracking(Callback):
                 sys.exit(2)
         if sweeper == RACING_SWEEPER:  # its settings, objective and rounds against the dataset (the sweeper checks again)
             from ragexp.errors import RagexpError
-            from ragexp.racing.plan import plan
+            from ragexp.racing.plan import planned
 
             try:
-                plan(config)
+                planned(config)
             except RagexpError as err:
                 print(f"ragexp: error: {err}; no job was started", file=sys.stderr)
                 sys.exit(2)

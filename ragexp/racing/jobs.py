@@ -41,13 +41,16 @@ def round_overrides(point: list[str], size: int, seed: int) -> list[str]:
 
 def job_folder(loader, master, overrides: list[str], number: int) -> Path:
     """The run folder Hydra's launchers give job `number` (hydra.sweep.dir / hydra.sweep.subdir)."""
-    from omegaconf import open_dict
+    from omegaconf import OmegaConf, open_dict
+
+    if OmegaConf.to_container(master.hydra.sweep, resolve=False).get("subdir") == "${hydra.job.num}":  # type: ignore[union-attr]
+        return (Path(str(master.hydra.sweep.dir)) / str(number)).absolute()  # the default: no job to compose
 
     config = loader.load_sweep_config(master, list(overrides))
     with open_dict(config):
         config.hydra.job.id = number
         config.hydra.job.num = number
-    return Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+    return (Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)).absolute()
 
 
 def same_overrides(folder: Path, overrides: list[str]) -> bool:

@@ -95,6 +95,19 @@ def settings_of(sweeper_config) -> Settings:
     return Settings(**known)
 
 
+# settings that decide which questions a job runs and what it scores: swept, every grid point is composed to check them
+SCORING_GROUPS = ("dataset", "question_sample", "judge", "metrics", "weights", "experiment", "llm", "objective")
+PLANNED: dict[str, Plan] = {}  # sweep folder -> its plan: made in on_multirun_start, used by the sweeper
+
+
+def planned(config) -> Plan:
+    """The plan the sweep's callback already made (same process), else a new one."""
+    key = str(config.hydra.sweep.dir)
+    if key not in PLANNED:
+        PLANNED[key] = plan(config)
+    return PLANNED[key]
+
+
 def plan(config) -> Plan:
     """The race of a multirun's `config` (its hydra.sweeper and command line), or a RagexpError
     listing every problem: the settings, fewer than two configurations, an objective that the jobs
@@ -116,7 +129,10 @@ def plan(config) -> Plan:
         from hydra.core.global_hydra import GlobalHydra
 
         loader = GlobalHydra.instance().config_loader()
-        jobs = [loader.load_sweep_config(config, list(point)) for point in raw]
+        # the objective and the dataset are checked on each distinct scoring setup: every point when the sweep
+        # varies one (a judge, the metrics, ...), else the first point stands for all
+        scoring = any(k.lstrip("+~").split(".")[0].split("@")[0] in SCORING_GROUPS for k in swept)
+        jobs = [loader.load_sweep_config(config, list(point)) for point in (raw if scoring else raw[:1])]
         errors += objective_problems(jobs, settings.objective)
         total, sample_seed, size_errors = full_set(jobs)
         errors += size_errors

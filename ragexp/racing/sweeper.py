@@ -43,9 +43,9 @@ class RacingSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from ragexp.racing.plan import plan
+        from ragexp.racing.plan import planned
 
-        race = Race(plan(self.config), self.config, self.launcher, self.hydra_context.config_loader)
+        race = Race(planned(self.config), self.config, self.launcher, self.hydra_context.config_loader)
         return race.run()
 
 
