@@ -25,7 +25,7 @@ class Job:
     run: Run | None = None
 
     def tags(self) -> dict[str, str]:
-        """The child run's tags (ragexp.app reads them from the sweep folder's sweep.json)."""
+        """The child run's tags (ragexp.run.app reads them from the sweep folder's sweep.json)."""
         return {"ragexp.racing.round": str(self.round), "ragexp.racing.questions": str(self.questions),
                 "ragexp.racing.configuration": str(self.config)}
 
@@ -67,7 +67,7 @@ def same_overrides(folder: Path, overrides: list[str]) -> bool:
 def finished(job: Job) -> bool:
     """A job whose folder holds its outcome (results.json or failure.json) for these overrides:
     a resumed race reads it instead of running it again."""
-    from ragexp.app import FAILURE_FILE
+    from ragexp.run.callbacks import FAILURE_FILE
 
     folder = job.folder
     return (folder is not None and same_overrides(folder, job.overrides)
@@ -77,7 +77,7 @@ def finished(job: Job) -> bool:
 def read_outcome(job: Job) -> None:
     """Sets the job's status from its folder: failed (failure.json, or no results at all), else ok
     with its Run (params, metrics, per-question table, aggregation spec)."""
-    from ragexp.app import FAILURE_FILE
+    from ragexp.run.callbacks import FAILURE_FILE
 
     folder = job.folder
     if folder is None or not folder.is_dir():
@@ -99,8 +99,8 @@ def read_run(folder: Path, run_id: str) -> Run:
     import yaml
 
     from ragexp.compare.source import read_table
-    from ragexp.report import AGGREGATES, TABLE
-    from ragexp.trackers import CONFIG, flatten
+    from ragexp.store.run_folder import AGGREGATES, TABLE
+    from ragexp.store.trackers import CONFIG, flatten
 
     [(name, values)] = json.loads((folder / "results.json").read_text()).items()
     metrics = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

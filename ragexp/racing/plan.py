@@ -112,7 +112,7 @@ def plan(config) -> Plan:
     """The race of a multirun's `config` (its hydra.sweeper and command line), or a RagexpError
     listing every problem: the settings, fewer than two configurations, an objective that the jobs
     do not give per question, a minimum above the dataset's size."""
-    from ragexp.callbacks import grid_points, swept_keys
+    from ragexp.run.callbacks import grid_points, swept_keys
 
     settings = settings_of(config.hydra.sweeper)
     errors = settings.problems()
@@ -152,9 +152,9 @@ def plan(config) -> Plan:
 
 def per_question_aggregates(job) -> set[str]:
     """The aggregates a job's config gives per question (those a paired test can race on)."""
-    from ragexp.pipeline import build
-    from ragexp.relevance import CONTEXT_METRICS
-    from ragexp.scoring import aggregate_key
+    from ragexp.run.pipeline import build
+    from ragexp.metrics.relevance import CONTEXT_METRICS
+    from ragexp.metrics.scoring import aggregate_key
 
     judge, metric_set = build(job.judge), build(job.metrics)
     answer = [*metric_set.answer_metrics(), "generation_score"]
@@ -194,7 +194,7 @@ def full_set(jobs: list) -> tuple[int, int, list[str]]:
 
     from omegaconf import OmegaConf
 
-    from ragexp.pipeline import build, load
+    from ragexp.run.pipeline import build, load
 
     datasets = {json.dumps(OmegaConf.to_container(j.dataset, resolve=True), sort_keys=True, default=str) for j in jobs}
     samples = {json.dumps(OmegaConf.to_container(j.question_sample, resolve=True), sort_keys=True) for j in jobs

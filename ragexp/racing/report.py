@@ -25,7 +25,7 @@ def read_state(sweep_dir: Path) -> dict | None:
 
 
 def job_meta(folder: str | None) -> dict:
-    from ragexp.report import RUN_META
+    from ragexp.store.run_folder import RUN_META
 
     path = Path(folder) / RUN_META if folder else None
     try:
