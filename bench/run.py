@@ -19,7 +19,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
   retriever=dense, per MiniLM backend and embedder=static;
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
-  SQLite store) without and with tracing=on (goal: at most 10% slower).
+  SQLite store) without and with tracing=on (goal: at most 10% slower);
+- racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
+  judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
 """
 from __future__ import annotations
 
@@ -277,7 +279,15 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
+    "racing": lambda work_dir, args: racing_figures(work_dir, args),
 }
+
+
+def racing_figures(work_dir: Path, args) -> dict:
+    """Full grid vs racing sweep, offline and LLM judge (bench/racing.py; figures in bench/results/racing.md)."""
+    from racing import measure
+
+    return measure(work_dir, args)
 
 
 def embedding_figures() -> dict:

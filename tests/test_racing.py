@@ -164,11 +164,20 @@ def test_a_race_with_the_basic_launcher(tmp_path):
     check_race(state, [20, 40])
     dropped = [d for d in state["rounds"][0]["decisions"] if d["verdict"] == "dropped"]
     assert dropped, "the grid is chosen so that top_k=10 loses in round 1"
-    # the stage cache: a survivor's second round computes only its 20 new questions' answers
+    # the stage cache: a survivor's second round computes only its 20 new questions' retrieval and answers
+    def work(job):
+        return json.loads((Path(job["folder"]) / "run.json").read_text())["work"]
+
     for job in round_jobs(state, 2):
-        work = json.loads((Path(job["folder"]) / "run.json").read_text())["work"]
-        assert work.get("answers_cached", 0) >= 20 and work.get("answers_computed", 0) <= 20
-        assert work["answers_cached"] + work.get("answers_computed", 0) == 40
+        done = work(job)
+        assert done.get("answers_cached", 0) >= 20 and done.get("answers_computed", 0) <= 20
+        assert done["answers_cached"] + done.get("answers_computed", 0) == 40
+        assert done["question_hits_cached"] >= 20 and done.get("question_hits_computed", 0) <= 20
+    # and a configuration that differs from one before it only in top_k searches nothing
+    first = {j["name"]: work(j) for j in round_jobs(state, 1)}
+    assert first["retriever=bm25 retriever.top_k=1"]["question_hits_computed"] == 20
+    assert first["retriever=bm25 retriever.top_k=10"]["question_hits_cached"] == 20
+    assert first["retriever=bm25 retriever.top_k=10"].get("question_hits_computed", 0) == 0
     # MLflow: child runs tagged with round and question count; the parent's cost against the full grid
     client, runs = mlflow_runs(tmp_path)
     [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
