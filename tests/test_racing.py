@@ -207,6 +207,7 @@ def test_a_race_with_the_basic_launcher(tmp_path):
     (["retriever=bm25,dense", "hydra.sweeper.objective=total_cost_usd"], "is not a per-question score"),
     (["retriever=bm25,dense", "hydra.sweeper.rounds=[0.5,0.25,1.0]"], "the rounds must grow"),
     (["retriever=bm25,dense", "hydra.sweeper.min_questions=41"], "above the dataset's 40 questions"),
+    (["retriever=bm25,dense", "+hydra.sweeper.keep_tops=2"], "hydra.sweeper.keep_tops: unknown setting"),
 ])
 def test_bad_input_exits_2_before_any_job(tmp_path, args, message):
     proc = run_app("-m", "hydra/sweeper=racing", *HASH, *args, cwd=tmp_path)

@@ -116,6 +116,9 @@ def plan(config) -> Plan:
 
     settings = settings_of(config.hydra.sweeper)
     errors = settings.problems()
+    known = {*Settings.__dataclass_fields__, "_target_", "params"}
+    errors += [f"hydra.sweeper.{key}: unknown setting; the racing sweeper takes {', '.join(Settings.__dataclass_fields__)}"
+               for key in config.hydra.sweeper if key not in known]
     raw = grid_points(config)
     # a job's sample is the race's (the round's size): any question_sample on the command line sets the full set
     points = [[o for o in point if not o.lstrip("+~").startswith("question_sample.")] for point in raw]
