@@ -161,6 +161,33 @@ def measure(work_dir: Path, args=None) -> dict:
     return results
 
 
+def markdown(figures: dict) -> str:
+    """The figures as bench/results/racing.md's tables, one per judge."""
+    lines = []
+    for judge, f in figures.items():
+        full, race, c = f["full_grid"], f["racing"], f["comparison"]
+        share = lambda a, b: f"{a / b:.1%}" if b else "—"  # noqa: E731
+        lines += [f"### {judge} judge: {f['configurations']} configurations x {f['questions']} questions", "",
+                  "| | full grid | racing | racing / full |", "| --- | --- | --- | --- |",
+                  f"| question evaluations | {full['question_evaluations']} | {race['question_evaluations']} | "
+                  f"{share(race['question_evaluations'], full['question_evaluations'])} |",
+                  f"| judgements computed | {full['judgements_computed']} | {race['judgements_computed']} | "
+                  f"{share(race['judgements_computed'], full['judgements_computed'])} |",
+                  f"| LLM requests (server count) | {full['llm_requests']} | {race['llm_requests']} | "
+                  f"{share(race['llm_requests'], full['llm_requests'])} |",
+                  f"| jobs | {full['jobs']} | {race['jobs']} | |",
+                  f"| wall time, s | {full['wall_s']} | {race['wall_s']} | {share(race['wall_s'], full['wall_s'])} |",
+                  f"| 1-min load at its start | {full['load_1min_before']} | {race['load_1min_before']} | |", "",
+                  f"Rounds of {', '.join(map(str, race['rounds']))} questions; dropped per round: "
+                  f"{', '.join(map(str, race['dropped_per_round']))}; {len(race['survivor_names'])} survivors.",
+                  f"Full grid's winner: `{c['full_grid_winner']}` (overall_score 95% CI {c['full_winner_ci']}); "
+                  f"racing's winner: `{c['racing_winner']}` (full-grid score {c['racing_winner_full_score']}): "
+                  f"same winner: {'yes' if c['same_winner'] else 'no'}, within the CI: "
+                  f"{'yes' if c['racing_winner_within_ci'] else 'no'}; full grid's winner survived the race: "
+                  f"{'yes' if c['full_winner_survived'] else 'NO'}.", ""]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     import tempfile
 

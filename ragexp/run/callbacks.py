@@ -145,12 +145,10 @@ class SweepTracking(Callback):
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
-            if race is not None:
-                self.race_report(sweep_dir)
-            else:
+            if race is None:
                 self.leaderboard(sweep_dir)
-        elif race is not None:
-            print(f"\nthe race: {sweep_dir / 'report' / 'race.md'}")
+        if race is not None:
+            self.race_report(sweep_dir)
         if failures:
             print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
                 f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)
@@ -171,6 +169,8 @@ class SweepTracking(Callback):
         race = report / "race.md"
         if race.exists():
             print("\n" + race.read_text(encoding="utf-8"))
+        if not getattr(self, "parent_id", None):
+            return
         try:
             self.tracker.log_report(self.parent_id, report)
         except Exception as err:  # noqa: BLE001 - the report is on disk
