@@ -96,6 +96,20 @@ def test_a_round_drops_what_holm_corrected_paired_tests_dictate():
         assert d.effect_size < 0
 
 
+def test_a_large_round_gets_the_permutations_holm_needs():
+    """With 200 configurations, 2000 permutations cannot give a Holm-corrected p below 0.1 (199/2001):
+    the test takes more, so that a configuration far worse than the best is dropped."""
+    from ragexp.racing.decide import DROPPED, decide, enough_resamples
+
+    assert enough_resamples(2000, 24, 0.05) == 2000
+    assert enough_resamples(2000, 200, 0.05) == 4 * 199 * 20
+    rng = np.random.default_rng(2)
+    runs = {c: synthetic_run(c, rng.normal(6 if c == 0 else 5.99, 0.2, 30)) for c in range(200)}
+    runs[199] = synthetic_run(199, rng.normal(3, 0.2, 30))  # far worse than all
+    decisions = {d.config: d for d in decide(runs, {c: f"c{c}" for c in runs}, "avg_x", resamples=2000)}
+    assert decisions[199].verdict == DROPPED and decisions[199].p_holm < 0.05
+
+
 def test_keep_top_keeps_the_best_n_whatever_the_tests_say():
     from ragexp.racing.decide import DROPPED, KEPT_TOP, decide
 

@@ -50,6 +50,7 @@ def decide(runs: dict[int, Run], names: dict[int, str], objective: str, maximize
     """The decisions of one round over the configurations that ran (`runs`: configuration -> its
     run of this round), best first."""
     sign = 1.0 if maximize else -1.0
+    resamples = enough_resamples(resamples, len(runs), alpha)
     specs = {c: objective_spec(run, objective) for c, run in runs.items()}
     estimates = {c: spec.value(runs[c].table) if spec is not None else math.nan for c, spec in specs.items()}
     order = sorted(runs, key=lambda c: (math.isnan(estimates[c]), -sign * np.nan_to_num(estimates[c]), c))
@@ -80,6 +81,14 @@ def decide(runs: dict[int, Run], names: dict[int, str], objective: str, maximize
         if adjusted < alpha and sign * d.difference < 0:
             d.verdict = KEPT_TOP if d.rank <= keep_top else DROPPED
     return [decisions[c] for c in order]
+
+
+def enough_resamples(resamples: int, configurations: int, alpha: float) -> int:
+    """At least 4 (k - 1) / alpha permutations per test: a permutation p-value is at least
+    1 / (resamples + 1), Holm multiplies the smallest by k - 1, and that floor must stay well below
+    alpha, else a large grid could drop nothing whatever the data (at 2000 resamples and alpha 0.05,
+    from 101 configurations on)."""
+    return max(resamples, math.ceil(4 * max(configurations - 1, 1) / alpha))
 
 
 def effect_size(run: Run, best: Run, spec: MetricSpec) -> float:
