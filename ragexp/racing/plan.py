@@ -68,7 +68,7 @@ def round_sizes(rounds: tuple[float, ...], min_questions: int, total: int) -> li
 class Plan:
     settings: Settings
     points: list[list[str]]  # each configuration's overrides (the grid, as Hydra's basic sweeper enumerates it)
-    names: list[str]  # each configuration's swept values, e.g. "retriever=bm25 retriever.top_k=5"
+    names: list[str]  # each configuration's swept values, e.g. "retriever=bm25,retriever.top_k=5"
     total: int  # questions in the full set
     sizes: list[int]  # questions per round
     sample_seed: int  # question_sample.seed: the order the rounds' questions are taken in
@@ -123,7 +123,7 @@ def plan(config) -> Plan:
     # a job's sample is the race's (the round's size): any question_sample on the command line sets the full set
     points = [[o for o in point if not o.lstrip("+~").startswith("question_sample.")] for point in raw]
     swept = swept_keys(config)
-    names = [" ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point) for point in points]
+    names = [configuration_name(point, swept) for point in points]
     if len(points) < 2:
         errors.append(f"a racing sweep needs at least two configurations to race; the command line gives "
                       f"{len(points)} (sweep some values, e.g. retriever=bm25,dense)")
@@ -151,6 +151,12 @@ def plan(config) -> Plan:
         notes.append(f"rounds of {', '.join(map(str, sizes))} questions: min_questions={settings.min_questions} "
                      f"merged {len(settings.rounds) - len(sizes)} of the {len(settings.rounds)} rounds")
     return Plan(settings, points, names, total, sizes, sample_seed, notes)
+
+
+def configuration_name(point: list[str], swept: list[str]) -> str:
+    """The swept values, as a job of the sweep names its run (ragexp.run.app.run_name)."""
+    values = dict(o.split("=", 1) for o in point if "=" in o)
+    return ",".join(f"{k}={values[k]}" for k in swept if k in values) or " ".join(point)
 
 
 def per_question_aggregates(job) -> set[str]:
