@@ -47,6 +47,7 @@ def installed(tmp_path_factory) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "ragexp", src / "ragexp", symlinks=True, ignore=ignore)  # ragexp/conf stays a link
     shutil.copytree(ROOT / "conf", src / "conf", ignore=ignore)
+    shutil.copytree(ROOT / "hydra_plugins", src / "hydra_plugins", ignore=ignore)  # the racing sweeper's registration
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     assert run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist",
@@ -63,6 +64,8 @@ def installed(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stderr
     assert (site / "ragexp" / "conf" / "config.yaml").is_file() and not (site / "ragexp" / "conf").is_symlink()
     assert (site / "ragexp" / "datasets" / "sample" / "questions.jsonl").is_file()
+    assert (site / "hydra_plugins" / "ragexp_racing" / "__init__.py").is_file()  # hydra/sweeper=racing
+    assert not (site / "hydra_plugins" / "__init__.py").exists()  # a namespace, shared with the other plugins
     return python
 
 
