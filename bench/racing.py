@@ -48,9 +48,11 @@ def scripted_judge(body: dict) -> str:
     """A deterministic stand-in for an LLM judge, scoring from the prompt: context relevance = how
     much of the expected answer the context holds, answer similarity = how much of the expected
     answer the generated one holds, faithfulness = how much of the generated answer the context holds."""
-    text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-    if '"answer_similarity"' not in text:
+    messages = body.get("messages", [])
+    if '"answer_similarity"' not in "\n".join(str(m.get("content", "")) for m in messages):
         return "The documents say so [Doc 1]."
+    # the data are in the user message (the system prompt names the tags too)
+    text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
     context, expected = tagged(text, "context"), tagged(text, "expected_answer")
     generated = tagged(text, "generated_answer")
     scale = lambda share: max(1, min(10, round(1 + 9 * share)))  # noqa: E731
