@@ -100,12 +100,16 @@ SCORING_GROUPS = ("dataset", "question_sample", "judge", "metrics", "weights", "
 PLANNED: dict[str, Plan] = {}  # sweep folder -> its plan: made in on_multirun_start, used by the sweeper
 
 
-def planned(config) -> Plan:
-    """The plan the sweep's callback already made (same process), else a new one."""
-    key = str(config.hydra.sweep.dir)
-    if key not in PLANNED:
-        PLANNED[key] = plan(config)
-    return PLANNED[key]
+def planned(config, keep: bool = True) -> Plan:
+    """The plan of this sweep made earlier in this process (by the sweep's callback), else a new
+    one; `keep`: left for the next call (the callback), or taken (the sweeper)."""
+    from pathlib import Path
+
+    key = str(Path(str(config.hydra.sweep.dir)).absolute())
+    made = PLANNED.pop(key, None) or plan(config)
+    if keep:
+        PLANNED[key] = made
+    return made
 
 
 def plan(config) -> Plan:

@@ -45,7 +45,7 @@ class RacingSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> Any:
         from ragexp.racing.plan import planned
 
-        race = Race(planned(self.config), self.config, self.launcher, self.hydra_context.config_loader)
+        race = Race(planned(self.config, keep=False), self.config, self.launcher, self.hydra_context.config_loader)
         return race.run()
 
 
