@@ -100,3 +100,15 @@ def test_installed_wheel_runs_an_experiment_from_a_user_config_folder(installed,
     sources = config_sources(jobs[0])
     assert sources["command-line"] == str(tmp_path / "my_configs")
     assert sources["main"].endswith("site-packages/ragexp/conf") and not Path(sources["main"]).is_relative_to(ROOT)
+
+
+@pytest.mark.process
+def test_installed_wheel_races_a_grid(installed, tmp_path):
+    """hydra/sweeper=racing from the wheel: Hydra finds the sweeper in the installed hydra_plugins."""
+    proc = run(installed, "-m", "ragexp", "-m", "hydra/sweeper=racing", "retriever=bm25", "retriever.top_k=1,10",
+               *SMOKE[1:], "dataset.limit=12", "hydra.sweeper.min_questions=6", "hydra.sweeper.rounds=[0.5,1.0]",
+               cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [race] = tmp_path.glob("multirun/*/*/racing.json")
+    state = json.loads(race.read_text())
+    assert state["finished"] and [r["questions"] for r in state["rounds"]] == [6, 12]
