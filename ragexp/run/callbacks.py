@@ -147,6 +147,8 @@ class SweepTracking(Callback):
             self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
             if race is None:
                 self.leaderboard(sweep_dir)
+            if self.tracker.ui_link():
+                print(self.tracker.ui_link())
         if race is not None:
             self.race_report(sweep_dir)
         if failures:
