@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.store.cache import StageCache, key_of
+from ragexp.store.cache import StageCache, key_of, stage_code_hash
 from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
@@ -33,6 +33,7 @@ from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResul
 if TYPE_CHECKING:
     from ragexp.components.chunkers import Chunker
     from ragexp.datasets import Loader
+    from ragexp.datasets.subset import QuestionSample
     from ragexp.metrics.gate import Gate
     from ragexp.components.retrievers import Retriever
     from ragexp.store.tracing import TraceRecorder
@@ -109,7 +110,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         c = components(cfg)
     try:
         c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
-        dataset = load(c.loader)
+        dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:
@@ -124,7 +125,12 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
         hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
         retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
-        ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
+        # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
+        # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
+        search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
+        question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth)
+        ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
+                            question_key)
         if work.traces is not None:
             cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
             work.traces.batch("retrieve", "RETRIEVER", retrieval_started, time.time_ns(), {
@@ -217,18 +223,34 @@ class Work:
         """A traced span of question `qid` around a block (a no-op when tracing is off)."""
         return self.traces.span(qid, name, span_type, inputs) if self.traces is not None else nullcontext()
 
-    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int):
+    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int,
+                          question_key: Callable[[str], str] | None = None):
         """Indexes the chunks (timed as `indexing`; its embedded texts counted as
         `index_embedded_texts`), then ranks `depth` chunks per query. Called only when the
-        run's hits are not in the stage cache."""
-        before = self.embeddings.stats["embedded_texts"]
-        self.stage("indexing", None, retriever.index, chunks)
-        self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
-        return retriever.search(queries, depth)
+        run's hits are not in the stage cache. With `question_key(query)`, each query's ranking
+        is looked up and stored on its own (stage `question_hits`): only the queries not stored are
+        searched, and nothing is indexed when every one is."""
+        keys = [key_of(question_key(q), stage_code_hash(Work.index_then_search)) for q in queries] if question_key else []
+        found = {i: hits for i, key in enumerate(keys) if (hits := self.cache.get("question_hits", key)) is not None}
+        missing = [i for i in range(len(queries)) if i not in found]
+        self.cache.stats["question_hits_cached"] += len(found) if keys else 0
+        self.cache.stats["question_hits_computed"] += len(missing) if keys else 0
+        if missing:
+            before = self.embeddings.stats["embedded_texts"]
+            self.stage("indexing", None, retriever.index, chunks)
+            self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
+            for i, hits in zip(missing, retriever.search([queries[i] for i in missing], depth)):
+                found[i] = hits
+                if keys:
+                    self.cache.put("question_hits", keys[i], hits)
+        return [found[i] for i in range(len(queries))]
 
 
-def load(loader) -> Dataset:
+def load(loader, sample: QuestionSample | None = None) -> Dataset:
+    """The loader's dataset, on the `question_sample` of its questions when one is set."""
     dataset = loader.load()
+    if sample is not None:
+        dataset = sample.apply(dataset)
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     return dataset
