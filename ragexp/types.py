@@ -78,8 +78,10 @@ class Judgement:
 
     judge: str
     scores: dict[str, float]  # metric name -> score, e.g. {"faithfulness": 9.0, ...}
-    # how much of the answer is invented: True/False for judges that decide per answer, the share
-    # of unsupported claims for the triad; the mean over repeats when the judge ran several times
+    # whether the answer states something the context does not support, for every judge (the run's
+    # hallucination_rate is the share of questions where it is true); when the judge ran several
+    # times, the share of repeats that found one. A share of unsupported claims is a score of its
+    # own (`claim_hallucination_rate`), never this field.
     hallucination: bool | float
     reasoning: str
     details: dict[str, Any] = field(default_factory=dict)  # the judge's evidence for the table (claims, verdicts, ...)

@@ -24,6 +24,11 @@ class Judge:
     - `needs_reference`: its metrics that compare the answer with a reference answer. A question
       without one (and not marked unanswerable) keeps only the others: the pipeline drops these
       from its judgement (`reference_free`), and their means are over the questions that have one.
+    - `verdict_settings`: a yes/no verdict the judge makes by comparing one of its scores with one of
+      its settings, verdict -> (score, setting): e.g. {"hallucination": ("claim_hallucination_rate",
+      "hallucination_share")} says hallucination is true when claim_hallucination_rate is above
+      `judge.hallucination_share`. `python -m ragexp.calibrate --outputs` fits that setting on
+      labelled outputs and prints it as an override; a verdict not listed has no such setting.
     """
 
     name: str
@@ -31,6 +36,7 @@ class Judge:
     scales: dict[str, tuple[float, float]] = {}
     scorecard: dict[str, str] = {}
     needs_reference: tuple[str, ...] = ()
+    verdict_settings: dict[str, tuple[str, str]] = {}
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise NotImplementedError

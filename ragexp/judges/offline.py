@@ -141,6 +141,8 @@ class OfflineJudge(Judge):
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
     needs_reference = ("answer_similarity",)
+    # its hallucination verdict is claim_hallucination_rate > hallucination_share: calibrate --outputs fits the share
+    verdict_settings = {"hallucination": ("claim_hallucination_rate", "hallucination_share")}
 
     def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
                  name: str | None = None, answered_unanswerable_hallucinates: bool = True,

@@ -53,6 +53,13 @@ def sweep_info() -> dict:
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
 
 
+def job_tags(sweep: dict) -> dict[str, str]:
+    """The tags a sweeper left for this job in sweep.json (a racing sweep: its round and question count)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return dict((sweep.get("job_tags") or {}).get(str(HydraConfig.get().job.num), {})) if sweep else {}
+
+
 def execute(cfg: DictConfig) -> float | None:
     """Runs one job; returns the configured objective (for sweepers that optimise it). A job of a
     multirun never exits: a failure is recorded (`record_failed_job`) and the sweep goes on."""
@@ -82,7 +89,7 @@ def execute(cfg: DictConfig) -> float | None:
             return None
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         failure = run_failure(result, max_share)
-        results_file = write_results(result, output_dir, started, failure)
+        results_file = write_results(result, output_dir, started, failure, job_tags(sweep))
         # the logged config re-runs this job as it is: its name included
         write_config(output_dir, {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
         print(summary(result))
@@ -193,7 +200,7 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
             except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
                 config = OmegaConf.to_container(cfg, resolve=False)
             tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,  # type: ignore[dict-item]
-                               files=run_files(output_dir), started=started)
+                               files=run_files(output_dir), started=started, tags=job_tags(sweep))
         except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on
             log.warning("job %s: its failure could not be logged to the tracker (%s)", name, scrub_url(str(err)))
     return math.nan

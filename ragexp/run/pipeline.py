@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.store.cache import StageCache, key_of
+from ragexp.store.cache import StageCache, key_of, stage_code_hash
 from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
@@ -26,7 +26,7 @@ from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
-from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
+from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, by_construction, run_aggregates
 from ragexp.metrics.targets import assess
 from ragexp.run.rerank import STAGE as RERANK_STAGE, rerank_results
 from ragexp.store.tracing import documents, ended
@@ -35,6 +35,7 @@ from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResul
 if TYPE_CHECKING:
     from ragexp.components.chunkers import Chunker
     from ragexp.datasets import Loader
+    from ragexp.datasets.subset import QuestionSample
     from ragexp.metrics.gate import Gate
     from ragexp.components.retrievers import Retriever
     from ragexp.store.tracing import TraceRecorder
@@ -117,7 +118,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         c = components(cfg)
     try:
         c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
-        dataset = load(c.loader)
+        dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:
@@ -135,7 +136,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
-        verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
+        constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)
@@ -149,7 +151,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             counters={**work.cache.stats, **work.embeddings.stats, **c.system.counters()},
             timings=work.seconds,
             scales={k: s for k, s in c.scales.items() if k in aggregates},
-            statuses=assess(aggregates, c.scales),
+            statuses=assess(aggregates, c.scales, constructed),
             gate=verdict,
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
@@ -174,7 +176,12 @@ def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Datase
     depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
     hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
     retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
-    ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
+    # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
+    # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
+    search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
+    question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth)
+    ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
+                        question_key)
     if work.traces is not None:
         cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
         work.traces.batch("retrieve", "RETRIEVER", retrieval_started, time.time_ns(), {
@@ -229,12 +236,9 @@ def system_answer(work: Work, system: System, question: Question) -> QuestionRes
                 key = key_of("answer", system_settings, *system.asked(question))
                 output = work.cached("answer", key, system.respond, question, span=span)
             result = QuestionResult(question, output.hits, answer=output.answer)
-        except RagexpError:
-            raise
         except QuestionFailed as err:  # its message names the stage ("system: ...") or says "budget: ..."
             result = QuestionResult(question, failure=str(err))
-        except Exception as err:
-            result = QuestionResult(question, failure=f"system failed: {type(err).__name__}: {err}")
+        # anything else is a bug (or a setting to fix: RagexpError): it ends the run, as in answer_question
         return ended(span, result, result.answer.text if result.answer else None)
 
 
@@ -282,18 +286,34 @@ class Work:
         """A traced span of question `qid` around a block (a no-op when tracing is off)."""
         return self.traces.span(qid, name, span_type, inputs) if self.traces is not None else nullcontext()
 
-    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int):
+    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int,
+                          question_key: Callable[[str], str] | None = None):
         """Indexes the chunks (timed as `indexing`; its embedded texts counted as
         `index_embedded_texts`), then ranks `depth` chunks per query. Called only when the
-        run's hits are not in the stage cache."""
-        before = self.embeddings.stats["embedded_texts"]
-        self.stage("indexing", None, retriever.index, chunks)
-        self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
-        return retriever.search(queries, depth)
+        run's hits are not in the stage cache. With `question_key(query)`, each query's ranking
+        is looked up and stored on its own (stage `question_hits`): only the queries not stored are
+        searched, and nothing is indexed when every one is."""
+        keys = [key_of(question_key(q), stage_code_hash(Work.index_then_search)) for q in queries] if question_key else []
+        found = {i: hits for i, key in enumerate(keys) if (hits := self.cache.get("question_hits", key)) is not None}
+        missing = [i for i in range(len(queries)) if i not in found]
+        self.cache.stats["question_hits_cached"] += len(found) if keys else 0
+        self.cache.stats["question_hits_computed"] += len(missing) if keys else 0
+        if missing:
+            before = self.embeddings.stats["embedded_texts"]
+            self.stage("indexing", None, retriever.index, chunks)
+            self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
+            for i, hits in zip(missing, retriever.search([queries[i] for i in missing], depth)):
+                found[i] = hits
+                if keys:
+                    self.cache.put("question_hits", keys[i], hits)
+        return [found[i] for i in range(len(queries))]
 
 
-def load(loader) -> Dataset:
+def load(loader, sample: QuestionSample | None = None) -> Dataset:
+    """The loader's dataset, on the `question_sample` of its questions when one is set."""
     dataset = loader.load()
+    if sample is not None:
+        dataset = sample.apply(dataset)
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     return dataset
@@ -343,7 +363,9 @@ def context(hits) -> list[tuple[str, str]]:
 
 def answer_question(work: Work, generator, generator_settings: dict, result: QuestionResult) -> QuestionResult:
     """One question to its answer, cached under the generator's settings and the content it reads;
-    or failed with the reason (one bad question never fails the run; a failure is never cached)."""
+    or failed with the reason when the generator raised a `QuestionFailed` (an endpoint error, an
+    empty reply, the budget: one bad question never fails the run; a failure is never cached). Any
+    other exception is a bug in a component and ends the run (exit status 1, with its traceback)."""
     question, hits = result.question, result.hits
     if result.failure:  # failed before generation (reranking)
         return result
@@ -351,18 +373,17 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
             result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span))
-        except RagexpError:
-            raise
         except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
             result = replace(result, failure=str(err))
-        except Exception as err:
-            result = replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+        # anything else is a bug (or a setting to fix: RagexpError): it ends the run, traceback and all
         return ended(span, result, result.answer.text if result.answer else None)
 
 
 def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
-    """An answered question judged (cached like its answer), or failed with the reason; a question
-    without a reference keeps only the judge's metrics that need none (`reference_free`)."""
+    """An answered question judged (cached like its answer), or failed with the reason of a
+    `QuestionFailed` (an endpoint error, an unreadable reply, a missing field); any other exception
+    is a bug and ends the run, as in `answer_question`. A question without a reference keeps only
+    the judge's metrics that need none (`reference_free`)."""
     if result.answer is None:  # failed before judging
         return result
     question, hits, answer = result.question, result.hits, result.answer
@@ -374,11 +395,7 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
             if question.answerable and not question.answers:  # nothing to compare the answer with
                 judgement = reference_free(judgement, judge)
             result = replace(result, judgement=judgement)
-        except RagexpError:
-            raise
-        except QuestionFailed as err:
+        except QuestionFailed as err:  # an expected failure (endpoint, unreadable reply, budget); others end the run
             result = replace(result, failure=str(err))
-        except Exception as err:
-            result = replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
         j = result.judgement
         return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)

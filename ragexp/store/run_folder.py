@@ -24,12 +24,13 @@ def aggregates_json(result: RunResult) -> dict:
 TABLE, RUN_META = "questions.json", "run.json"
 
 
-def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None) -> Path:
+def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
+                  tags: dict[str, str] | None = None) -> Path:
     """results.json, and beside it aggregates.json, the audit trail (`write_audit`), the
     per-question table (`questions.json`, as MLflow stores a table) and `run.json` (what a tracker
     logs besides: tags, work and time counts; `started`: when the job began, time.time();
-    `failure`: why the run failed as a whole). Everything a tracker logs is then in the folder, so it
-    can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
+    `failure`: why the run failed as a whole; `tags`: the sweep's own tags for the job). Everything a
+    tracker logs is then in the folder, so it can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
     import time
 
     from ragexp import __version__
@@ -54,7 +55,8 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
             "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
             "gate": result.gate.name if result.gate is not None else None,
             "work": result.counters, "timings_s": result.timings, "failure": failure,
-            "started": started, "job_time_s": round(time.time() - started, 2) if started else None}
+            "started": started, "job_time_s": round(time.time() - started, 2) if started else None,
+            **({"tags": tags} if tags else {})}
     (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
     return path
 
