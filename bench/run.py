@@ -23,6 +23,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   cross-encoders) and the LLM reranker's requests, tokens and cost per question (test server);
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
   SQLite store) without and with tracing=on (goal: at most 10% slower);
+- own_system (bench/own_system.py): recorded outputs judged offline, rows/s; system=http against a
+  0 ms local service and system=python, ms per question of the answering stage;
 - ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
@@ -285,6 +287,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
     "judge_agreement": lambda work_dir, args: __import__("judge_agreement").measure(work_dir, args),
     "rerankers": lambda work_dir, args: __import__("rerankers").measure(work_dir, args),
+    "own_system": lambda work_dir, args: __import__("own_system").measure(work_dir, args),
     "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
     "racing": lambda work_dir, args: racing_figures(work_dir, args),
 }

@@ -55,6 +55,13 @@ def guarded(app, config: str = "config") -> None:
 
 
 def main() -> None:
+    from ragexp.components.systems import refused_override
+    from ragexp.errors import BAD_INPUT
+
+    refused = refused_override(sys.argv[1:])
+    if refused:  # Hydra would say "No match in the defaults list" and suggest +chunker=..., which is wrong
+        print(f"ragexp: error: {refused}", file=sys.stderr)
+        sys.exit(BAD_INPUT)
     guarded(hydra_main)
 
 

@@ -134,20 +134,46 @@ def read_settings(lines: list[str]) -> list[Setting]:
 
 
 def read_defaults(config: str) -> list[tuple[str, str | None]]:
-    """The (group spelling, default option) pairs of a top-level config's defaults list; an
-    interpolated choice (monitor/tracker@tracker: ${tracker}) is an internal detail, left out."""
+    """The (group spelling, default option) pairs of a top-level config's defaults list, each
+    followed by the groups its default option composes at the top level (`system: pipeline` brings
+    `- /chunker: recursive`, ...: they exist only under that option); an interpolated choice
+    (monitor/tracker@tracker: ${tracker}) is an internal detail, left out."""
+    pairs: list[tuple[str, str | None]] = []
+    for spelling, default in defaults_in(CONF / f"{config}.yaml"):
+        pairs.append((spelling, default))
+        option = CONF / spelling.partition("@")[0] / f"{default}.yaml"
+        if option.is_file():
+            pairs += [(top_level(nested), choice) for nested, choice in defaults_in(option) if nested.startswith("/")]
+    return pairs
+
+
+def top_level(spelling: str) -> str:
+    """`/chunker@_global_.chunker` (a group composed at the top by an option) as `chunker`."""
+    name, _, package = spelling[1:].partition("@")
+    package = package.removeprefix("_global_.")
+    return name if package in ("", name) else f"{name}@{package}"
+
+
+def defaults_in(path: Path) -> list[tuple[str, str]]:
+    """The (group spelling, option) entries of a YAML file's defaults list (overrides left out)."""
     pairs = []
     inside = False
-    for line in (CONF / f"{config}.yaml").read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("defaults:"):
             inside = True
             continue
-        if inside and line and not line.startswith(" "):
+        if inside and line and not line.startswith((" ", "#")):
             break
         entry = re.match(r"\s*-\s*(?:optional\s+)?([\w/@.-]+)\s*:\s*\"?([^\s\"#]+)", line) if inside else None
         if entry and not entry[1].startswith("override") and "${" not in entry[2]:
             pairs.append((entry[1], entry[2]))
     return pairs
+
+
+def overridden(path: Path) -> set[str]:
+    """The groups an option's defaults list overrides (`- override /system@_global_.system: x`)."""
+    text = path.read_text(encoding="utf-8")
+    return {m.partition("@")[0] for m in re.findall(r"^\s*-\s*override\s+/([\w/@.-]+)\s*:", text, re.M)}
 
 
 def group_folders() -> list[str]:
@@ -163,9 +189,14 @@ def groups_of(config: str) -> list[Group]:
     """The groups a command uses: its defaults list, then (for `python -m ragexp`) the groups no
     command chooses by default, added with `+group=option` (experiment, search, cluster)."""
     groups = []
-    for spelling, default in read_defaults(config):
+    defaults = read_defaults(config)
+    composed = {spelling.partition("@")[0] for spelling, _ in defaults}
+    for spelling, default in defaults:
         folder, _, package = spelling.partition("@")
-        groups.append(Group(name=spelling, folder=folder, default=default, options=options_of(folder)))
+        # an option that overrides a group this command does not have cannot be used with it
+        # (dataset=outputs chooses system=recorded: not an option of python -m ragexp.synth)
+        usable = [o for o in options_of(folder) if overridden(o.path) <= composed]
+        groups.append(Group(name=spelling, folder=folder, default=default, options=usable))
     if config == "config":
         chosen = {spelling.partition("@")[0] for c in COMMANDS for spelling, _ in read_defaults(c)}
         namespaced = {c + "/" for c in COMMANDS}

@@ -22,6 +22,7 @@ class Question:
     kind: str = ""
     answerable: bool = True  # False: the corpus holds no answer; abstaining is correct (`answers` is empty)
     source: str = ""  # where the question comes from: "golden", "synthetic" (ragexp.synth), "" = not said
+    attributes: dict[str, str] = field(default_factory=dict)  # other columns of its row (slices: `slices=[channel]`)
 
     @property
     def expected(self) -> str:
@@ -36,6 +37,7 @@ class Dataset:
     skipped_documents: tuple[str, ...] = ()  # ids of empty documents left out of the corpus
     skipped_rows: tuple[str, ...] = ()  # "file:line: reason" of malformed rows left out (on_error=skip)
     notes: tuple[str, ...] = ()  # other facts about the data the loader reports with the run
+    outputs: dict[str, Output] = field(default_factory=dict)  # qid -> what a system recorded (dataset=outputs)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,15 @@ class Hit:
 class Answer:
     text: str
     latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the system under test produced for one question: its answer (None: it gave none, a
+    retrieval-only row) and the contexts it used, best first, as Hits (doc ids when it gave them)."""
+
+    answer: Answer | None
+    hits: tuple[Hit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,14 @@ class QuestionResult:
     rerank_s: float | None = None  # with a reranker: seconds this question's reranking took (0 when cached)
 
     @property
+    def status(self) -> str:
+        """`judged`; `failed` (with its reason); or `retrieved`: no answer to judge (a retrieval-only
+        question: its retrieval metrics are its result), which is not a failure."""
+        return "judged" if self.judgement is not None else "failed" if self.failure or self.answer is not None else "retrieved"
+
+    @property
     def failed(self) -> bool:
-        return self.judgement is None
+        return self.status == "failed"
 
 
 @dataclass(frozen=True)
@@ -166,6 +183,18 @@ def answer_from_dict(data: dict) -> Answer:
     return Answer(str(data["text"]), float(data["latency_s"]))
 
 
+def output_to_dict(output: Output) -> dict:
+    return {"answer": answer_to_dict(output.answer) if output.answer is not None else None,
+            "hits": [hit_to_dict(h) for h in output.hits]}
+
+
+def output_from_dict(data: dict) -> Output:
+    if not isinstance(data["hits"], list):
+        raise ValueError("hits must be a list")
+    return Output(answer_from_dict(data["answer"]) if data["answer"] is not None else None,
+                  tuple(hit_from_dict(h) for h in data["hits"]))
+
+
 def judgement_to_dict(judgement: Judgement) -> dict:
     return {"judge": judgement.judge, "scores": dict(judgement.scores), "hallucination": judgement.hallucination,
             "reasoning": judgement.reasoning, "details": judgement.details,
@@ -184,4 +213,5 @@ def judgement_from_dict(data: dict) -> Judgement:
 
 # record type -> (its name in a cache file, to dict, from dict)
 CODECS: dict[type, tuple[str, Callable[[Any], dict], Callable[[dict], Any]]] = {Chunk: ("Chunk", chunk_to_dict, chunk_from_dict), Hit: ("Hit", hit_to_dict, hit_from_dict),
-          Answer: ("Answer", answer_to_dict, answer_from_dict), Judgement: ("Judgement", judgement_to_dict, judgement_from_dict)}
+          Answer: ("Answer", answer_to_dict, answer_from_dict), Judgement: ("Judgement", judgement_to_dict, judgement_from_dict),
+          Output: ("Output", output_to_dict, output_from_dict)}

@@ -45,7 +45,9 @@ def validate(cfg) -> None:
 
 def problems(cfg) -> list[str]:
     """One line per problem, `full.key: what is wrong`, in config order; [] when valid."""
-    errors: list[str] = []
+    from ragexp.components.systems import corpus_side_problems
+
+    errors: list[str] = corpus_side_problems(cfg)
     walk(cfg, "", errors)
     return list(dict.fromkeys(errors))
 

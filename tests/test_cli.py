@@ -1,6 +1,7 @@
 """The real CLI, as a user runs it: a run and a sweep read back from a real MLflow sqlite store,
 and the messages a user gets for bad input."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,9 +108,12 @@ def test_questions_without_answer_or_golden_docs_are_reported_not_fatal(tmp_path
     assert "1 empty documents skipped: empty" in proc.stdout
     assert "1 questions with no expected answer: noanswer" in proc.stdout
     assert "1 questions with no golden documents: nogold" in proc.stdout
-    assert "failed (1): no expected answer in the dataset" in proc.stdout
+    # judged without the metrics that need a reference, which are over the 2 questions that have one
+    assert "failed (" not in proc.stdout
+    assert re.search(r"avg_answer_similarity +[\d.]+ +\w* +over 2 of 3 questions", proc.stdout), proc.stdout
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
-    assert results["total_questions"] == 3 and results["failed_questions"] == 1
+    assert results["total_questions"] == 3 and results["failed_questions"] == 0
+    assert results["n_answer_similarity"] == 2 and "n_faithfulness" not in results
 
 
 def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):

@@ -71,7 +71,7 @@ def test_retrieval_metrics_per_question_and_their_means(folder, tmp_path):
     assert "  mrr " in summary(result) and "gate" not in summary(result)
 
 
-def test_a_beir_set_without_answers_is_scored_on_retrieval_only(tmp_path):
+def test_a_beir_set_without_answers_is_judged_reference_free_and_nothing_fails(tmp_path):
     (tmp_path / "qrels").mkdir()
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in DOCS.items()))
     (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "Which port does Quarry listen on?"}) + "\n")
@@ -79,6 +79,10 @@ def test_a_beir_set_without_answers_is_scored_on_retrieval_only(tmp_path):
     result = run(compose("dataset=beir", f"dataset.path={tmp_path}", "retriever=bm25", "tracker=none", *HASH,
                          f"cache.dir={tmp_path / 'cache'}"), "beir")
     [q1] = result.questions
-    assert q1.failure == "no expected answer in the dataset" and q1.generation == {}
-    assert result.aggregates["failed_questions"] == 1 and "avg_faithfulness" not in result.aggregates
+    # no reference: judged on what needs none (faithfulness, context relevance), never failed
+    assert q1.status == "judged" and not q1.failure
+    assert "answer_similarity" not in q1.judgement.scores and "faithfulness" in q1.judgement.scores
+    assert "correctness" not in q1.generation
+    assert result.aggregates["failed_questions"] == 0 and "avg_faithfulness" in result.aggregates
+    assert "avg_answer_similarity" not in result.aggregates and "overall_score" not in result.aggregates
     assert result.aggregates["hit_rate_at_5"] == q1.retrieval["hit_rate@5"] and "ndcg_at_10" in result.aggregates

@@ -148,7 +148,10 @@ def read_qrels(path: str, rows: Rows) -> dict[str, dict[str, int]]:
 
 
 class Loader:
-    """Base of the dataset options: subclasses implement `read(rows) -> Dataset`."""
+    """Base of the dataset options: subclasses implement `read(rows) -> Dataset`. A loader of
+    recorded outputs (`needs_corpus = False`) gives questions and answers without documents."""
+
+    needs_corpus = True
 
     def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "dataset",
                  on_error: OnError = "stop", qrels: str | None = None):
@@ -165,7 +168,7 @@ class Loader:
     def load(self) -> Dataset:
         rows = Rows(self.on_error)
         dataset = self.read(rows)
-        if not dataset.documents:
+        if not dataset.documents and self.needs_corpus:
             raise RagexpError(f"dataset.path: no documents in {Path(self.path).resolve() if self.path else dataset.name}"
                               + (f" ({len(dataset.skipped_documents)} empty)" if dataset.skipped_documents else "")
                               + (f" ({len(rows.skipped)} malformed rows skipped)" if rows.skipped else "")

@@ -21,6 +21,9 @@ class Judge:
       Each is mapped onto 0-1 through its scale; a part the judge does not give leaves the
       question without a generation_score. A judge that asks an LLM for 1-5 ratings maps them to
       0-1 as (score - 1) / 4; the offline judge gives estimates (`conciseness_offline`, ...);
+    - `needs_reference`: its metrics that compare the answer with a reference answer. A question
+      without one (and not marked unanswerable) keeps only the others: the pipeline drops these
+      from its judgement (`reference_free`), and their means are over the questions that have one.
     - `verdict_settings`: a yes/no verdict the judge makes by comparing one of its scores with one of
       its settings, verdict -> (score, setting): e.g. {"hallucination": ("claim_hallucination_rate",
       "hallucination_share")} says hallucination is true when claim_hallucination_rate is above
@@ -32,7 +35,20 @@ class Judge:
     metrics: tuple[str, ...] = ()
     scales: dict[str, tuple[float, float]] = {}
     scorecard: dict[str, str] = {}
+    needs_reference: tuple[str, ...] = ()
     verdict_settings: dict[str, tuple[str, str]] = {}
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise NotImplementedError
+
+
+def reference_free(judgement: Judgement, judge: Judge) -> Judgement:
+    """The judgement without the judge's metrics that need a reference answer (for a question that
+    has none), in its repeats too."""
+    from dataclasses import replace
+
+    dropped = set(judge.needs_reference)
+    if not dropped & set(judgement.scores):
+        return judgement
+    return replace(judgement, scores={m: v for m, v in judgement.scores.items() if m not in dropped},
+                   repeats=tuple(reference_free(r, judge) for r in judgement.repeats))

@@ -18,6 +18,9 @@ UNANSWERABLE = ("UNANSWERABLE: the corpus holds no answer to this question; abst
                 "is the correct answer")
 
 
+NO_REFERENCE = "(no reference answer given: score answer_similarity 1; it is not used)"
+
+
 def expected_text(question: Question) -> str:
     """What the judge is told to expect: the expected answer, the alternatives (any of them is
     right), or that the question is unanswerable."""
@@ -25,7 +28,7 @@ def expected_text(question: Question) -> str:
         return UNANSWERABLE
     if len(question.answers) > 1:
         return "any of:\n" + "\n".join(f"- {a}" for a in question.answers)
-    return question.expected
+    return question.expected or NO_REFERENCE
 
 
 class LLMJudge(LLMJudgeBase):
@@ -37,6 +40,7 @@ class LLMJudge(LLMJudgeBase):
     metrics = ("context_relevance", "answer_similarity", "faithfulness")
     scales = {metric: (1.0, 10.0) for metric in metrics}
     scorecard = {"faithfulness": "faithfulness"}
+    needs_reference = ("answer_similarity",)
     fields = ("question", "context", "expected", "generated")
     kind = "llm"
 

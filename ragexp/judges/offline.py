@@ -140,6 +140,7 @@ class OfflineJudge(Judge):
     scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
+    needs_reference = ("answer_similarity",)
     # its hallucination verdict is claim_hallucination_rate > hallucination_share: calibrate --outputs fits the share
     verdict_settings = {"hallucination": ("claim_hallucination_rate", "hallucination_share")}
 

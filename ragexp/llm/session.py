@@ -63,15 +63,15 @@ class LLMSession:
 
     def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]],
                  role_hits: dict[str, Sequence[Sequence[Hit]]] | None = None) -> Estimate:
-        """What a run would send: each component's requests for each question that has an expected
-        answer (the others fail before any request), the expected answer standing in for the
-        generated one. A role of `role_hits` (the reranker) is given those hits instead of `hits`."""
+        """What a run would send: each component's requests for each question, the expected answer
+        (empty for a question without one) standing in for the generated one. A role of `role_hits`
+        (the reranker) is given those hits instead of `hits`."""
         roles = []
         for role, component in self.components.items():
-            todo = [(q, tuple(h)) for q, h in zip(questions, (role_hits or {}).get(role, hits)) if q.answers]
+            todo = [(q, tuple(h)) for q, h in zip(questions, (role_hits or {}).get(role, hits))]
             roles.append(RoleEstimate.of(role, component.endpoint, self.prices,
                                          [r for q, h in todo for r in component.planned_requests(q, h, Answer(q.expected))]))
-        return Estimate(name, sum(1 for q in questions if q.answers), tuple(roles), self.usage.budget_usd)
+        return Estimate(name, len(questions), tuple(roles), self.usage.budget_usd)
 
     def close(self) -> None:
         if self._cache is not None:

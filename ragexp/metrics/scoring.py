@@ -72,7 +72,7 @@ class Aggregate:
         if self.rows == "all":
             return True
         if self.rows == "failed":
-            return row.get("status") != "judged"
+            return row.get("status") == "failed"
         if self.rows == "unvalued":
             return all(row.get(c) is None for c in self.inputs)
         judged = self.rows != "judged" or row.get("status") == "judged"
@@ -141,7 +141,7 @@ def score_row(result: QuestionResult, judgement: Judgement | None = None) -> dic
     the columns that slice the questions (`kind`, `source`)."""
     j = judgement or result.judgement
     judged = {**j.scores, "hallucination": j.hallucination} if j is not None else {}
-    return {"status": "failed" if result.failed else "judged", "kind": result.question.kind,
+    return {**result.question.attributes, "status": result.status, "kind": result.question.kind,
             "source": result.question.source, **judged, **result.generation,
             **{metric_key(name): value for name, value in result.retrieval.items()}}
 
@@ -159,7 +159,7 @@ def slice_spec(spec: Sequence[Aggregate], results: Sequence[QuestionResult],
             continue  # one value: the slice is the whole run
         for value in values:
             sliced += [replace(a, name=slice_key(a.name, column, value), where=(column, value))
-                       for a in spec if a.kind in ("mean", "overall", "count") and not a.where]
+                       for a in spec if a.kind in ("mean", "overall", "count") and not a.where and not a.name.startswith("n_")]
     return tuple(sliced)
 
 
@@ -192,7 +192,28 @@ def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tup
     retrieval = dict.fromkeys(n for r in results for n in r.retrieval)
     spec += [Aggregate(aggregate_key(n, retrieval=True), (metric_key(n),), "mean", "valued") for n in retrieval]
     spec.append(Aggregate("retrieval_excluded_questions", tuple(metric_key(n) for n in retrieval), "count", "unvalued"))
-    return tuple(spec)
+    return tuple(spec) + subset_counts(spec, results)
+
+
+def count_name(aggregate: str) -> str:
+    """The key of the number of questions an aggregate was computed over: `n_answer_similarity`
+    (of avg_answer_similarity), `n_ndcg_at_10`, `n_overall_score`."""
+    return "n_" + aggregate.removeprefix("avg_")
+
+
+def subset_counts(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> tuple[Aggregate, ...]:
+    """`n_<metric>`: over how many questions each mean (and overall_score) was computed, for those
+    computed over fewer than the questions that did not fail (a metric that needs a reference, over
+    the questions that have one; retrieval metrics over the questions with golden documents)."""
+    rows = [score_row(r) for r in results]
+    not_failed = sum(row["status"] != "failed" for row in rows)
+    counts = []
+    for a in spec:
+        if a.kind in ("mean", "overall") and not a.where:
+            count = replace(a, name=count_name(a.name), kind="count", weights=(), penalty=False, repeats=1)
+            if count.value(rows) != not_failed:
+                counts.append(count)
+    return tuple(counts)
 
 
 def compute(spec: Sequence[Aggregate], results: Sequence[QuestionResult]) -> dict[str, float]:

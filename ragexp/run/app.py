@@ -34,8 +34,10 @@ def run_name(cfg: DictConfig) -> str:
         values = dict(o.split("=", 1) for o in hydra.overrides.task if "=" in o)
         return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
-    chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
-    if choices.get("reranker") not in (None, "none"):
+    own = choices.get("system") in (None, "pipeline")  # else: recorded outputs, your function or service
+    chosen = [choices.get(g) for g in (("dataset", "chunker", "embedder", "retriever", "generator") if own
+                                       else ("dataset", "system"))]
+    if own and choices.get("reranker") not in (None, "none"):
         chosen.insert(4, choices.get("reranker"))  # after the retriever, when one reranks
     return "-".join(str(c) for c in chosen if c) or "run"
 
@@ -156,8 +158,9 @@ def max_failed_share(cfg: DictConfig) -> float:
 
 def run_failure(result, max_share: float) -> str | None:
     """Why the run failed as a whole, or None: every question failed and nothing was measured, or
-    of the questions that have an expected answer, all or more than `max_share` failed."""
-    judgeable = [r for r in result.questions if r.question.answers or not r.question.answerable]
+    of the questions with something to judge (all but retrieval-only ones), all or more than
+    `max_share` failed."""
+    judgeable = [r for r in result.questions if r.status != "retrieved"]
     failed = [r for r in judgeable if r.failed]
     aggregates = result.aggregates
     total = aggregates["total_questions"]

@@ -20,7 +20,7 @@ def data_notes(dataset: Dataset) -> list[str]:
         ("no expected answer", [q.qid for q in dataset.questions if not q.answers and q.answerable]),
         ("no golden documents", [q.qid for q in dataset.questions if not q.golden]),
     ):
-        if missing:
+        if missing and (what != "no golden documents" or len(missing) < len(dataset.questions) or dataset.documents):
             notes.append(f"{len(missing)} questions with {what}: {listed(missing)}")
     unanswerable = [q for q in dataset.questions if not q.answerable]
     if unanswerable:
@@ -28,7 +28,7 @@ def data_notes(dataset: Dataset) -> list[str]:
                      "(avg_abstention_recall, avg_answered_unanswerable)")
     corpus = {d.doc_id for d in dataset.documents}
     unknown = sorted({d for q in dataset.questions for d, g in q.golden.items() if g > 0 and d not in corpus})
-    if unknown:
+    if unknown and dataset.documents:  # recorded outputs have no corpus: their contexts carry the ids
         notes.append(f"{len(unknown)} golden document ids are not in the corpus: {listed(unknown)}")
     return [*notes, *dataset.notes]
 

@@ -1,5 +1,6 @@
-"""`run(cfg)`: the stages in order — load, chunk, index, retrieve, score retrieval, generate,
-judge, aggregate."""
+"""`run(cfg)`: the stages in order — load; the system under test answers (ragexp's own pipeline:
+chunk, index, retrieve, score retrieval, generate; or recorded outputs, a function, a service);
+judge; aggregate."""
 from __future__ import annotations
 
 import logging
@@ -17,7 +18,8 @@ from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.components.embedders import EmbeddingCache
 from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.judges.contract import Judge
+from ragexp.components.systems import PipelineSystem, System
+from ragexp.judges.contract import Judge, reference_free
 from ragexp.llm.estimate import Estimate
 from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
@@ -64,15 +66,17 @@ def settings(node: DictConfig) -> dict:
 
 @dataclass
 class Components:
-    """A run's components, each built from its config node (building is cheap)."""
+    """A run's components, each built from its config node (building is cheap). The chunker,
+    retriever and generator exist only when the system under test is ragexp's own pipeline."""
 
     weights: Weights
     gate: Gate
     metric_set: MetricSet
     rule: RelevanceRule
     loader: Loader
-    chunker: Chunker
-    retriever: Retriever
+    system: System
+    chunker: Chunker | None
+    retriever: Retriever | None
     reranker: Reranker
     generator: Any
     judge: Judge
@@ -85,10 +89,12 @@ def components(cfg: DictConfig) -> Components:
     weights = build(cfg.weights)
     gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
     metric_set.require(gate.retrieval_metrics())
-    loader, chunker, retriever = build(cfg.dataset), build(cfg.chunker), build(cfg.retriever)
-    reranker = build(cfg.reranker) if "reranker" in cfg else NoReranker()
+    system = build(cfg.system) if "system" in cfg else PipelineSystem()
+    loader, judge = build(cfg.dataset), build(cfg.judge)
+    chunker, retriever, generator = (build(cfg.chunker), build(cfg.retriever), build(cfg.generator)) if system.own \
+        else (None, None, None)
+    reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()
     reranker.check()
-    generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
     retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
@@ -98,13 +104,15 @@ def components(cfg: DictConfig) -> Components:
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    return Components(weights, gate, metric_set, rule, loader, chunker, retriever, reranker, generator, judge, llm,
-                      scales)
+    return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
+                      llm, scales)
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
-    """The stages in order. With `dry_run=true`, stops after retrieval and returns what the LLM
-    requests of the run would be and cost (an Estimate) instead of making them."""
+    """The stages in order: load; the system under test answers each question (ragexp's own pipeline,
+    or recorded outputs, your function or your service: see ragexp.components.systems); judge;
+    aggregate. With `dry_run=true`, stops before any LLM request and returns what the LLM requests of
+    the run would be and cost (an Estimate) instead of making them."""
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
@@ -116,39 +124,13 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         for note in notes:
             log.warning(note)
 
-        # each stage's output is cached under a key of what determines it (see ragexp.store.cache)
-        chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
-        chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
-        log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
-        queries = [q.text for q in dataset.questions]
-        # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
-        depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
-        hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
-        retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
-        # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
-        # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
-        search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
-        question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth)
-        ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
-                            question_key)
-        if work.traces is not None:
-            cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
-            work.traces.batch("retrieve", "RETRIEVER", retrieval_started, time.time_ns(), {
-                q.qid: ({"query": q.text}, documents(hits[: c.retriever.top_k]), {"ragexp.cache": cache})
-                for q, hits in zip(dataset.questions, ranked)})
+        if c.system.own:  # ragexp's own: chunk -> index -> retrieve -> rerank -> generate over the corpus
+            results = pipeline_answers(cfg, c, work, dataset, notes, name)
+        else:  # recorded outputs, your function or your service: (answer, contexts) per question
+            results = system_answers(c, work, dataset, notes, name)
+        if isinstance(results, Estimate):
+            return results
 
-        c.rule.prepare(chunks)
-        results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
-        if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
-            results = work.stage("reranking", None, rerank_results, work, c.reranker, settings(cfg.reranker), results,
-                                 partial(retrieval_scored, c))
-        notes += retrieval_notes(results, c.rule.name)
-        if c.llm.dry_run:
-            return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
-                                  {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
-
-        answer = partial(answer_question, work, c.generator, settings(cfg.generator))
-        results = work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
         judge = partial(judge_answer, work, c.judge, settings(cfg.judge))
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
@@ -166,7 +148,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             judge=c.judge.name,
             dataset_fingerprint=fingerprint(dataset),
             notes=tuple(notes),
-            counters={**work.cache.stats, **work.embeddings.stats},
+            counters={**work.cache.stats, **work.embeddings.stats, **c.system.counters()},
             timings=work.seconds,
             scales={k: s for k, s in c.scales.items() if k in aggregates},
             statuses=assess(aggregates, c.scales, constructed),
@@ -176,7 +158,88 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             traces=tuple(work.traces.records()) if work.traces is not None else (),
         )
     finally:
+        c.system.close()
         c.llm.close()
+
+
+def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Dataset, notes: list[str],
+                     name: str) -> list[QuestionResult] | Estimate:
+    """ragexp's own pipeline as the system under test: chunk, index, retrieve (and score the
+    retrieval), rerank (when a reranker is chosen: ragexp.run.rerank), generate; each stage's output cached under a key of what determines it (see
+    ragexp.store.cache). With `dry_run=true`, the Estimate of the run's LLM requests, after retrieval."""
+    assert c.chunker is not None and c.retriever is not None  # built for system=pipeline
+    chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
+    chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
+    log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
+    queries = [q.text for q in dataset.questions]
+    # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
+    depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
+    hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
+    retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
+    # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
+    # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
+    search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
+    question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth)
+    ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
+                        question_key)
+    if work.traces is not None:
+        cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
+        work.traces.batch("retrieve", "RETRIEVER", retrieval_started, time.time_ns(), {
+            q.qid: ({"query": q.text}, documents(hits[: c.retriever.top_k]), {"ragexp.cache": cache})
+            for q, hits in zip(dataset.questions, ranked)})
+
+    c.rule.prepare(chunks)
+    results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
+    if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
+        results = work.stage("reranking", None, rerank_results, work, c.reranker, settings(cfg.reranker), results,
+                             partial(retrieval_scored, c))
+    notes += retrieval_notes(results, c.rule.name)
+    if c.llm.dry_run:
+        return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
+                              {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
+
+    answer = partial(answer_question, work, c.generator, settings(cfg.generator))
+    return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
+
+
+def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str],
+                   name: str) -> list[QuestionResult] | Estimate:
+    """Another system under test: each question's answer and contexts from it (`concurrency(system)`
+    at once; cached under its settings when it has any), then the retrieval metrics of the contexts
+    it gave, when they carry document ids and the question has golden documents. With
+    `dry_run=true`, the Estimate of the judge's LLM requests."""
+    for note in c.system.start(dataset):
+        log.warning(note)
+        notes.append(note)
+    answer = partial(system_answer, work, c.system)
+    results = work.stage("answering", None, map_concurrently, answer, dataset.questions, concurrency(c.system),
+                         f"asking {c.system.name}")
+    c.rule.prepare([h.chunk for r in results for h in r.hits])
+    results = [replace(retrieval_scored(c, r.question, r.hits, len(r.hits)), answer=r.answer, failure=r.failure)
+               for r in results]
+    if any(r.question.golden for r in results):
+        notes += retrieval_notes(results, c.rule.name)
+    if c.llm.dry_run:
+        return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
+    return results
+
+
+def system_answer(work: Work, system: System, question: Question) -> QuestionResult:
+    """One question answered by the system under test (cached under its settings when it has any),
+    or failed with the reason (one bad question never fails the run; a failure is never cached)."""
+    system_settings = system.settings()
+    with work.span(question.qid, "system", "CHAIN", {"question": question.text}) as span:
+        try:
+            if system_settings is None:
+                output = system.respond(question)
+            else:
+                key = key_of("answer", system_settings, *system.asked(question))
+                output = work.cached("answer", key, system.respond, question, span=span)
+            result = QuestionResult(question, output.hits, answer=output.answer)
+        except QuestionFailed as err:  # its message names the stage ("system: ...") or says "budget: ..."
+            result = QuestionResult(question, failure=str(err))
+        # anything else is a bug (or a setting to fix: RagexpError): it ends the run, as in answer_question
+        return ended(span, result, result.answer.text if result.answer else None)
 
 
 class Work:
@@ -256,12 +319,15 @@ def load(loader, sample: QuestionSample | None = None) -> Dataset:
     return dataset
 
 
-def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit]) -> QuestionResult:
-    """A question with its hits (the generator's top_k), the retrieval metrics of its ranking
+def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit], top_k: int | None = None) -> QuestionResult:
+    """A question with its hits (the generator's `top_k`, default the retriever's), the retrieval metrics of its ranking
     (`depth` deep) and the context metrics of its top_k, or why it has none; the ranking and the
     judgements they used are kept for the run folder's TREC files."""
     graded = c.rule.grade(question, ranked)
-    hits = tuple(ranked[: c.retriever.top_k])
+    if top_k is None:  # ragexp's pipeline: the retriever's; another system gives its own (all its contexts)
+        assert c.retriever is not None
+        top_k = c.retriever.top_k
+    hits = tuple(ranked[:top_k])
     scores = c.metric_set.retrieval_scores(graded.ranking, c.rule.level) if graded.ranking else {}
     return QuestionResult(
         question, hits, retrieval={**scores, **graded.context_scores([c.rule.item(h) for h in hits], c.rule.level)},
@@ -303,8 +369,6 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     question, hits = result.question, result.hits
     if result.failure:  # failed before generation (reranking)
         return result
-    if not question.answers and question.answerable:
-        return replace(result, failure="no expected answer in the dataset")
     key = key_of("answer", generator_settings, question.text, context(hits))
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
@@ -318,7 +382,8 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
 def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
     """An answered question judged (cached like its answer), or failed with the reason of a
     `QuestionFailed` (an endpoint error, an unreadable reply, a missing field); any other exception
-    is a bug and ends the run, as in `answer_question`."""
+    is a bug and ends the run, as in `answer_question`. A question without a reference keeps only
+    the judge's metrics that need none (`reference_free`)."""
     if result.answer is None:  # failed before judging
         return result
     question, hits, answer = result.question, result.hits, result.answer
@@ -326,7 +391,10 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
     inputs = {"question": question.text, "answer": answer.text, "expected": list(question.answers)}
     with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
         try:
-            result = replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer, span=span))
+            judgement = work.cached("judgement", key, judge.judge, question, hits, answer, span=span)
+            if question.answerable and not question.answers:  # nothing to compare the answer with
+                judgement = reference_free(judgement, judge)
+            result = replace(result, judgement=judgement)
         except QuestionFailed as err:  # an expected failure (endpoint, unreadable reply, budget); others end the run
             result = replace(result, failure=str(err))
         j = result.judgement

@@ -2,6 +2,7 @@
 notes and the quality gate's verdict."""
 from __future__ import annotations
 
+from ragexp.metrics.scoring import count_name
 from ragexp.types import RunResult
 
 
@@ -13,10 +14,15 @@ def summary(result: RunResult) -> str:
 
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
     whole = {k: v for k, v in result.aggregates.items() if "/" not in k}
+    counts = {count_name(k) for k in whole} & set(whole)  # n_<metric>: the questions a metric was computed over
     width = max(len(k) for k in whole)
+    total = whole.get("total_questions")
     for key, value in whole.items():
+        if key in counts:  # shown beside its metric
+            continue
         shown = f"{value:d}" if isinstance(value, int) else f"{value:.4f}" if key.endswith("_usd") else f"{value:.3f}"
-        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}".rstrip())
+        over = f"over {whole[count_name(key)]} of {total} questions" if count_name(key) in counts else ""
+        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}  {over}".rstrip())
     failures: dict[str, int] = {}
     for r in result.questions:
         if r.failed:

@@ -77,7 +77,7 @@ def question_record(r) -> dict:
         "scored_items": list(r.ranking), "judged": r.judged,
         "context": [{"chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id, "text": h.chunk.text} for h in r.hits],
         "answer": r.answer.text if r.answer else None,
-        "status": "failed" if r.failed else "judged", "failure_reason": r.failure,
+        "status": r.status, "failure_reason": r.failure, **({"attributes": r.question.attributes} if r.question.attributes else {}),
         "judge_scores": j.scores if j else None, "hallucination": j.hallucination if j else None,
         "reasoning": j.reasoning if j else "", "judge_details": j.details if j else {},
         "answer_metrics": r.generation, "retrieval_metrics": r.retrieval, "retrieval_excluded": r.retrieval_excluded,
@@ -161,6 +161,7 @@ def question_table(result: RunResult) -> dict[str, list]:
     details = list(dict.fromkeys(k for r in result.questions if r.judgement for k in r.judgement.details))
     answer_metrics = list(dict.fromkeys(m for r in result.questions for m in r.generation))
     retrieval = list(dict.fromkeys(m for r in result.questions for m in r.retrieval))
+    attributes = list(dict.fromkeys(a for r in result.questions for a in r.question.attributes))
     for r in result.questions:
         j = r.judgement
         rows.append({
@@ -168,6 +169,7 @@ def question_table(result: RunResult) -> dict[str, list]:
             "question": r.question.text,
             "kind": r.question.kind,
             "source": r.question.source,
+            **{column: r.question.attributes.get(column) for column in attributes},
             "expected_answer": r.question.expected,
             "generated_answer": r.answer.text if r.answer else "",
             "golden_doc_ids": json.dumps(sorted(r.question.golden)),
@@ -181,7 +183,7 @@ def question_table(result: RunResult) -> dict[str, list]:
             **{metric: r.generation.get(metric) for metric in answer_metrics},
             **{metric_key(name): r.retrieval.get(name) for name in retrieval},
             "retrieval_excluded": r.retrieval_excluded,
-            "status": "failed" if r.failed else "judged",
+            "status": r.status,
             "failure_reason": r.failure,
         })
     return {column: [row[column] for row in rows] for column in rows[0]} if rows else {}

@@ -1,0 +1,165 @@
+"""`ragexp.evaluate(...)`: the command line in Python, for a notebook or a pytest suite.
+
+It composes the packaged config with Hydra's compose API (the same config, overrides and config
+check as `python -m ragexp`), calls the same `ragexp.run.pipeline.run`, writes the same run folder and,
+with `track`, logs it to the tracker as a job does. It re-implements no step."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from ragexp.errors import RagexpError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ragexp.types import RunResult
+
+DATA_FILE = "data.jsonl"  # rows given in memory, written into the run folder (so it is its own audit trail)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What `evaluate` returns: `aggregates` (the keys of results.json), `table` (the per-question
+    table as a pandas DataFrame), `passed` (the quality gate's verdict, and the run not failed as a
+    whole: see `failure`), `folder` (the run folder), `result` (the RunResult itself)."""
+
+    result: RunResult
+    folder: Path
+    failure: str | None = None  # why the run failed as a whole (too many failed questions), else None
+    run_id: str | None = None  # the tracker's run, with track=True
+
+    @property
+    def aggregates(self) -> dict[str, Any]:
+        [values] = json.loads((self.folder / "results.json").read_text()).values()
+        return values
+
+    @property
+    def table(self) -> pd.DataFrame:
+        import pandas as pd
+
+        from ragexp.store.run_folder import question_table
+
+        return pd.DataFrame(question_table(self.result))
+
+    @property
+    def passed(self) -> bool:
+        gate = self.result.gate
+        return self.failure is None and (gate is None or gate.passed)
+
+    def __repr__(self) -> str:
+        gate = self.result.gate
+        verdict = f"gate {gate.name!r} {'passed' if gate.passed else 'FAILED'}" if gate else "no gate"
+        return (f"Evaluation({self.result.name!r}, {self.aggregates.get('total_questions')} questions, "
+                f"{verdict}{', run failed' if self.failure else ''}, folder={str(self.folder)!r})")
+
+
+def rows_of(data: Any) -> list[dict] | None:
+    """`data` as rows (dicts), or None when it is a path. A pandas DataFrame gives its records."""
+    if data is None or isinstance(data, (str, Path)):
+        return None
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        from ragexp.datasets.outputs import plain
+
+        return [{str(k): plain(v) for k, v in row.items()} for row in data.to_dict(orient="records")]
+    if isinstance(data, Iterable) and not isinstance(data, Mapping):
+        rows = list(data)
+        bad = next((i for i, r in enumerate(rows, start=1) if not isinstance(r, Mapping)), None)
+        if bad is not None:
+            raise RagexpError(f"data: row {bad} is {type(rows[bad - 1]).__name__}, not a dict")
+        return [dict(r) for r in rows]
+    raise RagexpError(f"data: expected a path, a list of dicts or a pandas DataFrame, got {type(data).__name__}")
+
+
+def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str] = (), track: bool = False,
+             name: str | None = None, output_dir: str | Path | None = None, config_dir: str | Path | None = None) -> Evaluation:
+    """Evaluates as `python -m ragexp dataset=outputs dataset.path=DATA judge=JUDGE OVERRIDES...` would:
+
+    - `data`: recorded outputs (a .jsonl / .csv / .parquet path, a list of dicts, or a DataFrame;
+      columns as for dataset=outputs), or None for the dataset the overrides choose (with
+      `system=...` or ragexp's own pipeline);
+    - `judge`: a judge option (offline, llm, triad, ...); None = the config's;
+    - `overrides`: any command-line overrides, e.g. ["system=python", "system.function=m:f"];
+    - `track`: log the run to the configured tracker (MLflow) as a job does; False = tracker=none;
+    - `output_dir`: the run folder (default outputs/<date>/<time> under the working directory);
+    - `config_dir`: your own config folder, searched before the packaged one (as --config-dir).
+
+    Settings errors raise RagexpError (one line each, as the command line prints them)."""
+    from omegaconf import OmegaConf
+
+    from ragexp.run.app import max_failed_share, run_failure
+    from ragexp.components.systems import refused_override
+    from ragexp.llm.estimate import Estimate
+    from ragexp.run.pipeline import build, run
+    from ragexp.store.run_folder import write_results
+    from ragexp.store.trackers import write_config
+    from ragexp.validation import validate
+
+    started = time.time()
+    folder = Path(output_dir) if output_dir else Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = rows_of(data)
+    given = list(overrides)
+    if rows is not None:
+        path = folder / DATA_FILE
+        path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows), encoding="utf-8")
+        given = ["dataset=outputs", f"dataset.path={path.resolve()}", *given]
+    elif data is not None:
+        given = ["dataset=outputs", f"dataset.path={Path(data).resolve()}", *given]
+    if judge is not None:
+        given.append(f"judge={judge}")
+    if not track:
+        given.append("tracker=none")
+    refused = refused_override(given)
+    if refused:
+        raise RagexpError(refused)
+    cfg, choices = composed(given, config_dir)
+    validate(cfg)
+    tracker = build(cfg.tracker)
+    run_name = name or cfg.get("run_name") or default_name(choices)
+    result = run(cfg, run_name)
+    if isinstance(result, Estimate):
+        raise RagexpError("dry_run=true makes no request and judges nothing: call it from the command line")
+    failure = run_failure(result, max_failed_share(cfg))
+    write_results(result, folder, started, failure)
+    write_config(folder, {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
+    run_id = tracker.log_folder(folder) if track else None
+    return Evaluation(result, folder, failure, run_id)
+
+
+def composed(overrides: list[str], config_dir: str | Path | None = None):
+    """The job config (without Hydra's own node) and the chosen option of each group, composed from
+    the packaged config (and `config_dir` first, when given) with Hydra's compose API."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from ragexp.__main__ import CONF
+
+    search = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
+    outer = get_gh_backup()  # e.g. called inside a Hydra app or a test that composed: left as it was
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*search, *overrides], return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise RagexpError(str(err).splitlines()[0]) from None
+    finally:
+        restore_gh_from_backup(outer)
+    choices = dict(cfg.hydra.runtime.choices)
+    job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return job, choices
+
+
+def default_name(choices: Mapping[str, Any]) -> str:
+    """As the command line names a run: the chosen components joined (sample-recursive-...)."""
+    own = choices.get("system") in (None, "pipeline")
+    groups = ("dataset", "chunker", "embedder", "retriever", "generator") if own else ("dataset", "system")
+    return "-".join(str(choices[g]) for g in groups if choices.get(g)) or "run"
