@@ -115,7 +115,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
         queries = [q.text for q in dataset.questions]
         depth = max(c.retriever.top_k, c.metric_set.depth)  # the metrics see deeper than the generator's top_k
-        hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
+        # a retriever over an index ragexp does not own (retriever=qdrant_collection) is searched every run
+        hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth) if c.retriever.cacheable else None
         retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
         ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
         if work.traces is not None:

@@ -1,13 +1,11 @@
 """Retrievers: `index(chunks)` once, then `search(queries)` -> the top_k hits of each query."""
 from __future__ import annotations
 
-import hashlib
 from array import array
 from typing import Literal, Sequence
 
 import numpy as np
 
-from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.text import words
 from ragexp.types import Chunk, Hit
@@ -16,6 +14,7 @@ from ragexp.validation import Fraction, NonNegativeFloat, NonNegativeInt, Positi
 
 class Retriever:
     top_k: int
+    cacheable = True  # its hits depend only on its settings and the chunks: the stage cache may keep them
 
     def index(self, chunks: Sequence[Chunk]) -> None:
         raise NotImplementedError
@@ -26,63 +25,34 @@ class Retriever:
 
 
 class DenseRetriever(Retriever):
-    """Cosine similarity in a Qdrant collection: qdrant-client's local in-memory mode by
-    default, a Qdrant server with `url` (and `api_key_env` when it needs a key)."""
+    """Cosine similarity in a Qdrant collection: qdrant-client's local in-memory mode by default,
+    an on-disk folder with `path`, a Qdrant server with `url` (and `api_key_env` when it needs a
+    key). The collection is named after its content unless `collection` names it, and is never
+    deleted: see `ragexp.qdrant` for the rules that make parallel jobs on one server safe."""
 
     def __init__(self, embedder, top_k: PositiveInt = 5, url: str | None = None, api_key_env: str | None = None,
-                 collection: str | None = None, batch_size: PositiveInt = 256):
+                 collection: str | None = None, batch_size: PositiveInt = 256, path: str | None = None):
         self.embedder = embedder
         self.top_k = top_k
-        self.url, self.api_key_env, self.collection = url, api_key_env, collection
+        self.url, self.api_key_env, self.collection, self.path = url, api_key_env, collection, path
         self.batch_size = batch_size
 
-    def client(self):
-        from qdrant_client import QdrantClient
-
-        if not self.url:
-            return QdrantClient(location=":memory:")
-        from ragexp.embedders import api_key
-
-        key = api_key(self.api_key_env, "retriever.api_key_env") if self.api_key_env else None
-        client = QdrantClient(url=self.url, api_key=key)
-        try:
-            client.get_collections()
-        except Exception as err:
-            from ragexp.secrets import scrub_url
-
-            raise RagexpError(scrub_url(f"retriever.url: cannot reach the Qdrant server at {self.url} ({err})")) from None
-        return client
-
     def index(self, chunks: Sequence[Chunk]) -> None:
-        from qdrant_client import models
+        from ragexp.qdrant import connect, content_hash, fill_collection
 
         self.chunks = list(chunks)
         vectors = self.embedder.embed([c.text for c in self.chunks])
-        content = hashlib.sha256("\0".join(c.chunk_id + c.text for c in self.chunks).encode())
-        content.update(self.embedder.key().encode())
-        self.name = self.collection or f"ragexp_{content.hexdigest()[:16]}"
-        self._client = self.client()
-        if self._client.collection_exists(self.name):
-            self._client.delete_collection(self.name)
-        self._client.create_collection(
-            self.name, vectors_config=models.VectorParams(size=vectors.shape[1], distance=models.Distance.COSINE)
-        )
-        for start in progress(range(0, len(vectors), self.batch_size), desc="indexing (qdrant)",
-                              total=-(-len(vectors) // self.batch_size)):
-            end = min(start + self.batch_size, len(vectors))
-            self._client.upsert(self.name, points=models.Batch(ids=list(range(start, end)), vectors=vectors[start:end].tolist()))
+        content = content_hash(self.chunks, self.embedder.key(), int(vectors.shape[1]))
+        self.name = self.collection or f"ragexp_{content[:24]}"
+        self._client = connect(self.url, self.path, self.api_key_env)
+        fill_collection(self._client, self.name, vectors, content, bool(self.collection), self.batch_size)
 
     def search(self, queries: Sequence[str], depth: int | None = None) -> list[list[Hit]]:
-        from qdrant_client import models
+        from ragexp.qdrant import query
 
-        limit = depth or self.top_k
         vectors = self.embedder.embed(list(queries))
-        results = []
-        for start in progress(range(0, len(vectors), 64), desc="retrieving (dense)", total=-(-len(vectors) // 64)):
-            requests = [models.QueryRequest(query=v.tolist(), limit=limit) for v in vectors[start : start + 64]]
-            for response in self._client.query_batch_points(self.name, requests=requests):
-                results.append([Hit(self.chunks[p.id], float(p.score), rank) for rank, p in enumerate(response.points, 1)])
-        return results
+        return [[Hit(self.chunks[p.id], float(p.score), rank) for rank, p in enumerate(points, 1)]
+                for points in query(self._client, self.name, vectors, depth or self.top_k)]
 
 
 BM25Impl = Literal["bm25s", "rank_bm25"]
@@ -200,6 +170,10 @@ class HybridRetriever(Retriever):
             return ["retrievers: name at least one retriever to fuse"]
         unknown = sorted(set(weights or {}) - set(retrievers))
         return [f"weights.{name}: no retriever {name!r} in retrievers ({', '.join(retrievers)})" for name in unknown]
+
+    @property
+    def cacheable(self) -> bool:  # type: ignore[override]
+        return all(r.cacheable for r in self.retrievers.values())
 
     def index(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = {c.chunk_id: c for c in chunks}
