@@ -151,19 +151,15 @@ class QdrantCollectionRetriever(Retriever):
         self.text_field, self.doc_id_field, self.chunk_id_field = text_field, doc_id_field, chunk_id_field
         self.vector_name, self.top_k = vector_name, top_k
 
-    @classmethod
-    def constraints(cls, collection: str | None = None, url: str | None = None, path: str | None = None, **_) -> list[str]:
-        problems = []
-        if not collection:
-            problems.append("collection: name the Qdrant collection to search (retriever.collection=NAME)")
-        if not url and not path:
-            problems.append("url: give the Qdrant server (retriever.url=http://host:6333) or an on-disk folder "
-                            "(retriever.path=DIR) that holds the collection")
-        return problems
-
     def index(self, chunks: Sequence[Chunk]) -> None:
         """Checks the collection (it exists, its vectors fit the embedder, its points have the
-        payload fields); indexes nothing."""
+        payload fields); indexes nothing. (Checked here, not by the config's validation, so that the
+        shipped option, which cannot name your collection, composes.)"""
+        if not self.collection:
+            raise RagexpError("retriever.collection: name the Qdrant collection to search (retriever.collection=NAME)")
+        if not self.url and not self.path:
+            raise RagexpError("retriever.url: give the Qdrant server (retriever.url=http://host:6333) or an on-disk "
+                              "folder (retriever.path=DIR) that holds the collection")
         self._client = connect(self.url, self.path, self.api_key_env)
         name = str(self.collection)
         where = f"collection {name!r}"

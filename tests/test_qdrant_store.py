@@ -159,10 +159,10 @@ def test_a_run_over_a_teams_collection_and_its_bad_payload_field(tmp_path):
     assert "no payload field 'url'" in line and "Traceback" not in bad.stderr
 
 
-def test_qdrant_collection_needs_a_collection_and_a_place():
-    from ragexp.validation import problems
-
-    assert problems(compose("retriever=qdrant_collection", "embedder=hash")) == [
-        "retriever.collection: name the Qdrant collection to search (retriever.collection=NAME)",
-        "retriever.url: give the Qdrant server (retriever.url=http://host:6333) or an on-disk folder "
-        "(retriever.path=DIR) that holds the collection"]
+def test_qdrant_collection_needs_a_collection_and_a_place(tmp_path):
+    with pytest.raises(RagexpError, match=r"^retriever\.collection: name the Qdrant collection"):
+        QdrantCollectionRetriever(HashEmbedder(), path=str(tmp_path)).index([])
+    with pytest.raises(RagexpError, match=r"^retriever\.url: give the Qdrant server"):
+        QdrantCollectionRetriever(HashEmbedder(), collection="team").index([])
+    with pytest.raises(RagexpError, match=r"^retriever\.collection: no collection 'team' at "):
+        QdrantCollectionRetriever(HashEmbedder(), collection="team", path=str(tmp_path / "empty")).index([])
