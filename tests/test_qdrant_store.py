@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import compose, run_app
+from conftest import run_app
 
 from ragexp.embedders import HashEmbedder
 from ragexp.errors import RagexpError
