@@ -14,16 +14,18 @@ the slow side, the vocabulary's memory on the small side.
 Each figure is measured in a child process of its own (`python bench/million.py PART ...`, which
 prints one JSON line), so its peak RSS (os.wait4) is that part's alone:
 - bm25s: index 10^6 chunks, then the 1,000 queries 50 deep (the pipeline's metrics depth);
-- rank_bm25: too slow for 10^6 x 1,000 here: its index of 10^6 chunks and QUERY_SAMPLE queries,
-  the query time extrapolated linearly to 1,000 (its cost per query is linear in the chunks);
+- rank_bm25: too slow for 1,000 queries here: its index, and QUERY_SAMPLE queries at 10^5 chunks,
+  20 at 10^6, the query time extrapolated linearly to 1,000 (each query scans every chunk);
 - bm25 at 10^5 chunks, both implementations (the default's >= 10x goal);
-- static: embedder=static (the pipeline's DenseRetriever in Qdrant local mode) on 10^6 chunks,
-  embedding, indexing and 1,000 queries;
+- static: embedder=static (the pipeline's DenseRetriever in Qdrant local mode) on 10^6 chunks:
+  embedding, indexing, and DENSE_QUERY_SAMPLE queries extrapolated to 1,000 (local mode searches
+  exhaustively, seconds per query at 10^6; a Qdrant server searches an HNSW graph instead);
 - minilm: MiniLM's texts/s on a sample of MINILM_SAMPLE chunks, extrapolated to 10^6 (said so);
-- sweep_memory: peak RSS of `python -m ragexp -m retriever.k1=...` (BM25, 10^5 chunks) with 1, 2
-  and 4 jobs in one process (Hydra's basic launcher): a stage whose memory grows per job shows.
+- sweep_memory: peak RSS of `python -m ragexp -m retriever.top_k=...` with 1 and 3 jobs in one
+  process (Hydra's basic launcher), retriever=bm25 and dense: a stage whose memory grows per job shows.
 
-    python bench/run.py million            (all of it, into bench/results.json)
+    python bench/run.py million            (all of it, into bench/results.json and bench/results/million.json)
+    python bench/million.py all            (the same, printed)
     python bench/million.py bm25s --chunks 1000000   (one part, printed)
 
 The load average is noted beside each figure: the machine is shared."""
@@ -45,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 DATA = (ROOT.parent / "shared" / "data").resolve()
 SEED = 20261130
 MILLION = 1_000_000
-QUERY_SAMPLE = 100
+QUERY_SAMPLE = 100  # rank_bm25's queries at 10^5 chunks (20 at 10^6), extrapolated to 1,000
+DENSE_QUERY_SAMPLE = 20  # Qdrant local mode's exact search over 10^6 vectors: seconds per query
 MINILM_SAMPLE = 2_000
 DEPTH = 50
 
@@ -118,6 +121,8 @@ def part_bm25(impl: str, chunks_n: int, queries_n: int) -> dict:
 
 
 def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
+    """embedder=static and retriever=dense (Qdrant local mode, in memory) as the pipeline runs
+    them: embedding every chunk, indexing, then `queries_n` queries."""
     from ragexp.cache import EmbeddingStore  # noqa: F401 (the embedder's store is memory-only here)
     from ragexp.embedders import EmbeddingCache
     from ragexp.retrievers import DenseRetriever
@@ -187,8 +192,10 @@ def peak_rss_child(argv: list[str], cwd: Path) -> tuple[int, float, str]:
     return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err
 
 
-def sweep_memory(work_dir: Path, chunks_n: int = 100_000, jobs: tuple[int, ...] = (1, 2, 4)) -> dict:
-    """Peak RSS of a BM25 sweep over `retriever.k1` with 1, 2 and 4 jobs in one process."""
+def sweep_memory(work_dir: Path, chunks_n: int = 30_000, jobs: tuple[int, ...] = (1, 3)) -> dict:
+    """Peak RSS of sweeps of 1 and 3 jobs in one process (Hydra's basic launcher runs them one
+    after the other in the same process), for retriever=bm25 and retriever=dense (embedder=hash),
+    stage cache off so every job does all its stages; 50 questions, `chunks_n` documents."""
     folder = work_dir / "corpus"
     folder.mkdir(parents=True, exist_ok=True)
     texts, golden = queries()
@@ -196,45 +203,61 @@ def sweep_memory(work_dir: Path, chunks_n: int = 100_000, jobs: tuple[int, ...] 
         for c in build_corpus(chunks_n):
             out.write(json.dumps({"doc_id": c.doc_id, "text": c.text}) + "\n")
     with open(folder / "questions.jsonl", "w") as out:
-        for i, (text, gold) in enumerate(zip(texts[:100], golden[:100])):
+        for i, (text, gold) in enumerate(zip(texts[:50], golden[:50])):
             out.write(json.dumps({"id": f"q{i}", "question": text, "answer": "x", "golden_docs": sorted(gold)}) + "\n")
-    figures = {}
-    for n in jobs:
-        k1s = ",".join(f"{1.0 + 0.1 * j:.1f}" for j in range(n))
-        argv = [sys.executable, "-m", "ragexp", "-m", "dataset=jsonl", f"dataset.path={folder}", "retriever=bm25",
-                f"retriever.k1={k1s}", "embedder=hash", "embedder@scoring_embedder=hash", "tracker=none",
-                "cache.enabled=false", f"hydra.sweep.dir={work_dir / f'sweep-{n}'}"]
-        load = os.getloadavg()[0]
-        code, rss, err = peak_rss_child(argv, work_dir)
-        if code != 0:
-            raise SystemExit(f"bench million: the {n}-job sweep failed ({code}):\n{err[-3000:]}")
-        figures[str(n)] = {"peak_rss_mb": round(rss), "load_1min_start": round(load, 1)}
-    return {"chunks": chunks_n, "questions": 100, "jobs": figures}
+    figures: dict = {"documents": chunks_n, "questions": 50}
+    for retriever in ("bm25", "dense"):
+        for n in jobs:
+            top_ks = ",".join(str(5 + j) for j in range(n))  # jobs that differ, each doing all its work
+            argv = [sys.executable, "-m", "ragexp", "-m", "dataset=jsonl", f"dataset.path={folder}",
+                    f"retriever={retriever}", f"retriever.top_k={top_ks}", "embedder=hash",
+                    "embedder@scoring_embedder=hash", "tracker=none", "cache.enabled=false",
+                    f"hydra.sweep.dir={work_dir / f'sweep-{retriever}-{n}'}"]
+            load = os.getloadavg()[0]
+            started = time.perf_counter()
+            code, rss, err = peak_rss_child(argv, work_dir)
+            if code != 0:
+                raise SystemExit(f"bench million: the {n}-job {retriever} sweep failed ({code}):\n{err[-3000:]}")
+            figures[f"{retriever}_{n}_jobs"] = {"peak_rss_mb": round(rss), "wall_s": round(time.perf_counter() - started),
+                                                "load_1min_start": round(load, 1)}
+    return figures
 
 
 def measure(work_dir: Path, args) -> dict:
-    """Every part (see the docstring), each in a child process."""
+    """Every part (see the docstring), each in a child process; written to bench/results/million.json
+    part by part as they end."""
     n = str(MILLION)
-    return {
-        "bm25s_1e6": child("bm25s", "--chunks", n, "--queries", "1000"),
-        "rank_bm25_1e6": extrapolated(child("rank_bm25", "--chunks", n, "--queries", str(QUERY_SAMPLE))),
-        "bm25s_1e5": child("bm25s", "--chunks", "100000", "--queries", "1000"),
-        "rank_bm25_1e5": extrapolated(child("rank_bm25", "--chunks", "100000", "--queries", str(QUERY_SAMPLE))),
-        "static_1e6": child("static", "--chunks", n, "--queries", "1000", "--cache-dir", str(work_dir / "cache")),
-        "minilm_sample": child("minilm", "--sample", str(MINILM_SAMPLE)),
-        "sweep_memory": sweep_memory(work_dir),
+    out = ROOT / "bench" / "results" / "million.json"
+    out.parent.mkdir(exist_ok=True)
+    plan = {
+        "bm25s_1e6": lambda: child("bm25s", "--chunks", n, "--queries", "1000"),
+        "bm25s_1e5": lambda: child("bm25s", "--chunks", "100000", "--queries", "1000"),
+        "rank_bm25_1e5": lambda: extrapolated(child("rank_bm25", "--chunks", "100000", "--queries", str(QUERY_SAMPLE))),
+        "rank_bm25_1e6": lambda: extrapolated(child("rank_bm25", "--chunks", n, "--queries", "20")),
+        "minilm_sample": lambda: child("minilm", "--sample", str(MINILM_SAMPLE)),
+        "sweep_memory": lambda: sweep_memory(work_dir),
+        "static_1e6": lambda: extrapolated(child("static", "--chunks", n, "--queries", str(DENSE_QUERY_SAMPLE),
+                                                 "--cache-dir", str(work_dir / "cache"))),
     }
+    figures: dict = {}
+    for name, part in plan.items():
+        if args is not None and getattr(args, "million_parts", None) and name not in args.million_parts:
+            continue
+        figures[name] = part()
+        out.write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
 
 
 def extrapolated(figures: dict, to: int = 1000) -> dict:
-    """rank_bm25's query time for `to` queries from its sample (linear: each query costs the same scan)."""
+    """The query time of `to` queries from a sample's (linear: each query of rank_bm25 and of Qdrant's
+    local mode scans every chunk)."""
     figures["search_s_extrapolated_1000"] = round(figures["search_s"] * to / figures["queries"], 1)
     return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=sorted(PARTS | {"sweep_memory"}))
+    parser.add_argument("part", choices=sorted(PARTS | {"sweep_memory", "all"}))
     parser.add_argument("--chunks", type=int, default=MILLION)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--sample", type=int, default=MINILM_SAMPLE)
@@ -249,6 +272,8 @@ def main() -> None:
         figures = part_minilm(args.sample)
     elif args.part == "sweep_memory":
         figures = sweep_memory(args.work_dir)
+    elif args.part == "all":
+        figures = measure(args.work_dir, None)
     else:
         started = time.perf_counter()
         chunks = build_corpus(args.chunks)

@@ -19,7 +19,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
   retriever=dense, per MiniLM backend and embedder=static;
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
-  SQLite store) without and with tracing=on (goal: at most 10% slower).
+  SQLite store) without and with tracing=on (goal: at most 10% slower);
+- bm25s (bench/bm25_compare.py): retriever.impl=bm25s vs rank_bm25, ndcg@10 on HotpotQA and speed at 10^5 chunks;
+- million (bench/million.py): BM25 (both impls), embedder=static and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
 
@@ -277,7 +279,17 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
+    "bm25s": lambda work_dir, args: group("bm25_compare").measure(work_dir, args),
+    "million": lambda work_dir, args: group("million").measure(work_dir, args),
 }
+
+
+def group(module: str):
+    """A figure group of its own module in bench/ (`measure(work_dir, args) -> dict`)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    return importlib.import_module(module)
 
 
 def embedding_figures() -> dict:
