@@ -99,7 +99,7 @@ def hit_at(results, golden, k: int = 10) -> float:
 
 
 def part_bm25(impl: str, chunks_n: int, queries_n: int) -> dict:
-    from ragexp.retrievers import BM25Retriever
+    from ragexp.components.retrievers import BM25Retriever
 
     started = time.perf_counter()
     chunks = build_corpus(chunks_n)
@@ -124,10 +124,10 @@ def part_bm25(impl: str, chunks_n: int, queries_n: int) -> dict:
 def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
     """embedder=static and retriever=dense (Qdrant local mode, in memory) as the pipeline runs
     them: embedding every chunk, indexing, then `queries_n` queries."""
-    from ragexp.cache import EmbeddingStore  # noqa: F401 (the embedder's store is memory-only here)
-    from ragexp.embedders import EmbeddingCache
-    from ragexp.retrievers import DenseRetriever
-    from ragexp.static_embedder import StaticEmbedder
+    from ragexp.store.cache import EmbeddingStore  # noqa: F401 (the embedder's store is memory-only here)
+    from ragexp.components.embedders import EmbeddingCache
+    from ragexp.components.retrievers import DenseRetriever
+    from ragexp.components.static_embedder import StaticEmbedder
 
     chunks = build_corpus(chunks_n)
     texts, golden = queries()
@@ -154,7 +154,7 @@ def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
 
 
 def part_minilm(sample: int) -> dict:
-    from ragexp.embedders import SentenceTransformerEmbedder
+    from ragexp.components.embedders import SentenceTransformerEmbedder
 
     chunks = build_corpus(10_000 + sample)[-sample:]  # recombined chunks, of the corpus's typical length
     embedder = SentenceTransformerEmbedder()

@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default="ragexp", help="MLflow experiment (default ragexp)")
     args = parser.parse_args(argv)
     from ragexp.errors import RagexpError
-    from ragexp.report import RUN_META
-    from ragexp.trackers import MlflowTracker
+    from ragexp.store.run_folder import RUN_META
+    from ragexp.store.trackers import MlflowTracker
 
     status = 0
     for folder in map(Path, args.folders):

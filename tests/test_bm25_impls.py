@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import compose
 
-from ragexp.pipeline import run
-from ragexp.retrievers import BM25Retriever, best_first
+from ragexp.run.pipeline import run
+from ragexp.components.retrievers import BM25Retriever, best_first
 from ragexp.text import words
 from ragexp.types import Chunk
 

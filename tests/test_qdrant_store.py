@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import run_app
 
-from ragexp.embedders import HashEmbedder
+from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.qdrant import MARK, QdrantCollectionRetriever, connect
-from ragexp.retrievers import DenseRetriever
+from ragexp.components.qdrant import MARK, QdrantCollectionRetriever, connect
+from ragexp.components.retrievers import DenseRetriever
 from ragexp.types import Chunk
 
 CHUNKS = [
@@ -52,7 +52,7 @@ def test_a_job_that_finds_another_jobs_collection_half_written_completes_it_and_
     """Job A has created the collection and written its first batch when job B indexes the same
     content: B writes the same points again (upserts by chunk position, idempotent) and searches;
     A then writes its remaining batches: the collection ends with one copy of each chunk."""
-    from ragexp.qdrant import content_hash, fill_collection
+    from ragexp.components.qdrant import content_hash, fill_collection
 
     store = tmp_path / "qdrant"
     embedder = HashEmbedder()

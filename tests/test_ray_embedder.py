@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from ragexp.cache import EmbeddingStore
-from ragexp.embedders import EmbeddingCache, HashEmbedder
+from ragexp.store.cache import EmbeddingStore
+from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 pytestmark = pytest.mark.process
 
-HASH = {"_target_": "ragexp.embedders.HashEmbedder", "dimension": 64}
+HASH = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64}
 TEXTS = [f"component {n} listens on port {7400 + n} and retries {n % 7} times" for n in range(300)]
 
 
@@ -28,7 +28,7 @@ def local_ray():
 
 
 def test_ray_data_embeds_into_the_same_store_in_rounds(tmp_path, local_ray):
-    from ragexp.ray_embedder import RayEmbedder
+    from ragexp.components.ray_embedder import RayEmbedder
 
     store = EmbeddingStore(str(tmp_path / "cache"))
     with EmbeddingCache(store).building():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ragexp.errors import RagexpError
 from ragexp.monitor.alerts import describe
-from ragexp.trackers import MlflowTracker, flatten
+from ragexp.store.trackers import MlflowTracker, flatten
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 

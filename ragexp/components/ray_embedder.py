@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ragexp.embedders import Embedder
+from ragexp.components.embedders import Embedder
 from ragexp.errors import RagexpError
 from ragexp.validation import NonNegativeFloat, PositiveInt
 

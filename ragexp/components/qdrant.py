@@ -24,7 +24,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
-from ragexp.retrievers import Retriever
+from ragexp.components.retrievers import Retriever
 from ragexp.types import Chunk, Hit
 from ragexp.validation import PositiveInt
 
@@ -50,7 +50,7 @@ def connect(url: str | None, path: str | None, api_key_env: str | None, setting:
             return _FOLDERS[path]
     if not url:
         return QdrantClient(location=":memory:")
-    from ragexp.embedders import api_key
+    from ragexp.components.embedders import api_key
 
     key = api_key(api_key_env, f"{setting}.api_key_env") if api_key_env else None
     client = QdrantClient(url=url, api_key=key)

@@ -28,7 +28,7 @@ class DenseRetriever(Retriever):
     """Cosine similarity in a Qdrant collection: qdrant-client's local in-memory mode by default,
     an on-disk folder with `path`, a Qdrant server with `url` (and `api_key_env` when it needs a
     key). The collection is named after its content unless `collection` names it, and is never
-    deleted: see `ragexp.qdrant` for the rules that make parallel jobs on one server safe."""
+    deleted: see `ragexp.components.qdrant` for the rules that make parallel jobs on one server safe."""
 
     def __init__(self, embedder, top_k: PositiveInt = 5, url: str | None = None, api_key_env: str | None = None,
                  collection: str | None = None, batch_size: PositiveInt = 256, path: str | None = None):
@@ -38,7 +38,7 @@ class DenseRetriever(Retriever):
         self.batch_size = batch_size
 
     def index(self, chunks: Sequence[Chunk]) -> None:
-        from ragexp.qdrant import connect, content_hash, fill_collection
+        from ragexp.components.qdrant import connect, content_hash, fill_collection
 
         self.chunks = list(chunks)
         vectors = self.embedder.embed([c.text for c in self.chunks])
@@ -48,7 +48,7 @@ class DenseRetriever(Retriever):
         fill_collection(self._client, self.name, vectors, content, bool(self.collection), self.batch_size)
 
     def search(self, queries: Sequence[str], depth: int | None = None) -> list[list[Hit]]:
-        from ragexp.qdrant import query
+        from ragexp.components.qdrant import query
 
         vectors = self.embedder.embed(list(queries))
         return [[Hit(self.chunks[p.id], float(p.score), rank) for rank, p in enumerate(points, 1)]
