@@ -18,8 +18,14 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   per second and peak RSS (goal: >= 100,000 records/s, < 500 MB);
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
   retriever=dense, per MiniLM backend and embedder=static;
+- judge_agreement (bench/judge_agreement.py): the judges against people's faithfulness labels, per set, held out;
+- rerankers (bench/rerankers.py): the rerank stage's time per question on the sample (mmr, two
+  cross-encoders) and the LLM reranker's requests, tokens and cost per question (test server);
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
   SQLite store) without and with tracing=on (goal: at most 10% slower);
+- ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
+- racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
+  judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
 - bm25s (bench/bm25_compare.py): retriever.impl=bm25s vs rank_bm25, ndcg@10 on HotpotQA and speed at 10^5 chunks;
 - million (bench/million.py): BM25 (both impls), embedder=static and MiniLM on 10^6 chunks, time and peak RSS.
 """
@@ -279,17 +285,20 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
-    "bm25s": lambda work_dir, args: group("bm25_compare").measure(work_dir, args),
-    "million": lambda work_dir, args: group("million").measure(work_dir, args),
+    "judge_agreement": lambda work_dir, args: __import__("judge_agreement").measure(work_dir, args),
+    "rerankers": lambda work_dir, args: __import__("rerankers").measure(work_dir, args),
+    "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
+    "racing": lambda work_dir, args: racing_figures(work_dir, args),
+    "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
+    "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
 }
 
 
-def group(module: str):
-    """A figure group of its own module in bench/ (`measure(work_dir, args) -> dict`)."""
-    import importlib
+def racing_figures(work_dir: Path, args) -> dict:
+    """Full grid vs racing sweep, offline and LLM judge (bench/racing.py; figures in bench/results/racing.md)."""
+    from racing import measure
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    return importlib.import_module(module)
+    return measure(work_dir, args)
 
 
 def embedding_figures() -> dict:

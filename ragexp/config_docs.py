@@ -46,7 +46,8 @@ class Group:
 
     @property
     def spelling(self) -> str:
-        return f"+{self.name}" if self.default is None else self.name
+        # hydra/... (hydra/sweeper=racing) replaces Hydra's own choice: chosen without +
+        return f"+{self.name}" if self.default is None and not self.name.startswith("hydra/") else self.name
 
 
 def split_comment(text: str) -> tuple[str, str]:

@@ -67,12 +67,26 @@ class Judgement:
 
     judge: str
     scores: dict[str, float]  # metric name -> score, e.g. {"faithfulness": 9.0, ...}
-    # how much of the answer is invented: True/False for judges that decide per answer, the share
-    # of unsupported claims for the triad; the mean over repeats when the judge ran several times
+    # whether the answer states something the context does not support, for every judge (the run's
+    # hallucination_rate is the share of questions where it is true); when the judge ran several
+    # times, the share of repeats that found one. A share of unsupported claims is a score of its
+    # own (`claim_hallucination_rate`), never this field.
     hallucination: bool | float
     reasoning: str
     details: dict[str, Any] = field(default_factory=dict)  # the judge's evidence for the table (claims, verdicts, ...)
     repeats: tuple[Judgement, ...] = ()  # each repeat's judgement when the judge ran more than once
+
+
+@dataclass(frozen=True)
+class FirstStage:
+    """A reranked question's first-stage retrieval, kept beside the reranked one for the audit
+    trail: the retriever's hits, the items the retrieval metrics scored, their values and the
+    relevance judgements they used (as `QuestionResult`'s `ranked`, `ranking`, `retrieval`, `judged`)."""
+
+    ranked: tuple[Hit, ...]
+    ranking: tuple[str, ...]
+    retrieval: dict[str, float]
+    judged: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,8 @@ class QuestionResult:
     ranked: tuple[Hit, ...] = ()  # every hit the retrieval metrics saw (`metrics.depth` deep), best first
     ranking: tuple[str, ...] = ()  # the items those metrics scored, best first (documents, or chunks for span)
     judged: dict[str, int] = field(default_factory=dict)  # the relevance judgements they used: item -> grade
+    first_stage: FirstStage | None = None  # with a reranker: the retriever's own ranking and its metrics
+    rerank_s: float | None = None  # with a reranker: seconds this question's reranking took (0 when cached)
 
     @property
     def failed(self) -> bool:

@@ -64,7 +64,8 @@ def test_a_planted_pickle_is_never_executed(tmp_path, caplog):
     marker = tmp_path / "pwned"
     payload = pickle.dumps(Planted(marker))
     entries = list(cache_dir.rglob("*.json"))
-    assert {e.relative_to(cache_dir).parts[0] for e in entries} == {"chunks", "hits", "answers", "judgements"}
+    assert {e.relative_to(cache_dir).parts[0] for e in entries} == {"chunks", "hits", "question_hits", "answers",
+                                                                     "judgements"}
     for entry in entries:
         entry.write_bytes(payload)  # in place of every entry
         entry.with_suffix(".pkl").write_bytes(payload)  # and where ragexp once kept its pickles
@@ -75,7 +76,8 @@ def test_a_planted_pickle_is_never_executed(tmp_path, caplog):
     assert c["chunks_computed"] == 1 and c["judgements_computed"] == 3 and c["judgements_unreadable"] == 3
     assert again.aggregates["overall_score"] == first.aggregates["overall_score"]
     skipped = [m for m in cache_warnings(caplog) if "skipping unreadable" in m]
-    assert sorted(m.split()[3] for m in skipped) == ["answers", "chunks", "hits", "judgements"]  # one per stage
+    assert sorted(m.split()[3] for m in skipped) == ["answers", "chunks", "hits", "judgements",
+                                                     "question_hits"]  # one per stage
 
 
 def test_a_corrupted_or_foreign_entry_is_a_miss_with_one_warning(tmp_path, caplog):

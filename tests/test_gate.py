@@ -97,7 +97,11 @@ def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
     _, [run] = mlflow_runs(tmp_path)
     assert run.data.metrics["gate_passed"] == 0 and run.data.tags["gate"] == "production"
     assert run.data.metrics["mrr"] == pytest.approx(results["mrr"])
-    assert run.data.tags["target.avg_faithfulness"] in ("good", "ok", "warning")
+    assert run.data.tags["target.avg_context_relevance"] in ("good", "ok", "warning")
+    # the extractive generator copies context sentences: its faithfulness is no measure of quality
+    assert run.data.tags["target.avg_faithfulness"] == "by construction"
+    assert run.data.tags["target.hallucination_rate"] == "by construction"
+    assert "(0.9 on the 0-1 scale) (holds by construction): ok" in proc.stdout
 
 
 def test_a_sweep_runs_every_job_then_exits_non_zero_when_one_missed_the_gate(tmp_path):

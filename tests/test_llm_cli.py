@@ -196,7 +196,9 @@ def test_triad_claims_and_verdicts_go_into_the_table(server, tmp_path):
     m = run.data.metrics
     shares = [2 / seen_sentences[q] for q in range(3)]
     assert m["avg_context_relevance"] == pytest.approx(sum(shares) / 3, abs=1e-4)
-    assert m["avg_faithfulness"] == pytest.approx(2 / 3, abs=1e-4) and m["hallucination_rate"] == pytest.approx(1 / 3, abs=1e-4)
+    assert m["avg_faithfulness"] == pytest.approx(2 / 3, abs=1e-4)
+    # one claim in three unsupported in every answer: every question holds a hallucination
+    assert m["avg_claim_hallucination_rate"] == pytest.approx(1 / 3, abs=1e-4) and m["hallucination_rate"] == 1.0
     assert m["avg_answer_relevance"] == 1.0
     assert m["overall_score"] == pytest.approx(0.25 * sum(shares) / 3 + 0.5 * 2 / 3 + 0.25, abs=1e-4)
     assert run.data.tags["judge"] == "triad-gpt-4o-mini"

@@ -109,8 +109,9 @@ def test_triad_counts_sentences_claims_and_verdicts(server, tmp_path):
     judge, llm = connected(from_yaml("triad"), server, tmp_path)
     j = judge.judge(QUESTION, HITS, ANSWER)
     assert j.judge == "triad-gpt-4o-mini"
-    assert j.scores == {"context_relevance": 0.25, "faithfulness": 0.5, "answer_relevance": 0.75}
-    assert j.hallucination == 0.5
+    assert j.scores == {"context_relevance": 0.25, "faithfulness": 0.5, "answer_relevance": 0.75,
+                        "claim_hallucination_rate": 0.5}
+    assert j.hallucination is True  # one meaning for every judge: this answer holds a hallucination
     assert j.details["relevant_sentences"] == ["The Quarry server listens on port 7400 by default."]
     assert j.details["claims"] == ["Quarry listens on port 7400.", "Quarry is written in Rust."]
     assert [v["supported"] for v in j.details["claim_verdicts"]] == [True, False]
@@ -122,7 +123,8 @@ def test_triad_counts_sentences_claims_and_verdicts(server, tmp_path):
                                           {"relevant": []} if task(body) == "context_relevance" else
                                           {"score": 1, "reasoning": "does not answer"})
     j = judge.judge(Question("q2", "Who wrote Quarry?", ("The Quarry team.",)), HITS, Answer("I don't know."))
-    assert j.scores == {"context_relevance": 0.0, "faithfulness": 1.0, "answer_relevance": 0.0} and j.hallucination == 0
+    assert j.scores == {"context_relevance": 0.0, "faithfulness": 1.0, "answer_relevance": 0.0,
+                        "claim_hallucination_rate": 0.0} and j.hallucination is False
     assert len(server.chat_requests()) == 7
 
 

@@ -193,7 +193,7 @@ def test_malformed_csv_rows_and_bad_settings(tmp_path):
     assert malformed.examples == [
         f"{path}:3: timestamp 'not a time' is neither ISO 8601 nor seconds since the epoch",
         f"{path}:4: 2 fields, the header has 3",
-        f"{path}:5: feedback 'maybe' is not one of 1/0, true/false, up/down (or empty)",
+        f"{path}:5: feedback 'maybe' is not a number, 1/0, true/false or up/down (or empty)",
     ]
     with pytest.raises(RagexpError, match="no column 'time'"):
         summarise(path, columns={"timestamp": "time"})
@@ -203,6 +203,39 @@ def test_malformed_csv_rows_and_bad_settings(tmp_path):
         Malformed("ignore")
     with pytest.raises(RagexpError, match="monitor.columns: unknown field"):
         Columns({"latency": "x"})
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_feedback_on_a_1_to_5_scale_is_satisfied_from_the_configured_score(tmp_path, suffix):
+    given = [5, 4, 3, 1, 2, None, 4.5, 0]
+    path = tmp_path / f"log{suffix}"
+    times = [f"2026-11-01T0{n}:00:00Z" for n in range(len(given))]
+    if suffix == ".csv":
+        path.write_text("timestamp,feedback\n" + "".join(f"{t},{'' if v is None else v}\n" for t, v in zip(times, given)))
+    else:
+        path.write_text("".join(json.dumps({"timestamp": t, "feedback": v}) + "\n" for t, v in zip(times, given)))
+
+    def window(satisfied_from):
+        summary = Summary("1d", 0, 0, 5_000_000)
+        summary.add(LogReader(path, Columns(None, satisfied_from), Malformed("stop")))
+        [day] = summary.ordered()
+        return day.feedback_count, day.satisfied
+
+    assert window(4) == (7, 3)  # 5, 4 and 4.5 of the seven given
+    assert window(2.5) == (7, 4)
+    assert window(None) == (7, 6)  # the default: any number above 0 (1/0, +1/-1 feedback)
+    with pytest.raises(RagexpError, match="monitor.feedback_satisfied_from: 'four' is not a number"):
+        Columns(None, "four")  # type: ignore[arg-type]
+
+
+def test_yes_no_feedback_beside_a_scale_keeps_its_meaning(tmp_path):
+    path = tmp_path / "log.jsonl"
+    rows = [{"timestamp": "2026-11-01T00:00:00Z", "feedback": v} for v in (True, False, 5, 2, "up", "4")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = Summary("1d", 0, 0, 5_000_000)
+    summary.add(LogReader(path, Columns(None, 4), Malformed("stop")))
+    [day] = summary.ordered()
+    assert (day.feedback_count, day.satisfied) == (6, 4)  # true, 5, "up", "4"
 
 
 def test_the_documented_example_log_reads_cleanly():

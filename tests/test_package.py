@@ -47,6 +47,7 @@ def installed(tmp_path_factory) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "ragexp", src / "ragexp", symlinks=True, ignore=ignore)  # ragexp/conf stays a link
     shutil.copytree(ROOT / "conf", src / "conf", ignore=ignore)
+    shutil.copytree(ROOT / "hydra_plugins", src / "hydra_plugins", ignore=ignore)  # the racing sweeper's registration
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     assert run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist",
@@ -63,6 +64,8 @@ def installed(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stderr
     assert (site / "ragexp" / "conf" / "config.yaml").is_file() and not (site / "ragexp" / "conf").is_symlink()
     assert (site / "ragexp" / "datasets" / "sample" / "questions.jsonl").is_file()
+    assert (site / "hydra_plugins" / "ragexp_racing" / "__init__.py").is_file()  # hydra/sweeper=racing
+    assert not (site / "hydra_plugins" / "__init__.py").exists()  # a namespace, shared with the other plugins
     return python
 
 
@@ -97,3 +100,15 @@ def test_installed_wheel_runs_an_experiment_from_a_user_config_folder(installed,
     sources = config_sources(jobs[0])
     assert sources["command-line"] == str(tmp_path / "my_configs")
     assert sources["main"].endswith("site-packages/ragexp/conf") and not Path(sources["main"]).is_relative_to(ROOT)
+
+
+@pytest.mark.process
+def test_installed_wheel_races_a_grid(installed, tmp_path):
+    """hydra/sweeper=racing from the wheel: Hydra finds the sweeper in the installed hydra_plugins."""
+    proc = run(installed, "-m", "ragexp", "-m", "hydra/sweeper=racing", "retriever=bm25", "retriever.top_k=1,10",
+               *SMOKE[1:], "dataset.limit=12", "hydra.sweeper.min_questions=6", "hydra.sweeper.rounds=[0.5,1.0]",
+               cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [race] = tmp_path.glob("multirun/*/*/racing.json")
+    state = json.loads(race.read_text())
+    assert state["finished"] and [r["questions"] for r in state["rounds"]] == [6, 12]

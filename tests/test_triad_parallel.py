@@ -104,7 +104,8 @@ def test_the_judgement_is_the_one_the_scripted_replies_give(server, tmp_path):
     server.chat = scripted
     judge, llm = triad(server, tmp_path)
     j = judge.judge(QUESTION, HITS, ANSWER)
-    assert j.scores == {"context_relevance": 0.25, "faithfulness": 0.5, "answer_relevance": 1.0} and j.hallucination == 0.5
+    assert j.scores == {"context_relevance": 0.25, "faithfulness": 0.5, "answer_relevance": 1.0,
+                        "claim_hallucination_rate": 0.5} and j.hallucination is True
     assert [v["reason"] for v in j.details["claim_verdicts"]] == ["r1", "r2"]
     # out of range: sentence 9, verdict on claim 7, score 7 -> 5; one re-ask of answer relevance
     assert llm.stats()["judge_clamped_values"] == 3 and llm.stats()["judge_reasks"] == 1

@@ -12,18 +12,26 @@ EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
   python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
   python -m ragexp.calibrate outputs/2026-11-30/10-00-00 --labels labels.jsonl
+  python -m ragexp.calibrate --outputs labelled.jsonl               # judge recorded outputs with the default judge
+  python -m ragexp.calibrate --outputs labelled.csv judge=llm judge.endpoint.model=gpt-4o-mini
 
 RUN is an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db) or a
 run folder with questions.json or questions.jsonl. Labels: CSV or JSONL, long (question_id, metric,
 label[, annotator]) or wide (question_id[, annotator] and one column per judge metric), on the
-judge's scale."""
+judge's scale; `hallucination` as 1/0 (yes/no).
+--outputs FILE: recorded outputs (question, contexts, answer[, reference, id], or ragas' user_input,
+retrieved_contexts, response) with labels as further columns (a judge metric, hallucination, any
+yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
+label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part."""
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ragexp.calibrate", description=__doc__.split(": ", 1)[1],
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", metavar="RUN", help="MLflow run id, or a run folder")
+    p.add_argument("targets", nargs="*", metavar="RUN | OVERRIDE",
+                   help="MLflow run id or run folder; with --outputs: Hydra overrides choosing the judge")
     what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--outputs", metavar="FILE", help="labelled recorded outputs to judge and calibrate on")
     what.add_argument("--labels", metavar="FILE", help="human labels to compare the judge with")
     what.add_argument("--export", metavar="N", type=int, help="write an annotation sheet of N stratified questions")
     p.add_argument("--tracking-uri", help="MLflow store of the run")
@@ -31,11 +39,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample and the resampling")
+    p.add_argument("--dir", metavar="DIR", help="--outputs: the stage cache's folder (as cache.dir=DIR)")
+    p.add_argument("--holdout", type=float, default=0.3,
+                   help="--outputs: share of each class held out from threshold tuning (default 0.3)")
     p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
     return p
 
 
-def markdown(run, results) -> str:
+def markdown(run, results, level: float = 0.95) -> str:
     def shown(interval) -> str:
         return "—" if interval is None else f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
@@ -50,7 +61,27 @@ def markdown(run, results) -> str:
     lines += ["", "Judge vs people on the questions both scored (people: the mean over annotators); "
               "[95% bootstrap CI]. bias > 0: the judge scores higher than people. The annotators' "
               "agreement (Krippendorff's alpha, mean pairwise kappa) is the ceiling for the judge."]
+    lines += corrected_means(results, level)
     return "\n".join(lines) + "\n"
+
+
+def corrected_means(results, level: float = 0.95) -> list[str]:
+    """The table of each labelled metric's mean over the run: the judge's alone and human-corrected."""
+    shown = [r for r in results if r.judge_mean is not None]
+    if not shown:
+        return []
+    lines = ["", f"## Human-corrected means ({level:.0%} CI)", "",
+             "| metric | judged questions | labelled | judge only | human-corrected (PPI) |", "|" + " --- |" * 5]
+    for r in shown:
+        corrected = r.corrected_mean.shown() if r.corrected_mean else "— (fewer than 2 labels)"
+        lines.append(f"| {r.metric} | {r.judge_mean.questions} | {r.corrected_mean.labelled if r.corrected_mean else 0} "
+                     f"| {r.judge_mean.shown()} | {corrected} |")
+    lines += ["", "judge only: the judge's mean over every judged question of the run (Student t CI). "
+              "human-corrected: that mean minus the judge's mean error on the labelled questions "
+              "(prediction-powered inference, Angelopoulos et al. 2023): unbiased whatever the judge's bias, "
+              "valid when the labelled questions are a random part of the run, as the exported sheet's sample is "
+              "(stratified in proportion to each stratum's size)."]
+    return lines
 
 
 def confusion_plot(results, path: Path) -> Path | None:
@@ -100,6 +131,9 @@ def log_run(run, results, files: list[Path]) -> str | None:
     for r in results:
         values = {name: interval.estimate for name, interval in r.judge_vs_people.items()}
         values.update({"krippendorff_alpha": r.alpha, "pairwise_kappa": r.pairwise_kappa, "questions": r.questions})
+        for name, mean in (("judge_mean", r.judge_mean), ("corrected_mean", r.corrected_mean)):
+            if mean is not None:
+                values.update({name: mean.estimate, f"{name}_low": mean.low, f"{name}_high": mean.high})
         metrics += [Metric(f"{name}_{metric_key(r.metric)}", float(v), 0, 0) for name, v in values.items()
                     if v is not None and v == v]
     client.log_batch(run_id, metrics=metrics)
@@ -113,11 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser(), argv)  # also tracker.tracking_uri=URI, as the Hydra commands spell it
     from ragexp.errors import RagexpError
 
+    if args.outputs is not None:
+        return on_outputs(args)
     try:
         from ragexp.calibrate import labels as labels_io
         from ragexp.calibrate import source
 
-        run = source.load(args.run, args.tracking_uri)
+        if len(args.targets) != 1:
+            raise RagexpError("give one RUN (an MLflow run id or a run folder), or --outputs FILE")
+        run = source.load(args.targets[0], args.tracking_uri)
         if not run.metrics:
             raise RagexpError(f"run {run.name}: the table has no score column of judge {run.judge!r}")
         if args.export is not None:
@@ -137,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = Path(args.out or Path("ragexp-calibrate") / (run.run_id[:8] if run.run_id else run.name))
     folder.mkdir(parents=True, exist_ok=True)
-    report = markdown(run, results)
+    report = markdown(run, results, args.level)
     files = [folder / "calibration.md", folder / "calibration.json"]
     files[0].write_text(report)
     files[1].write_text(json.dumps({"run": run.run_id or run.name, "judge": run.judge,
@@ -147,6 +185,47 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     logged = None if args.no_log else log_run(run, results, files)
     print(f"report: {folder}" + (f"; logged as run {logged} (tag ragexp.calibrates={run.run_id})" if logged else ""))
+    return 0
+
+
+def on_outputs(args) -> int:
+    """--outputs FILE: judge the labelled rows with the configured judge, then the agreement of each
+    labelled metric and the threshold analysis of each yes/no label."""
+    from ragexp.errors import RagexpError
+
+    try:
+        if not 0 < args.level < 1 or args.resamples < 1 or not 0 <= args.holdout < 1:
+            raise RagexpError("--level must be between 0 and 1, --resamples at least 1, --holdout in [0, 1)")
+        from ragexp.calibrate import outputs, verdicts
+        from ragexp.calibrate.agreement import measure
+
+        rows = outputs.read_outputs(args.outputs)
+        judge, judged = outputs.judge_rows(rows, [*args.targets, *([f"cache.dir={args.dir}"] if args.dir else [])])
+        run = outputs.as_run(Path(args.outputs).stem, judge, rows, judged)
+        labels, binary, notes = outputs.labels_of(rows, run)
+    except RagexpError as err:
+        print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
+        return 2
+    results = measure(run, labels, args.resamples, args.seed, args.level) if labels else []
+    checked = [verdicts.calibrate(label, values, run, judge, args.holdout, args.seed) for label, values in binary.items()]
+    failed = [j for j in judged if isinstance(j, str)]
+    notes += [f"{len(failed)} of {len(rows)} rows could not be judged (first: {failed[0]})"] if failed else []
+    report = (markdown(run, results, args.level) if results else f"# Calibration of judge {run.judge!r} on {args.outputs}\n")
+    report += "\n".join(verdicts.markdown(checked, run.judge) + [f"- note: {n}" for n in notes]) + "\n"
+    folder = Path(args.out or Path("ragexp-calibrate") / run.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "calibration.md").write_text(report)
+    (folder / "calibration.json").write_text(json.dumps({
+        "outputs": str(args.outputs), "judge": run.judge, "rows": len(rows), "failed": len(failed),
+        "metrics": [r.row() for r in results], "yes_no": [c.to_json() for c in checked], "notes": notes},
+        indent=2, default=str) + "\n")
+    confusion_plot(results, folder / "confusion.png")
+    outputs.write_judged(run, judge, folder)  # the judged rows: a run folder `python -m ragexp.calibrate` reads
+    print(report)
+    for c in checked:
+        if c.override:
+            print(c.override)  # the ready override, one a line, last: `... | tail -1` gives it
+    print(f"report: {folder}", file=sys.stderr)
     return 0
 
 

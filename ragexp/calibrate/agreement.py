@@ -7,7 +7,9 @@ over its annotators):
   the whole numbers of a 1-10 or 1-5 scale, steps of 0.25 on a 0-1 scale (both values rounded to
   the nearest point, halves up);
 - `mae`: mean |judge - people|; `bias`: mean (judge - people), > 0 when the judge is more lenient.
-Each has a percentile bootstrap CI over questions. People vs people, when a metric has two or more
+Each has a percentile bootstrap CI over questions. Beside them, the metric's mean over all the
+run's judged questions, by the judge alone and human-corrected (prediction-powered inference, see
+`ragexp.calibrate.ppi`), each with its 95% CI. People vs people, when a metric has two or more
 annotators: Krippendorff's alpha (interval; the `krippendorff` package) and the mean pairwise
 quadratic kappa: the ceiling a judge can be expected to reach."""
 from __future__ import annotations
@@ -19,6 +21,7 @@ from itertools import combinations
 import numpy as np
 
 from ragexp.calibrate.labels import Label
+from ragexp.calibrate.ppi import MeanEstimate, estimates
 from ragexp.calibrate.source import JudgedRun
 from ragexp.compare.stats import Interval, percentile_interval
 
@@ -68,6 +71,8 @@ class MetricAgreement:
     alpha: float | None = None  # Krippendorff's alpha between annotators
     pairwise_kappa: float | None = None  # mean quadratic kappa over annotator pairs
     pairs: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))  # (judge, people) per question
+    judge_mean: MeanEstimate | None = None  # the judge's mean over every judged question of the run
+    corrected_mean: MeanEstimate | None = None  # that mean corrected by the labelled questions (PPI)
 
     def row(self) -> dict:
         cells = {"metric": self.metric, "scale": f"{self.scale[0]:g}-{self.scale[1]:g}", "questions": self.questions,
@@ -77,6 +82,8 @@ class MetricAgreement:
             cells[f"{name}_ci"] = [interval.low, interval.high]
         cells["krippendorff_alpha"] = self.alpha
         cells["pairwise_kappa"] = self.pairwise_kappa
+        cells["judge_mean"] = self.judge_mean.to_json() if self.judge_mean else None
+        cells["corrected_mean"] = self.corrected_mean.to_json() if self.corrected_mean else None
         return cells
 
 
@@ -138,5 +145,8 @@ def measure(run: JudgedRun, labels: list[Label], resamples: int = 2000, seed: in
             result.judge_vs_people = {name: bootstrap(name, judge, people, points, resamples, seed, level)
                                       for name in STATISTICS}
         result.alpha, result.pairwise_kappa = between_people(by_annotator, points)
+        if scores.get(metric):
+            people_mean = {q: float(np.mean(values)) for q, values in people_by_question.items()}
+            result.judge_mean, result.corrected_mean = estimates(scores[metric], people_mean, level, run.scales[metric])
         results.append(result)
     return results

@@ -4,7 +4,8 @@ A labels file is CSV or JSONL, in one of two shapes:
 - long: `question_id`, `metric`, `label` (and optionally `annotator`): one label a row;
 - wide: `question_id` and one column per judge metric (and optionally `annotator`): the sheet that
   `--export` writes, filled in. Empty cells are labels not given.
-Labels are on the judge's scale of that metric (1-10 for the single-call judge, 0-1 for the triad).
+Labels are on the judge's scale of that metric (1-10 for the single-call judge, 0-1 for the triad);
+`hallucination` is labelled 1 / 0 (true / false, yes / no).
 Every problem (an unknown question id, a label off the scale or not a number, a metric the run does
 not have) is reported with file:line, all at once."""
 from __future__ import annotations
@@ -85,7 +86,7 @@ def read(path: str | Path, run: JudgedRun) -> list[Label]:
                 continue
             lo, hi = run.scales[metric]
             try:
-                number_value = float(value)
+                number_value = label_value(value)
             except (TypeError, ValueError):
                 problems.append(f"{where}: {metric} label {value!r} is not a number")
                 continue
@@ -101,6 +102,20 @@ def read(path: str | Path, run: JudgedRun) -> list[Label]:
     return labels
 
 
+YES, NO = {"true", "yes", "y"}, {"false", "no", "n"}
+
+
+def label_value(value) -> float:
+    """A label as a number: numbers as they are, true / yes as 1 and false / no as 0 (a yes/no label
+    such as `hallucination`); raises ValueError otherwise."""
+    if isinstance(value, bool):
+        return float(value)
+    text = str(value).strip().lower()
+    if text in YES or text in NO:
+        return float(text in YES)
+    return float(text)
+
+
 def band(value: float, scale: tuple[float, float]) -> str:
     """low / mid / high third of the scale: the score stratum of the sheet."""
     lo, hi = scale
@@ -110,7 +125,8 @@ def band(value: float, scale: tuple[float, float]) -> str:
 
 def judge_share(run: JudgedRun, table) -> np.ndarray:
     """Each question's judge scores, each mapped onto 0-1 by its scale, averaged: its score range."""
-    shares = [(table[m].astype(float) - lo) / (hi - lo) for m, (lo, hi) in run.scales.items() if m in table and hi > lo]
+    shares = [(table[m].astype(float) - lo) / (hi - lo) for m, (lo, hi) in run.scales.items()
+              if m in table and hi > lo and m != "hallucination"]
     return np.mean(shares, axis=0) if shares else np.zeros(len(table))
 
 

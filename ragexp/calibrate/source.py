@@ -106,13 +106,23 @@ def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
                      run_id, run.info.experiment_id, resolved)
 
 
+def with_hallucination(run: JudgedRun) -> JudgedRun:
+    """The judge's per-question `hallucination` (true / false: 1 / 0; the share of repeats that found
+    one) becomes a metric people can label on 0-1, like the judge's scores."""
+    if "hallucination" in run.table and "hallucination" not in run.scales:
+        run.scales["hallucination"] = (0.0, 1.0)
+        run.table["hallucination"] = run.table["hallucination"].map(
+            lambda v: float(v) if isinstance(v, (bool, int, float)) else float("nan"))
+    return run
+
+
 def load(target: str, tracking_uri: str | None = None) -> JudgedRun:
     """`target`: a run folder, or an MLflow run id."""
     from ragexp.compare.source import RUN_ID
 
     path = Path(target)
     if path.is_dir():
-        return from_folder(path)
+        return with_hallucination(from_folder(path))
     if RUN_ID.match(target):
-        return from_mlflow(target, tracking_uri)
+        return with_hallucination(from_mlflow(target, tracking_uri))
     raise RagexpError(f"{target}: neither a run folder nor an MLflow run id (32 hex digits)")

@@ -24,12 +24,18 @@ def default_folder(selection) -> Path:
 def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, all_runs: bool = False,
          objective: str | None = None, maximize: bool = True, level: float = 0.95, alpha: float = 0.05,
          resamples: int = 10_000, seed: int = 0, out_dir: Path | None = None, plots: bool = True,
-         log: bool = True):
-    """Leaderboard + report for `targets` (see source.select); returns (leaderboard, files, logged run id)."""
+         log: bool = True, labels: str | Path | None = None):
+    """Leaderboard + report for `targets` (see source.select); returns (leaderboard, files, logged run id).
+    `labels`: human labels for part of the runs' questions (see ragexp.compare.corrected): the report
+    adds each labelled metric's human-corrected mean beside the judge's."""
     from ragexp.compare import leaderboard, report, source
 
     selection = source.select(list(targets or []), tracking_uri, all_runs=all_runs)
     board = leaderboard.build(selection, objective, maximize, level, alpha, resamples, seed)
+    if labels is not None:
+        from ragexp.compare import corrected
+
+        board.corrected = corrected.measure([e.run for e in board.entries], corrected.read(labels, selection.runs), level)
     folder = Path(out_dir) if out_dir else default_folder(selection)
     files = report.write(board, folder, with_plots=plots)
     logged = report.log_to_parent(board, folder) if log else None

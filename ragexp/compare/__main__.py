@@ -18,6 +18,7 @@ examples:
   python -m ragexp.compare chunking_grid --all
   python -m ragexp.compare --tracking-uri http://mlflow-host:5000 3f2a...e1
   python -m ragexp.compare --rerun 8e06e8e3ce814ac1b7a5c493ce30bbd1
+  python -m ragexp.compare --labels labels.csv      # + human-corrected means (columns run, question_id, <metric>)
 """
 
 
@@ -37,6 +38,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default: the sweep's folder/report, else ./ragexp-compare/ID)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the sweep's parent run")
+    p.add_argument("--labels", metavar="FILE", help="human labels for part of the runs' questions (CSV or JSONL with "
+                   "a `run` column): adds human-corrected (PPI) means beside the judge's")
     p.add_argument("--rerun", metavar="RUN_ID", help="print the command that re-runs this logged run, and exit")
     return p
 
@@ -56,19 +59,22 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 < args.alpha < 1 or not 0 < args.level < 1 or args.resamples < 1:
             raise RagexpError("--alpha and --level must be between 0 and 1, --resamples at least 1")
         from ragexp.compare import make
-        from ragexp.compare.report import leaderboard_table
+        from ragexp.compare.report import corrected_table, leaderboard_table
 
         started = time.perf_counter()
         board, files, logged = make(args.targets, args.tracking_uri, all_runs=args.all_runs, objective=args.objective,
                                     maximize=not args.minimize, level=args.level, alpha=args.alpha,
                                     resamples=args.resamples, seed=args.seed, out_dir=args.out,
-                                    plots=not args.no_plots, log=not args.no_log)
+                                    plots=not args.no_plots, log=not args.no_log, labels=args.labels)
     except RagexpError as err:
         print(f"ragexp.compare: error: {err}", file=sys.stderr)
         return 2
     print(f"{board.selection.title}: objective {board.objective}, {board.level:.0%} CIs, Holm-corrected "
           f"paired tests at alpha {board.alpha}\n")
     print(leaderboard_table(board).markdown() + "\n")
+    corrected = corrected_table(board)
+    if corrected is not None:
+        print(f"human-corrected means ({board.level:.0%} CI; judge only beside):\n{corrected.markdown()}\n")
     if board.selection.incomplete:
         print(f"INCOMPLETE sweep: {board.selection.incomplete}")
         for job in board.selection.failed_jobs:

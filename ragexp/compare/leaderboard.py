@@ -64,6 +64,7 @@ class Leaderboard:
     cost_metric: str | None = None
     time_metric: str | None = None
     notes: list[str] = field(default_factory=list)
+    corrected: list = field(default_factory=list)  # --labels: ragexp.compare.corrected.CorrectedMean per run and metric
 
     @property
     def best(self) -> Entry:

@@ -143,6 +143,22 @@ def calibration_table(board: Leaderboard) -> Table | None:
                   "annotators' alpha"], rows)
 
 
+def corrected_table(board: Leaderboard) -> Table | None:
+    """`--labels`: each configuration's labelled metrics, judge-only and human-corrected (PPI)."""
+    if not board.corrected:
+        return None
+    rows = [[c.run.name, c.metric, str(c.judge.questions), str(c.corrected.labelled if c.corrected else 0),
+             c.judge.shown(), c.corrected.shown() if c.corrected else "— (fewer than 2 labels)"] for c in board.corrected]
+    return Table(["configuration", "metric", "judged questions", "labelled", "judge only",
+                  "human-corrected (PPI)"], rows)
+
+
+CORRECTED_NOTE = ("The judge's mean over each run's judged questions (Student t CI), and that mean minus the judge's "
+                  "mean error on the questions people labelled (prediction-powered inference, Angelopoulos et al. "
+                  "2023): unbiased whatever the judge's bias, valid when the labelled questions are a random part "
+                  "of the run's.")
+
+
 def comparisons_table(board: Leaderboard) -> Table:
     headers = ["configuration", "questions compared", "failed in either run", "in one run only",
                f"Δ {board.objective} vs best [CI]", "p", "p (Holm)", "verdict"]
@@ -215,6 +231,9 @@ def blocks(board: Leaderboard, plots: dict[str, Path]) -> list[tuple]:
         out += [("h2", "Judge calibration against human labels"),
                 ("p", "From `python -m ragexp.calibrate` runs of this judge: how far its scores can be trusted "
                       "(annotators' alpha: their own agreement, the ceiling)."), ("table", calibration)]
+    corrected = corrected_table(board)
+    if corrected is not None:
+        out += [("h2", f"Human-corrected means ({board.level:.0%} CI)"), ("p", CORRECTED_NOTE), ("table", corrected)]
     slices = slices_table(board)
     if slices is not None:
         out += [("h2", f"{board.objective} per slice of the questions ({board.level:.0%} CI)"), ("table", slices)]
@@ -300,7 +319,8 @@ def as_json(board: Leaderboard) -> dict:
             "resamples": board.resamples, "seed": board.seed, "param_columns": board.param_columns,
             "parent_run_id": board.selection.parent.run_id if board.selection.parent else None,
             "tracking_uri": board.selection.tracking_uri, "entries": entries, "notes": board.notes,
-            "incomplete": board.selection.incomplete or None, "failed_jobs": board.selection.failed_jobs}
+            "incomplete": board.selection.incomplete or None, "failed_jobs": board.selection.failed_jobs,
+            "corrected": [c.to_json() for c in board.corrected]}
 
 
 def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str, Path]:

@@ -21,7 +21,14 @@ class ExtractiveGenerator:
     (cosine of their embeddings), best first, up to `max_sentences` and `max_chars`. Abstention
     rule: when even the best sentence's cosine with the question is below `abstain_below` (null:
     never), it answers `abstention` instead ("I don't know."); with nothing retrieved, it answers
-    the empty string (which also counts as abstaining)."""
+    the empty string (which also counts as abstaining).
+
+    Its answers are context sentences copied as they are, so every judge that checks them against
+    the context finds them faithful: faithfulness, hallucination and claim_hallucination_rate hold
+    by construction (`holds_by_construction`; the console and run.json say so instead of rating
+    them against their targets)."""
+
+    holds_by_construction = ("faithfulness", "hallucination", "claim_hallucination_rate")
 
     def __init__(self, embedder, max_sentences: PositiveInt = 2, max_chars: PositiveInt = 400,
                  abstain_below: Cosine | None = None, abstention: str = "I don't know."):

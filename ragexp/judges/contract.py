@@ -20,13 +20,19 @@ class Judge:
       ragexp.metrics.generation): scorecard part (faithfulness, conciseness, coherence) -> metric.
       Each is mapped onto 0-1 through its scale; a part the judge does not give leaves the
       question without a generation_score. A judge that asks an LLM for 1-5 ratings maps them to
-      0-1 as (score - 1) / 4; the offline judge gives estimates (`conciseness_offline`, ...).
+      0-1 as (score - 1) / 4; the offline judge gives estimates (`conciseness_offline`, ...);
+    - `verdict_settings`: a yes/no verdict the judge makes by comparing one of its scores with one of
+      its settings, verdict -> (score, setting): e.g. {"hallucination": ("claim_hallucination_rate",
+      "hallucination_share")} says hallucination is true when claim_hallucination_rate is above
+      `judge.hallucination_share`. `python -m ragexp.calibrate --outputs` fits that setting on
+      labelled outputs and prints it as an override; a verdict not listed has no such setting.
     """
 
     name: str
     metrics: tuple[str, ...] = ()
     scales: dict[str, tuple[float, float]] = {}
     scorecard: dict[str, str] = {}
+    verdict_settings: dict[str, tuple[str, str]] = {}
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise NotImplementedError

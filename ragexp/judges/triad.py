@@ -34,7 +34,10 @@ class TriadJudge(LLMJudgeBase):
     - faithfulness = supported claims / claims: the judge lists the answer's atomic claims, then
       gives a verdict on every claim against the context in one request (no claim: 1);
     - answer_relevance = (score 1-5 - 1) / 4;
-    - hallucination = unsupported claims / claims (its mean is the run's hallucination_rate).
+    - claim_hallucination_rate = unsupported claims / claims (0 when the answer makes no claim; the
+      specification's 6.4.1 hallucination rate, averaged as avg_claim_hallucination_rate);
+    - hallucination = some claim is unsupported (as for every judge: the run's hallucination_rate
+      is the share of questions with a hallucination).
 
     `prompts` holds a `system` and a `user` template per step (see STEPS for the fields).
 
@@ -42,7 +45,7 @@ class TriadJudge(LLMJudgeBase):
     relevance, as documents to verification. Context relevance, the claims and answer relevance
     do not depend on each other and are sent together; verification follows the claims' reply."""
 
-    metrics = ("context_relevance", "faithfulness", "answer_relevance")
+    metrics = ("context_relevance", "faithfulness", "answer_relevance", "claim_hallucination_rate")
     scales = {metric: (0.0, 1.0) for metric in metrics}
     scorecard = {"faithfulness": "faithfulness"}
     kind = "triad"
@@ -105,6 +108,7 @@ class TriadJudge(LLMJudgeBase):
             "context_relevance": round(len(relevant) / len(sentences), 4) if sentences else 0.0,
             "faithfulness": round(supported / len(claims), 4) if claims else 1.0,
             "answer_relevance": round((score - 1) / 4, 4),
+            "claim_hallucination_rate": round(len(unsupported) / len(claims), 4) if claims else 0.0,
         }
         reasoning = (f"{len(relevant)} of {len(sentences)} context sentences relevant; "
                      + (f"{supported} of {len(claims)} claims supported" if claims else "the answer makes no claim")
@@ -117,7 +121,7 @@ class TriadJudge(LLMJudgeBase):
             "claim_verdicts": [{"claim": c, "supported": ok, "reason": r} for c, (ok, r) in zip(claims, verdicts)],
             "answer_relevance_score": score,
         }
-        return Judgement(self.name, scores, round(len(unsupported) / len(claims), 4) if claims else 0.0, reasoning, details)
+        return Judgement(self.name, scores, bool(unsupported), reasoning, details)
 
     def context_relevance(self, question: Question, sentences: list[str], repeat: int) -> tuple[list[str], int]:
         """The relevant sentences (none without context) and how many numbers were out of range."""

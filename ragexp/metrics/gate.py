@@ -11,7 +11,7 @@ metric on another (known) scale, the threshold is mapped linearly onto it: the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterable, Mapping, cast
+from typing import Annotated, Collection, Iterable, Mapping, cast
 
 from annotated_types import Len
 from typing_extensions import TypedDict
@@ -105,7 +105,11 @@ class Gate:
                     f"gate.thresholds.{t.metric.key}.scale: the run does not say on which scale it reports "
                     f"{found[0]}, so a threshold on [{t.scale[0]:g}, {t.scale[1]:g}] cannot be mapped onto it")
 
-    def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]]) -> GateVerdict:
+    def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
+                 constructed: Collection[str] = ()) -> GateVerdict:
+        """Each threshold checked; a check on an aggregate in `constructed` (it holds by construction
+        for the run's configuration, see ragexp.metrics.scoring.by_construction) says so: it passes or fails
+        as written, but it tests the configuration, not the system."""
         checks, passed = [], True
         for t in self.thresholds:
             key = next((k for k in t.keys() if k in aggregates), None)
@@ -121,5 +125,6 @@ class Gate:
                 ok = value >= mapped if op == ">=" else value <= mapped
                 passed &= ok
                 note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound and t.scale else "")
-                checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}: {'ok' if ok else 'FAILED'}")
+                constructed_note = " (holds by construction)" if key in constructed else ""
+                checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}{constructed_note}: {'ok' if ok else 'FAILED'}")
         return GateVerdict(self.name, passed, tuple(checks))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass, fields, replace
-from typing import Self, Sequence
+from typing import Iterable, Self, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName, metric_key
@@ -114,6 +114,16 @@ def aggregate_key(metric: str, retrieval: bool = False) -> str:
     """The key of a metric's run aggregate: a retrieval metric's MLflow key (`ndcg@10` ->
     `ndcg_at_10`, the mean over questions), else `avg_<metric>` (judge and answer metrics)."""
     return MetricName.parse(metric).key if retrieval else f"avg_{metric}"
+
+
+def by_construction(*components: object) -> frozenset[str]:
+    """The aggregates whose value follows from how the run's components work, not from how well
+    the system does: each component may declare `holds_by_construction`, the judge metrics (and
+    `hallucination`) it fixes whatever the data (the extractive generator copies context
+    sentences, so its answers are faithful and hallucinate nothing by construction). Returned as
+    aggregate keys: `faithfulness` -> `avg_faithfulness`, `hallucination` -> `hallucination_rate`."""
+    metrics: Iterable[str] = (m for c in components for m in getattr(c, "holds_by_construction", ()))
+    return frozenset("hallucination_rate" if m == "hallucination" else aggregate_key(m) for m in metrics)
 
 
 SLICE_VALUE = re.compile(r"[^\w.\- ]")

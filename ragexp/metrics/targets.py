@@ -1,11 +1,16 @@
 """Targets and warning signs of the specification, applied to a run's aggregates: each metric
 that has a target gets `good`, `ok` or `warning`. A target holds for one scale only (the
 single-call judge's 1-10 tables are not the triad's 0-1 ones), so a metric is rated only when
-its scale is known and matches."""
+its scale is known and matches.
+
+A metric that holds by construction for the run's configuration (a component's
+`holds_by_construction`, see `ragexp.metrics.scoring.by_construction`: the faithfulness of an extractive
+answer, which copies context sentences) is marked `by construction` instead: its value says
+nothing about the system's quality, whatever its target says."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Collection, Mapping
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.names import MetricName
@@ -47,12 +52,14 @@ class Target:
 
 ONE_TO_TEN, UNIT = (1.0, 10.0), (0.0, 1.0)
 SINGLE_CALL = "spec 000, interpretation guide"
+BY_CONSTRUCTION = "by construction"
 TARGETS: tuple[Target, ...] = (
+    # the share of questions with a hallucination, for every judge (spec 000: count(hallucination) / questions)
+    Target("hallucination_rate", UNIT, 0.1, 0.2, SINGLE_CALL, lower_is_better=True),
     # the single-call judge (1-10)
     Target("avg_context_relevance", ONE_TO_TEN, 8, 6, SINGLE_CALL),
     Target("avg_answer_similarity", ONE_TO_TEN, 8, 6, SINGLE_CALL),
     Target("avg_faithfulness", ONE_TO_TEN, 9, 7, SINGLE_CALL),
-    Target("hallucination_rate", UNIT, 0.1, 0.2, SINGLE_CALL, lower_is_better=True),
     # the RAG triad (0-1): good from the "good" band, warning in the "poor" band
     Target("avg_context_relevance", UNIT, 0.7, 0.5, "spec 6.2.1"),
     Target("avg_faithfulness", UNIT, 0.85, 0.7, "spec 6.2.2"),
@@ -62,7 +69,7 @@ TARGETS: tuple[Target, ...] = (
     Target("hit_rate", UNIT, 0.6, 0.6, "spec 6.3.1"),
     Target("mrr", UNIT, 0.5, 0.5, "spec 6.3.2"),
     Target("ndcg", UNIT, 0.7, 0.5, "spec 6.3.3"),
-    # generation (0-1)
+    # generation (0-1); the share of unsupported claims (triad) or answer sentences (offline judge)
     Target("avg_claim_hallucination_rate", UNIT, 0.05, 0.1, "spec 6.4.1", lower_is_better=True),
     Target("avg_conciseness", UNIT, 0.7, 0.7, "spec 6.4.3"),
     Target("avg_coherence", UNIT, 0.8, 0.8, "spec 6.4.3"),
@@ -73,10 +80,15 @@ def target_for(key: str, scale: tuple[float, float] | None) -> Target | None:
     return next((t for t in TARGETS if t.applies(key, scale)), None)
 
 
-def assess(aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]]) -> dict[str, str]:
-    """aggregate key -> good / ok / warning, for each aggregate that has a target on its scale."""
+def assess(aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
+           constructed: Collection[str] = ()) -> dict[str, str]:
+    """aggregate key -> good / ok / warning, for each aggregate that has a target on its scale;
+    `by construction` for each aggregate in `constructed` (target or not)."""
     statuses = {}
     for key, value in aggregates.items():
+        if key in constructed:
+            statuses[key] = BY_CONSTRUCTION
+            continue
         target = target_for(key, scales.get(key))
         if target is not None:
             statuses[key] = target.status(float(value))

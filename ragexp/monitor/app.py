@@ -42,7 +42,8 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     if source == "file" and not m.get("input"):
         raise RagexpError("monitor.input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)")
     malformed = Malformed(m.on_error)
-    columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") and source == "file" else None)
+    columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") and source == "file" else None,
+                      m.get("feedback_satisfied_from"))
     if source == "mlflow":  # the experiment's traces, as a log in the default columns (ragexp.monitor.traces)
         from ragexp.monitor.traces import export_traces
 

@@ -59,20 +59,24 @@ class Fields:
     rows: Sequence  # the raw rows: a JSONL line's bytes, a CSV row's list
 
 
-# (field, conversion of a column, conversion of one value)
-CONVERSIONS: tuple[tuple[str, Callable, Callable], ...] = (
-    ("timestamp", values.times, values.epoch_seconds),
-    ("latency_ms", lambda v: values.numbers(v, "latency_ms"), lambda v: values.number(v, "latency_ms")),
-    ("tokens_in", lambda v: values.numbers(v, "tokens_in"), lambda v: values.number(v, "tokens_in")),
-    ("tokens_out", lambda v: values.numbers(v, "tokens_out"), lambda v: values.number(v, "tokens_out")),
-    ("feedback", values.feedbacks, values.feedback),
-)
+def conversions(satisfied_from: float | None = None) -> tuple[tuple[str, Callable, Callable], ...]:
+    """(field, conversion of a column, conversion of one value), numeric feedback counting as
+    satisfied from `satisfied_from` on (None: above 0)."""
+    return (
+        ("timestamp", values.times, values.epoch_seconds),
+        ("latency_ms", lambda v: values.numbers(v, "latency_ms"), lambda v: values.number(v, "latency_ms")),
+        ("tokens_in", lambda v: values.numbers(v, "tokens_in"), lambda v: values.number(v, "tokens_in")),
+        ("tokens_out", lambda v: values.numbers(v, "tokens_out"), lambda v: values.number(v, "tokens_out")),
+        ("feedback", lambda v: values.feedbacks(v, satisfied_from), lambda v: values.feedback(v, satisfied_from)),
+    )
 
 
 class Columns:
-    """`monitor.columns`: ragexp's field -> the log's column name (null: the log has no such column)."""
+    """`monitor.columns`: ragexp's field -> the log's column name (null: the log has no such column).
+    `feedback_satisfied_from` (`monitor.feedback_satisfied_from`): numeric feedback at or above it
+    counts as satisfied (4 on a 1-5 scale, 7 on 0-10); None: above 0 (1/0, +1/-1)."""
 
-    def __init__(self, mapping: dict | None = None):
+    def __init__(self, mapping: dict | None = None, feedback_satisfied_from: float | None = None):
         unknown = set(mapping or {}) - set(COLUMNS)
         if unknown:
             raise RagexpError(f"monitor.columns: unknown field(s) {', '.join(sorted(unknown))}; "
@@ -80,6 +84,11 @@ class Columns:
         self.names = {**COLUMNS, **(mapping or {})}
         if not self.names["timestamp"]:
             raise RagexpError("monitor.columns.timestamp: every record needs a time; name its column")
+        given = feedback_satisfied_from
+        if given is not None and (isinstance(given, bool) or not isinstance(given, (int, float)) or given != given):
+            raise RagexpError(f"monitor.feedback_satisfied_from: {given!r} is not a number (the lowest feedback "
+                              "that counts as satisfied, e.g. 4 on a 1-5 scale; null: above 0)")
+        self.conversions = conversions(None if given is None else float(given))
 
     def fields(self, lines: list[int], rows: Sequence, get: Callable[[str], list | None], where: str,
                malformed: Malformed, problems: dict[int, str]) -> Fields | None:
@@ -88,7 +97,7 @@ class Columns:
         reported in line order, so `on_error=stop` stops at the first."""
         converted: dict[str, np.ndarray] = {}
         bad: dict[int, str] = {}
-        for field, vectorised, one in CONVERSIONS:
+        for field, vectorised, one in self.conversions:
             raw = get(field)
             if raw is None:
                 converted[field] = np.full(len(rows), np.nan)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ragexp.store.cache import key_of
 from ragexp.concurrency import concurrency, map_concurrently
-from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.errors import QuestionFailed
 from ragexp.types import Answer, Chunk, Hit, Judgement, Question
 
 NEEDS_EXPECTED = ("answer_similarity",)  # judge metrics that need an expected answer
@@ -68,12 +68,8 @@ class SampleJudge:
         key = key_of("judgement", self.settings, query, (), [(h.chunk.chunk_id, h.chunk.text) for h in hits], answer_text)
         try:
             judgement = self.work.cached("judgement", key, self.judge.judge, question, hits, answer)
-        except RagexpError:
-            raise
-        except QuestionFailed as err:
+        except QuestionFailed as err:  # expected (endpoint, unreadable reply); any other exception is a bug: it stops
             return Sampled(where, query, answer_text, failure=str(err))
-        except Exception as err:
-            return Sampled(where, query, answer_text, failure=f"judging failed: {type(err).__name__}: {err}")
         return Sampled(where, query, answer_text, judgement)
 
     def window_scores(self, judged: Sequence[Sampled]) -> dict[str, float]:

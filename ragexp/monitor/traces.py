@@ -9,7 +9,8 @@ monitor then reads like any log, so it streams and samples the same way:
 - contexts: the documents of its RETRIEVER spans (`page_content`, `metadata.doc_uri`, `metadata.score`);
 - tokens_in / tokens_out: the trace's token usage; model: the first span's `mlflow.llm.model`;
 - error: empty for an OK trace, else the root span's `ragexp.failure_reason` or its status message;
-- feedback: the last HUMAN feedback assessment with a yes/no value (1/0)."""
+- feedback: the last HUMAN feedback assessment with a yes/no or numeric value (a 1-5 rating counts
+  as satisfied from `monitor.feedback_satisfied_from` on)."""
 from __future__ import annotations
 
 import json
@@ -74,8 +75,8 @@ def record_of(trace) -> dict:
     feedback = None
     for assessment in info.assessments or []:
         value = getattr(assessment, "value", None) if getattr(assessment, "feedback", None) is not None else None
-        if assessment.source.source_type == "HUMAN" and isinstance(value, (bool, int)) and value in (0, 1):
-            feedback = int(value)
+        if assessment.source.source_type == "HUMAN" and isinstance(value, (bool, int, float)) and value == value:
+            feedback = value  # yes/no, or a number on the feedback's scale (monitor.feedback_satisfied_from)
     return {"timestamp": info.request_time, "query": text_of(root.inputs if root else None, "question"),
             "contexts": contexts, "answer": text_of(root.outputs if root else None, "answer"),
             "latency_ms": info.execution_duration, "tokens_in": usage.get("input_tokens"),

@@ -82,21 +82,39 @@ def numbers(raw: list, field: str) -> np.ndarray:
     return column
 
 
-def feedback(value: Any) -> float:
+def satisfied(score: float, satisfied_from: float | None) -> float:
+    """1.0 when a numeric feedback counts as satisfied: at least `satisfied_from` (4 on a 1-5 scale),
+    or above 0 when it is None (1/0, +1/-1); else 0.0."""
+    return float(score >= satisfied_from if satisfied_from is not None else score > 0)
+
+
+def feedback(value: Any, satisfied_from: float | None = None) -> float:
+    """A feedback value as 1.0 (satisfied), 0.0 (not) or NaN (none): a word (up/down, yes/no, ...)
+    or a number on any scale (see `satisfied`)."""
     if value is None or value == "":
         return np.nan
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
-        return float(value > 0)
+        if value != value:
+            return np.nan
+        return satisfied(float(value), satisfied_from)
     text = str(value).strip().lower()
+    if satisfied_from is not None or text not in POSITIVE | NEGATIVE:
+        try:
+            return satisfied(float(text), satisfied_from)
+        except ValueError:
+            pass
     if text in POSITIVE:
         return 1.0
     if text in NEGATIVE:
         return 0.0
-    raise BadValue(f"feedback {value!r} is not one of 1/0, true/false, up/down (or empty)")
+    raise BadValue(f"feedback {value!r} is not a number, 1/0, true/false or up/down (or empty)")
 
 
-def feedbacks(raw: list) -> np.ndarray:
+def feedbacks(raw: list, satisfied_from: float | None = None) -> np.ndarray:
+    if satisfied_from is not None and any(type(v) is bool for v in raw):
+        raise ValueError("true/false among numbers on a scale")  # the per-value path: true is satisfied
     column = np.array(raw, dtype=np.float64)  # numbers, booleans and None; words take the per-value path
-    return np.where(np.isnan(column), np.nan, (column > 0).astype(np.float64))
+    hit = column >= satisfied_from if satisfied_from is not None else column > 0
+    return np.where(np.isnan(column), np.nan, hit.astype(np.float64))

@@ -22,7 +22,8 @@ DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more fail
 
 def run_name(cfg: DictConfig) -> str:
     """`run_name` if set; in a sweep, the values of the swept keys (e.g. chunker=semantic,retriever=bm25);
-    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive)."""
+    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive; the reranker after
+    the retriever when it is not none)."""
     from hydra.core.hydra_config import HydraConfig
 
     if cfg.get("run_name"):
@@ -34,6 +35,8 @@ def run_name(cfg: DictConfig) -> str:
         return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
     chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
+    if choices.get("reranker") not in (None, "none"):
+        chosen.insert(4, choices.get("reranker"))  # after the retriever, when one reranks
     return "-".join(str(c) for c in chosen if c) or "run"
 
 
@@ -46,6 +49,13 @@ def sweep_info() -> dict:
 
     hydra = HydraConfig.get()
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
+
+
+def job_tags(sweep: dict) -> dict[str, str]:
+    """The tags a sweeper left for this job in sweep.json (a racing sweep: its round and question count)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return dict((sweep.get("job_tags") or {}).get(str(HydraConfig.get().job.num), {})) if sweep else {}
 
 
 def execute(cfg: DictConfig) -> float | None:
@@ -77,7 +87,7 @@ def execute(cfg: DictConfig) -> float | None:
             return None
         output_dir = Path(HydraConfig.get().runtime.output_dir)
         failure = run_failure(result, max_share)
-        results_file = write_results(result, output_dir, started, failure)
+        results_file = write_results(result, output_dir, started, failure, job_tags(sweep))
         # the logged config re-runs this job as it is: its name included
         write_config(output_dir, {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
         print(summary(result))
@@ -187,7 +197,7 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
             except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
                 config = OmegaConf.to_container(cfg, resolve=False)
             tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,  # type: ignore[dict-item]
-                               files=run_files(output_dir), started=started)
+                               files=run_files(output_dir), started=started, tags=job_tags(sweep))
         except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on
             log.warning("job %s: its failure could not be logged to the tracker (%s)", name, scrub_url(str(err)))
     return math.nan

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
 SWEEP_FILE = "sweep.json"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.racing: its grid is known in advance too
 log = logging.getLogger("ragexp")
 
 
@@ -94,11 +95,21 @@ class SweepTracking(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.run.pipeline import build
 
-        if config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:  # a grid: known in advance, checked before any job
+        sweeper = config.hydra.sweeper.get("_target_")
+        if sweeper in (BASIC_SWEEPER, RACING_SWEEPER):  # a grid: known in advance, checked before any job
             invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)
             if invalid:
                 print(f"ragexp: error: {len(invalid)} of {len(grid_points(config))} grid points are invalid; "
                       "no job was started:\n  " + "\n  ".join(invalid), file=sys.stderr)
+                sys.exit(2)
+        if sweeper == RACING_SWEEPER:  # its settings, objective and rounds against the dataset (the sweeper checks again)
+            from ragexp.errors import RagexpError
+            from ragexp.racing.plan import planned
+
+            try:
+                planned(config)
+            except RagexpError as err:
+                print(f"ragexp: error: {err}; no job was started", file=sys.stderr)
                 sys.exit(2)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -120,17 +131,26 @@ class SweepTracking(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.errors import GATE_FAILED, RUN_FAILED
 
+        from ragexp.racing import report as racing
+
         sweep_dir = Path(config.hydra.sweep.dir)
         merged, failures = merged_results(sweep_dir)
         jobs = len([d for d in sweep_dir.iterdir() if (d / ".hydra").is_dir()]) if sweep_dir.is_dir() else 0
-        counts = {"jobs_total": jobs, "jobs_ok": jobs - len(failures), "jobs_failed": len(failures)}
+        counts: dict[str, float] = {"jobs_total": jobs, "jobs_ok": jobs - len(failures), "jobs_failed": len(failures)}
+        race = racing.read_state(sweep_dir)
+        if race is not None:  # a racing sweep: each configuration's last round, its cost against the full grid's
+            merged = racing.results(race)
+            counts.update(racing.counts(race))
         if merged:
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
-            self.leaderboard(sweep_dir)
+            if race is None:
+                self.leaderboard(sweep_dir)
             if self.tracker.ui_link():
                 print(self.tracker.ui_link())
+        if race is not None:
+            self.race_report(sweep_dir)
         if failures:
             print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
                 f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)
@@ -142,6 +162,22 @@ class SweepTracking(Callback):
             print(f"ragexp: error: quality gate failed in {len(failed)} of {len(merged)} jobs: {', '.join(failed)}",
                   file=sys.stderr)
             sys.exit(GATE_FAILED)
+
+    def race_report(self, sweep_dir: Path) -> None:
+        """A racing sweep's report (made by the sweeper: the race and the survivors' leaderboard, from
+        the run folders; a leaderboard of the parent's child runs would mix the rounds), printed and
+        logged to the parent run."""
+        report = sweep_dir / "report"
+        race = report / "race.md"
+        if race.exists():
+            print("\n" + race.read_text(encoding="utf-8"))
+        if not getattr(self, "parent_id", None):
+            return
+        try:
+            self.tracker.log_report(self.parent_id, report)
+        except Exception as err:  # noqa: BLE001 - the report is on disk
+            log.warning("the race report was not logged to the sweep's run (%s: %s); it is in %s",
+                        type(err).__name__, err, report)
 
     def leaderboard(self, sweep_dir: Path) -> None:
         """The sweep's comparison report. The sweep is already saved: a failure here is reported, not raised."""

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.store.cache import StageCache, key_of
+from ragexp.store.cache import StageCache, key_of, stage_code_hash
+from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.components.embedders import EmbeddingCache
@@ -23,14 +24,16 @@ from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
-from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
+from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, by_construction, run_aggregates
 from ragexp.metrics.targets import assess
+from ragexp.run.rerank import STAGE as RERANK_STAGE, rerank_results
 from ragexp.store.tracing import documents, ended
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
 if TYPE_CHECKING:
     from ragexp.components.chunkers import Chunker
     from ragexp.datasets import Loader
+    from ragexp.datasets.subset import QuestionSample
     from ragexp.metrics.gate import Gate
     from ragexp.components.retrievers import Retriever
     from ragexp.store.tracing import TraceRecorder
@@ -70,6 +73,7 @@ class Components:
     loader: Loader
     chunker: Chunker
     retriever: Retriever
+    reranker: Reranker
     generator: Any
     judge: Judge
     llm: LLMSession
@@ -82,6 +86,8 @@ def components(cfg: DictConfig) -> Components:
     gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
     metric_set.require(gate.retrieval_metrics())
     loader, chunker, retriever = build(cfg.dataset), build(cfg.chunker), build(cfg.retriever)
+    reranker = build(cfg.reranker) if "reranker" in cfg else NoReranker()
+    reranker.check()
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
@@ -92,7 +98,8 @@ def components(cfg: DictConfig) -> Components:
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    return Components(weights, gate, metric_set, rule, loader, chunker, retriever, generator, judge, llm, scales)
+    return Components(weights, gate, metric_set, rule, loader, chunker, retriever, reranker, generator, judge, llm,
+                      scales)
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
@@ -102,8 +109,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
     try:
-        c.llm.connect(generator=c.generator, judge=c.judge)  # API keys and endpoints too
-        dataset = load(c.loader)
+        c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
+        dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:
@@ -114,11 +121,18 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
         log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
         queries = [q.text for q in dataset.questions]
-        depth = max(c.retriever.top_k, c.metric_set.depth)  # the metrics see deeper than the generator's top_k
-        # a retriever over an index ragexp does not own (retriever=qdrant_collection) is searched every run
-        hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth) if c.retriever.cacheable else None
+        # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
+        depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
+        # a retriever over an index ragexp does not own (retriever=qdrant_collection) searches every run
+        cacheable = c.retriever.cacheable
+        hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth) if cacheable else None
         retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
-        ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
+        # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
+        # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
+        search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
+        question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth) if cacheable else None
+        ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
+                            question_key)
         if work.traces is not None:
             cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
             work.traces.batch("retrieve", "RETRIEVER", retrieval_started, time.time_ns(), {
@@ -127,9 +141,13 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
 
         c.rule.prepare(chunks)
         results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
+        if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
+            results = work.stage("reranking", None, rerank_results, work, c.reranker, settings(cfg.reranker), results,
+                                 partial(retrieval_scored, c))
         notes += retrieval_notes(results, c.rule.name)
         if c.llm.dry_run:
-            return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
+            return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
+                                  {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
 
         answer = partial(answer_question, work, c.generator, settings(cfg.generator))
         results = work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
@@ -138,7 +156,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
-        verdict = c.gate.evaluate(aggregates, c.scales) if c.gate.active else None
+        constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)
@@ -152,7 +171,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
             counters={**work.cache.stats, **work.embeddings.stats},
             timings=work.seconds,
             scales={k: s for k, s in c.scales.items() if k in aggregates},
-            statuses=assess(aggregates, c.scales),
+            statuses=assess(aggregates, c.scales, constructed),
             gate=verdict,
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
@@ -169,7 +188,8 @@ class Work:
     time in it, every thread's (`seconds[stage + "_cpu"]`)."""
 
     # stage -> its folder in the stage cache
-    STORED_AS = {"chunking": "chunks", "retrieval": "hits", "answer": "answers", "judgement": "judgements"}
+    STORED_AS = {"chunking": "chunks", "retrieval": "hits", RERANK_STAGE: "reranked", "answer": "answers",
+                 "judgement": "judgements"}
 
     def __init__(self, cache: StageCache):
         self.cache = cache
@@ -205,18 +225,34 @@ class Work:
         """A traced span of question `qid` around a block (a no-op when tracing is off)."""
         return self.traces.span(qid, name, span_type, inputs) if self.traces is not None else nullcontext()
 
-    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int):
+    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int,
+                          question_key: Callable[[str], str] | None = None):
         """Indexes the chunks (timed as `indexing`; its embedded texts counted as
         `index_embedded_texts`), then ranks `depth` chunks per query. Called only when the
-        run's hits are not in the stage cache."""
-        before = self.embeddings.stats["embedded_texts"]
-        self.stage("indexing", None, retriever.index, chunks)
-        self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
-        return retriever.search(queries, depth)
+        run's hits are not in the stage cache. With `question_key(query)`, each query's ranking
+        is looked up and stored on its own (stage `question_hits`): only the queries not stored are
+        searched, and nothing is indexed when every one is."""
+        keys = [key_of(question_key(q), stage_code_hash(Work.index_then_search)) for q in queries] if question_key else []
+        found = {i: hits for i, key in enumerate(keys) if (hits := self.cache.get("question_hits", key)) is not None}
+        missing = [i for i in range(len(queries)) if i not in found]
+        self.cache.stats["question_hits_cached"] += len(found) if keys else 0
+        self.cache.stats["question_hits_computed"] += len(missing) if keys else 0
+        if missing:
+            before = self.embeddings.stats["embedded_texts"]
+            self.stage("indexing", None, retriever.index, chunks)
+            self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
+            for i, hits in zip(missing, retriever.search([queries[i] for i in missing], depth)):
+                found[i] = hits
+                if keys:
+                    self.cache.put("question_hits", keys[i], hits)
+        return [found[i] for i in range(len(queries))]
 
 
-def load(loader) -> Dataset:
+def load(loader, sample: QuestionSample | None = None) -> Dataset:
+    """The loader's dataset, on the `question_sample` of its questions when one is set."""
     dataset = loader.load()
+    if sample is not None:
+        dataset = sample.apply(dataset)
     if not dataset.questions:
         raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
     return dataset
@@ -263,25 +299,28 @@ def context(hits) -> list[tuple[str, str]]:
 
 def answer_question(work: Work, generator, generator_settings: dict, result: QuestionResult) -> QuestionResult:
     """One question to its answer, cached under the generator's settings and the content it reads;
-    or failed with the reason (one bad question never fails the run; a failure is never cached)."""
+    or failed with the reason when the generator raised a `QuestionFailed` (an endpoint error, an
+    empty reply, the budget: one bad question never fails the run; a failure is never cached). Any
+    other exception is a bug in a component and ends the run (exit status 1, with its traceback)."""
     question, hits = result.question, result.hits
+    if result.failure:  # failed before generation (reranking)
+        return result
     if not question.answers and question.answerable:
         return replace(result, failure="no expected answer in the dataset")
     key = key_of("answer", generator_settings, question.text, context(hits))
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
             result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span))
-        except RagexpError:
-            raise
         except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
             result = replace(result, failure=str(err))
-        except Exception as err:
-            result = replace(result, failure=f"generation failed: {type(err).__name__}: {err}")
+        # anything else is a bug (or a setting to fix: RagexpError): it ends the run, traceback and all
         return ended(span, result, result.answer.text if result.answer else None)
 
 
 def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
-    """An answered question judged (cached like its answer), or failed with the reason."""
+    """An answered question judged (cached like its answer), or failed with the reason of a
+    `QuestionFailed` (an endpoint error, an unreadable reply, a missing field); any other exception
+    is a bug and ends the run, as in `answer_question`."""
     if result.answer is None:  # failed before judging
         return result
     question, hits, answer = result.question, result.hits, result.answer
@@ -290,11 +329,7 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
     with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
         try:
             result = replace(result, judgement=work.cached("judgement", key, judge.judge, question, hits, answer, span=span))
-        except RagexpError:
-            raise
-        except QuestionFailed as err:
+        except QuestionFailed as err:  # an expected failure (endpoint, unreadable reply, budget); others end the run
             result = replace(result, failure=str(err))
-        except Exception as err:
-            result = replace(result, failure=f"judging failed: {type(err).__name__}: {err}")
         j = result.judgement
         return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)

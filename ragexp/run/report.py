@@ -7,7 +7,10 @@ from ragexp.types import RunResult
 
 def summary(result: RunResult) -> str:
     """A short table for the console: each aggregate, with good / ok / warning where the
-    specification sets a target; the failures, the notes and the quality gate's verdict."""
+    specification sets a target (`by construction` where the configuration fixes it); the failures,
+    the notes and the quality gate's verdict."""
+    from ragexp.metrics.targets import BY_CONSTRUCTION
+
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
     whole = {k: v for k, v in result.aggregates.items() if "/" not in k}
     width = max(len(k) for k in whole)
@@ -18,6 +21,10 @@ def summary(result: RunResult) -> str:
     for r in result.questions:
         if r.failed:
             failures[r.failure] = failures.get(r.failure, 0) + 1
+    constructed = [key for key, status in result.statuses.items() if status == BY_CONSTRUCTION]
+    if constructed:
+        lines.append(f"  by construction: {', '.join(constructed)} hold for this configuration whatever its "
+                     "quality (declared by its components); they are not rated against their targets")
     lines += [f"  failed ({count}): {reason}" for reason, count in failures.items()]
     lines += slices_summary(result)
     lines += [f"  note: {note}" for note in result.notes]

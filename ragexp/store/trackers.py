@@ -67,11 +67,15 @@ class NoTracker:
         return None
 
     def log_failed(self, name: str, config: dict[str, Any], parent_id: str | None, reason: str,
-                   files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+                   files: tuple[Path, ...] = (), started: float | None = None,
+                   tags: dict[str, str] | None = None) -> str | None:
         return None
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
         return None
+
+    def log_report(self, run_id: str | None, folder: Path) -> None:
+        """A sweep's report folder as artifacts of its parent run (`report/`)."""
 
     def where(self) -> str:
         return "not tracked (tracker=none)"
@@ -248,14 +252,23 @@ class MlflowTracker(NoTracker):
                     client.set_tag(parent_id, f"ragexp.{key}", str(value))
             client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
 
+    def log_report(self, run_id: str | None, folder: Path) -> None:
+        if run_id and Path(folder).is_dir():
+            client = self.client()
+            client.log_artifacts(run_id, str(folder), "report")
+            client.set_tag(run_id, "ragexp.report", "report/race.md" if (Path(folder) / "race.md").exists()
+                           else "report/report.html")
+
     def log_failed(self, name: str, config: dict[str, Any], parent_id: str | None, reason: str,
-                   files: tuple[Path, ...] = (), started: float | None = None) -> str | None:
+                   files: tuple[Path, ...] = (), started: float | None = None,
+                   tags: dict[str, str] | None = None) -> str | None:
         """A job that failed before it had results: a FAILED run with its params and the reason
-        (tag `ragexp.failure_reason`, also logged as `failure.txt`)."""
+        (tag `ragexp.failure_reason`, also logged as `failure.txt`); `tags`: the sweep's own for the
+        job (a racing sweep's round and question count)."""
         from mlflow.entities import Param
 
         client = self.client()
-        tags = {"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(reason)[:5000], "git_commit": git_commit()}
+        tags = {**(tags or {}), "ragexp.status": "failed", "ragexp.failure_reason": scrub_url(reason)[:5000], "git_commit": git_commit()}
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
         start_ms = int(started * 1000) if started else None
@@ -288,7 +301,8 @@ class MlflowTracker(NoTracker):
         meta = json.loads((folder / RUN_META).read_text())
         config = yaml.safe_load((folder / CONFIG).read_text()) or {}
         client = self.client()
-        tags = {"git_commit": meta.get("git_commit") or "unknown", "dataset_fingerprint": meta["dataset_fingerprint"],
+        tags = {**(meta.get("tags") or {}),  # the sweep's own for the job (a racing sweep's round, question count)
+                "git_commit": meta.get("git_commit") or "unknown", "dataset_fingerprint": meta["dataset_fingerprint"],
                 "ragexp_version": meta["ragexp_version"], "judge": meta["judge"],
                 **{f"target.{key}": status for key, status in (meta.get("statuses") or {}).items()}}
         if meta.get("gate"):

@@ -1,0 +1,113 @@
+"""A yes/no label (`hallucination`, `supported`, ...) against the judge that scored the same rows:
+its own verdict's agreement, each score's ROC AUC, and the threshold to set.
+
+The rows are split into a tuning part and a held-out part (seeded, per class); thresholds are
+chosen on the tuning part only and every figure reported for them is the held-out one. When the
+judge makes this verdict from a score and a setting (`Judge.verdict_settings`), the threshold is
+fitted on that score and printed as a ready override (`judge.<setting>=<value>`), beside the
+held-out balanced accuracy of the current setting; otherwise the best rule on any of its scores
+is shown, and said to have no setting."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragexp.calibrate.source import JudgedRun
+from ragexp.calibrate.thresholds import Cut, balanced_accuracy, best_cut, false_alarms, misses, roc_auc, split
+
+
+@dataclass
+class VerdictCalibration:
+    label: str
+    rows: int  # judged rows with this label
+    positives: int
+    tuning: int
+    held_out: int
+    verdict: dict[str, float] = field(default_factory=dict)  # the judge's own verdict (same name) on the held-out part
+    auc: dict[str, float] = field(default_factory=dict)  # score -> ROC AUC on every row (higher score = yes)
+    cut: Cut | None = None  # the chosen rule, fitted on the tuning part
+    held_out_balanced_accuracy: float = float("nan")
+    setting: str | None = None  # judge.<setting> the cut is the value of
+    current: float | None = None  # its value now
+    current_held_out_balanced_accuracy: float = float("nan")
+
+    @property
+    def override(self) -> str | None:
+        return f"judge.{self.setting}={self.cut.threshold:.4g}" if self.setting and self.cut else None
+
+    def to_json(self) -> dict:
+        def number(v):
+            return None if v is None or v != v else v
+
+        return {"label": self.label, "rows": self.rows, "positives": self.positives, "tuning": self.tuning,
+                "held_out": self.held_out, "verdict": {k: number(v) for k, v in self.verdict.items()},
+                "roc_auc": {k: number(v) for k, v in self.auc.items()},
+                "rule": self.cut.rule() if self.cut else None,
+                "tuning_balanced_accuracy": number(self.cut.tuning_balanced_accuracy) if self.cut else None,
+                "held_out_balanced_accuracy": number(self.held_out_balanced_accuracy),
+                "override": self.override, "current": self.current,
+                "current_held_out_balanced_accuracy": number(self.current_held_out_balanced_accuracy)}
+
+
+def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, judge, holdout: float = 0.3,
+              seed: int = 0) -> VerdictCalibration:
+    table = run.judged().set_index("question_id")
+    questions = [q for q in truth_by_question if q in table.index]
+    truth = np.array([truth_by_question[q] == 1.0 for q in questions], dtype=bool)
+    result = VerdictCalibration(label, len(questions), int(truth.sum()), 0, 0)
+    if not questions:
+        return result
+    tuning, held = split(truth, holdout, seed)
+    result.tuning, result.held_out = len(tuning), len(held)
+    check = held if len(held) else tuning  # nothing held out (--holdout 0): the figures are the tuning part's
+    scores = {m: table.loc[questions, m].astype(float).to_numpy() for m in run.metrics if m != "hallucination"}
+    result.auc = {m: roc_auc(s, truth) for m, s in scores.items()}
+    if label in table:  # the judge's own verdict of this name
+        said = table.loc[questions, label].astype(float).to_numpy() >= 0.5
+        result.verdict = {"balanced_accuracy": balanced_accuracy(said[check], truth[check]),
+                          "false_alarms": false_alarms(said[check], truth[check]), "misses": misses(said[check], truth[check])}
+    declared = dict(getattr(judge, "verdict_settings", {}) or {}).get(label)
+    if declared and declared[0] in scores:
+        score, setting = declared
+        result.cut = best_cut(score, scores[score][tuning], truth[tuning], higher=True)
+        result.setting = setting
+        current = getattr(judge, setting, None)
+        if isinstance(current, (int, float)) and not isinstance(current, bool):
+            result.current = float(current)
+            result.current_held_out_balanced_accuracy = balanced_accuracy(scores[score][check] > current, truth[check])
+    else:
+        cuts = [c for m, s in scores.items() if (c := best_cut(m, s[tuning], truth[tuning])) is not None]
+        result.cut = max(cuts, key=lambda c: c.tuning_balanced_accuracy, default=None)
+    if result.cut is not None:
+        result.held_out_balanced_accuracy = balanced_accuracy(result.cut.predict(scores[result.cut.score][check]), truth[check])
+    return result
+
+
+def markdown(results: list[VerdictCalibration], judge_name: str) -> list[str]:
+    if not results:
+        return []
+
+    def f(v) -> str:
+        return "—" if v is None or v != v else f"{v:.3f}"
+
+    lines = ["", "## Yes/no labels", "",
+             "| label | rows (yes) | tuning / held-out | judge's verdict: balanced accuracy, false alarms, misses "
+             "(held-out) | ROC AUC of each score (higher = yes) | rule fitted on the tuning part | "
+             "its balanced accuracy, held-out |", "|" + " --- |" * 7]
+    for r in results:
+        verdict = ", ".join(f(r.verdict.get(k)) for k in ("balanced_accuracy", "false_alarms", "misses")) if r.verdict else "—"
+        aucs = "; ".join(f"{m} {f(v)}" for m, v in r.auc.items())
+        lines.append(f"| {r.label} | {r.rows} ({r.positives}) | {r.tuning} / {r.held_out} | {verdict} | {aucs} | "
+                     f"{r.cut.rule() if r.cut else '—'} | {f(r.held_out_balanced_accuracy)} |")
+    lines.append("")
+    for r in results:
+        if r.override:
+            now = (f" (now {r.current:g}: held-out balanced accuracy {f(r.current_held_out_balanced_accuracy)})"
+                   if r.current is not None else "")
+            lines.append(f"- {r.label}: set `{r.override}` (held-out balanced accuracy "
+                         f"{f(r.held_out_balanced_accuracy)}){now}")
+        elif r.cut:
+            lines.append(f"- {r.label}: judge {judge_name!r} has no setting for this verdict; the best rule on its "
+                         f"scores is `{r.cut.rule()}` (held-out balanced accuracy {f(r.held_out_balanced_accuracy)})")
+    return lines

@@ -1,0 +1,131 @@
+"""`python -m ragexp.compare --labels FILE`: each configuration's judge means corrected by human
+labels on part of its questions (prediction-powered inference, see `ragexp.calibrate.ppi`),
+beside the judge-only means.
+
+The labels file is CSV or JSONL, as `python -m ragexp.calibrate` reads (long: `question_id`,
+`metric`, `label`; or wide: `question_id` and one column per metric; optionally `annotator`),
+with a `run` column naming the run a label belongs to (its name, its id or the id's first 8
+characters): people label an answer, and each configuration has its own answers. A row without a
+`run` applies to every compared run, which is right only when they gave the same answers (a sweep
+over judges or weights). Metrics: the judge's scores on its scale, and `hallucination` (1/0,
+true/false, yes/no)."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragexp.calibrate.labels import INFO, MAX_SHOWN, label_value, rows
+from ragexp.calibrate.ppi import MeanEstimate, estimates
+from ragexp.compare.source import Run
+from ragexp.errors import RagexpError
+
+
+@dataclass(frozen=True)
+class CorrectedMean:
+    run: Run
+    metric: str
+    judge: MeanEstimate
+    corrected: MeanEstimate | None  # None: fewer than 2 labelled questions
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run.run_id, "label": self.run.name, "metric": self.metric,
+                "judge_only": self.judge.to_json(), "corrected": self.corrected.to_json() if self.corrected else None}
+
+
+def run_scales(run: Run) -> dict[str, tuple[float, float]]:
+    """The judge metrics' scales (from the run's `judge._target_`), and hallucination on 0-1."""
+    from ragexp.calibrate.source import judge_scales
+
+    scales = judge_scales(run.params.get("judge._target_"), f"run {run.name} ({run.run_id[:8]})")
+    return {**scales, "hallucination": (0.0, 1.0)}
+
+
+def judge_scores(run: Run, metric: str) -> dict[str, float]:
+    """question id -> the judge's score of `metric` (hallucination: 1/0), judged questions only."""
+    table = run.table
+    if table is None or metric not in table:
+        return {}
+    judged = table[table["status"] == "judged"] if "status" in table else table
+    scores = {}
+    for qid, value in zip(judged["question_id"], judged[metric]):
+        try:
+            score = float(value)
+        except (TypeError, ValueError):
+            continue  # no score (None, a failed question's empty cell)
+        if not math.isnan(score):
+            scores[str(qid)] = score
+    return scores
+
+
+def read(path: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
+    """run id -> metric -> question id -> people's label (the mean over annotators). Every problem
+    (an unknown run or question, a metric the run's judge does not give, a label off its scale) is
+    reported with file:line, all at once."""
+    path = Path(path)
+    if not path.is_file() or path.suffix.lower() not in (".csv", ".jsonl"):
+        raise RagexpError(f"--labels: {path} is not a .csv or .jsonl file")
+    by_name: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        for key in {run.run_id, run.run_id[:8], run.name}:
+            by_name[key].append(run)
+    scales = {run.run_id: run_scales(run) for run in runs}
+    questions = {run.run_id: set(run.table["question_id"].astype(str)) if run.table is not None else set() for run in runs}
+    given: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    problems = []
+    for number, row in rows(path):
+        where = f"{path}:{number}"
+        name = str(row.get("run") or "").strip()
+        targets = by_name.get(name, []) if name else runs
+        if name and len(targets) != 1:
+            problems.append(f"{where}: run {name!r} is " + ("not one of the compared runs" if not targets
+                                                            else "the name of several runs: give its id"))
+            continue
+        qid = str(row.get("question_id") or "").strip()
+        if "metric" in row and "label" in row:
+            cells = [(str(row.get("metric") or "").strip(), row.get("label"))]
+        else:
+            cells = [(c, v) for c, v in row.items() if c not in (*INFO, "run") and c is not None]
+        cells = [(m, v) for m, v in cells if v is not None and str(v).strip() != ""]
+        if not cells:
+            continue
+        for run in targets:
+            if qid not in questions[run.run_id]:
+                problems.append(f"{where}: question {qid!r} is not in run {run.name}")
+                continue
+            for metric, value in cells:
+                if metric not in scales[run.run_id]:
+                    problems.append(f"{where}: {metric!r} is not a metric of run {run.name}'s judge "
+                                    f"({', '.join(scales[run.run_id])})")
+                    continue
+                lo, hi = scales[run.run_id][metric]
+                try:
+                    number_value = label_value(value)
+                except (TypeError, ValueError):
+                    problems.append(f"{where}: {metric} label {value!r} is not a number")
+                    continue
+                if not math.isfinite(number_value) or not lo <= number_value <= hi:
+                    problems.append(f"{where}: {metric} label {value} is off the scale {lo:g}-{hi:g}")
+                    continue
+                given[run.run_id][metric][qid].append(number_value)
+    if problems:
+        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
+        raise RagexpError(f"--labels: {len(problems)} problems:\n  " + "\n  ".join(shown))
+    if not given:
+        raise RagexpError(f"--labels: {path} holds no label")
+    return {run_id: {metric: {q: sum(v) / len(v) for q, v in labels.items()} for metric, labels in metrics.items()}
+            for run_id, metrics in given.items()}
+
+
+def measure(runs: list[Run], labels: dict[str, dict[str, dict[str, float]]], level: float = 0.95) -> list[CorrectedMean]:
+    """Per run (in the given order) and labelled metric: the judge-only and the corrected mean."""
+    found = []
+    for run in runs:
+        scales = run_scales(run)
+        for metric, people in labels.get(run.run_id, {}).items():
+            scores = judge_scores(run, metric)
+            if scores:
+                judge, corrected = estimates(scores, people, level, scales[metric])
+                found.append(CorrectedMean(run, metric, judge, corrected))
+    return found

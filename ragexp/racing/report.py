@@ -1,0 +1,240 @@
+"""The race in the sweep's report: `report/race.md` and `race.json` (every round, every decision
+with its test, the dropped configurations' partial scores, the failed jobs, the cost against the
+full grid's) and the final leaderboard of the survivors on every question, with CIs
+(`report/report.md|html`, made by ragexp.compare from the last round's run folders)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+STATE = "racing.json"
+CAVEAT = ("Racing can drop a configuration that would have been close to the best on the full set: a drop "
+          "says it was significantly worse on that round's questions, not on all of them, and testing again "
+          "in every round adds to the chance of one wrong drop. `hydra.sweeper.keep_top=N` keeps the best N "
+          "of every round regardless of the tests; the dropped configurations' partial scores are listed above "
+          "and their run folders (and child runs) stay.")
+
+
+def read_state(sweep_dir: Path) -> dict | None:
+    path = Path(sweep_dir) / STATE
+    try:
+        return json.loads(path.read_text()) if path.exists() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def job_meta(folder: str | None) -> dict:
+    from ragexp.store.run_folder import RUN_META
+
+    path = Path(folder) / RUN_META if folder else None
+    try:
+        return json.loads(path.read_text()) if path is not None and path.exists() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def job_results(folder: str | None) -> tuple[str | None, dict]:
+    """The job's run name and aggregates (its results.json), or (None, {})."""
+    path = Path(folder) / "results.json" if folder else None
+    try:
+        [(name, values)] = json.loads(path.read_text()).items() if path is not None and path.exists() else [(None, {})]
+        return name, values
+    except (OSError, ValueError):
+        return None, {}
+
+
+def counts(state: dict) -> dict[str, float]:
+    """The race's cost against the full grid's (each configuration on every question): logged on the
+    sweep's parent run. A question evaluation is one configuration answering and judging one
+    question; the rounds are nested and cached, so a configuration's evaluations are its last round's
+    size. Work counters and LLM requests are summed over the jobs' run.json / results.json."""
+    jobs = [j for r in state["rounds"] for j in r["jobs"]]
+    configurations, total = len(state["definition"]["points"]), state["total"]
+    reached: dict[int, int] = {}
+    for job in jobs:
+        reached[job["config"]] = max(reached.get(job["config"], 0), job["questions"])
+    evaluations = sum(reached.values())
+    full = configurations * total
+    last = state["rounds"][-1] if state["rounds"] else {"decisions": []}
+    dropped = sum(1 for r in state["rounds"] for d in r["decisions"] if d["verdict"] == "dropped")
+    failed = sum(1 for j in jobs if j["status"] == "failed")
+    work = {"answers_computed": 0, "judgements_computed": 0, "answers_cached": 0, "judgements_cached": 0}
+    llm = {"llm_requests": 0.0, "cost_usd": 0.0}
+    cost_per_config: dict[int, float] = {}
+    for job in jobs:
+        meta, (_, values) = job_meta(job["folder"]), job_results(job["folder"])
+        for key in work:
+            work[key] += int((meta.get("work") or {}).get(key, 0))
+        llm["llm_requests"] += float(values.get("llm_requests", 0) or 0)
+        cost = sum(float(v) for k, v in values.items() if k.endswith("_cost_usd") and isinstance(v, (int, float)))
+        llm["cost_usd"] += cost
+        cost_per_config[job["config"]] = cost_per_config.get(job["config"], 0.0) + cost
+    # the full grid's cost, estimated: each configuration's cost per evaluated question, on every question
+    full_cost = sum(cost / reached[c] * total for c, cost in cost_per_config.items() if reached.get(c))
+    return {
+        "racing_configurations": configurations, "racing_rounds": len(state["rounds"]),
+        "racing_jobs": len(jobs), "racing_full_grid_jobs": configurations,
+        "racing_question_evaluations": evaluations, "racing_full_grid_question_evaluations": full,
+        "racing_question_share": round(evaluations / full, 4) if full else math.nan,
+        "racing_survivors": sum(1 for d in last["decisions"] if d["verdict"] != "dropped") if state.get("finished") else 0,
+        "racing_dropped": dropped, "racing_failed_jobs": failed,
+        "racing_answers_computed": work["answers_computed"], "racing_judgements_computed": work["judgements_computed"],
+        "racing_answers_cached": work["answers_cached"], "racing_judgements_cached": work["judgements_cached"],
+        "racing_llm_requests": llm["llm_requests"], "racing_cost_usd": round(llm["cost_usd"], 6),
+        "racing_full_grid_cost_usd_estimated": round(full_cost, 6),
+    }
+
+
+def results(state: dict) -> dict:
+    """The sweep's merged results.json for a race: each configuration's results from the last round
+    it ran in, with its race status (survivor, dropped in round r, failed in round r)."""
+    merged: dict = {}
+    for r in state["rounds"]:
+        verdicts = {d["config"]: d for d in r["decisions"]}
+        for job in r["jobs"]:
+            name, values = job_results(job["folder"])
+            name = name or job["name"]
+            decision = verdicts.get(job["config"])
+            status = ("failed" if job["status"] == "failed" else
+                      f"dropped in round {r['round']}" if decision and decision["verdict"] == "dropped" else "survivor")
+            entry = {**values, "racing_round": r["round"], "racing_questions": r["questions"], "racing_status": status}
+            if job["status"] == "failed":
+                entry.update(status="failed", failure_reason=job["reason"])
+            merged[name] = entry
+    return merged
+
+
+def fmt(value) -> str:
+    from ragexp.compare.report import fmt as fmt_number
+
+    return "—" if value is None else fmt_number(float(value))
+
+
+def fmt_p(value) -> str:
+    from ragexp.compare.report import fmt_p as fmt_p_value
+
+    return fmt_p_value(math.nan if value is None else float(value))
+
+
+def race_tables(state: dict) -> list[tuple[str, str]]:
+    """(heading, markdown) blocks: the rounds, every decision, the dropped configurations, failed jobs."""
+    from ragexp.compare.report import Table
+
+    rounds = Table(["round", "questions", "configurations run", "read from a finished job", "dropped", "failed"], [
+        [str(r["round"]), str(r["questions"]), str(len(r["jobs"])), str(r.get("reused", 0)),
+         str(sum(d["verdict"] == "dropped" for d in r["decisions"])), str(sum(j["status"] == "failed" for j in r["jobs"]))]
+        for r in state["rounds"]])
+    decisions = Table(["round", "rank", "configuration", "objective", "verdict", "against", "difference [95% CI]",
+                       "effect size d_z", "p", "p (Holm)", "questions"], [
+        [str(r["round"]), str(d["rank"]), d["name"], fmt(d["estimate"]), d["verdict"], d["against"] or "—",
+         "—" if d["difference"] is None else f"{fmt(d['difference'])} [{fmt(d['low'])}, {fmt(d['high'])}]",
+         fmt(d["effect_size"]), fmt_p(d["p_value"]), fmt_p(d["p_holm"]), str(d["questions"] or r["questions"])]
+        for r in state["rounds"] for d in r["decisions"]])
+    blocks = [("Rounds", rounds.markdown()), ("Decisions, round by round", decisions.markdown())]
+    dropped = [(r, d) for r in state["rounds"] for d in r["decisions"] if d["verdict"] == "dropped"]
+    if dropped:
+        rows = []
+        for r, d in dropped:
+            job = next(j for j in r["jobs"] if j["config"] == d["config"])
+            rows.append([d["name"], str(r["round"]), str(r["questions"]), partial_score(job, state), d["against"],
+                         fmt_p(d["p_holm"]), f"`{job['folder']}`"])
+        blocks.append(("Dropped configurations: their partial scores", Table(
+            ["configuration", "dropped in round", "questions", "objective [95% CI] on them", "against", "p (Holm)",
+             "run folder"], rows).markdown()))
+    failed = [(r, j) for r in state["rounds"] for j in r["jobs"] if j["status"] == "failed"]
+    if failed:
+        blocks.append(("Failed jobs (not dropped as worse: they did not finish)", Table(
+            ["round", "configuration", "job", "reason"],
+            [[str(r["round"]), j["name"], str(j["job"]), j["reason"]] for r, j in failed]).markdown()))
+    return blocks
+
+
+def partial_score(job: dict, state: dict) -> str:
+    """A dropped configuration's objective on the questions it ran, with its bootstrap CI."""
+    from ragexp.compare.report import fmt_ci
+    from ragexp.compare.stats import bootstrap_ci
+    from ragexp.racing.decide import objective_spec
+    from ragexp.racing.jobs import read_run
+
+    settings = state["definition"]["settings"]
+    try:
+        run = read_run(Path(job["folder"]), str(job["job"]))
+        spec = objective_spec(run, settings["objective"])
+        if spec is None:
+            return "—"
+        x = spec.matrix(run.table)
+        ci = bootstrap_ci(x, spec.statistic(len(x)), settings["resamples"], settings["seed"])
+        return fmt_ci(ci)
+    except Exception:  # noqa: BLE001 - the report lists what it can
+        return "—"
+
+
+def final_runs(state: dict) -> list:
+    """The last round's finished runs (the survivors on every question)."""
+    from ragexp.racing.jobs import read_run
+
+    if not state["rounds"] or state["rounds"][-1]["questions"] != state["total"]:
+        return []
+    return [read_run(Path(j["folder"]), str(j["job"])) for j in state["rounds"][-1]["jobs"] if j["status"] == "ok"]
+
+
+def write_report(sweep_dir: Path) -> dict[str, Path]:
+    """report/race.md, report/race.json and, when two or more configurations reached the full set,
+    the comparison report of the survivors (report/report.md|html|leaderboard.json)."""
+    state = read_state(sweep_dir)
+    if state is None:
+        return {}
+    folder = Path(sweep_dir) / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = state["definition"]["settings"]
+    figures = counts(state)
+    lines = [f"# Racing sweep: {figures['racing_configurations']} configurations, {len(state['rounds'])} rounds",
+             "",
+             f"Objective `{settings['objective']}` ({'maximised' if settings['maximize'] else 'minimised'}), rounds of "
+             f"{', '.join(map(str, state['sizes']))} of {state['total']} questions (nested samples, question_sample "
+             f"seed {state['definition']['sample_seed']}). After each round but the last, each configuration is "
+             f"compared with the round's best on the same questions: a paired permutation test of the difference "
+             f"in the objective ({settings['resamples']} resamples, seed {settings['seed']}), the round's p-values "
+             f"Holm-corrected together; dropped when the corrected p < {settings['alpha']} and not among the best "
+             f"{settings['keep_top']} (keep_top). Effect size: the difference with its paired bootstrap 95% CI, and "
+             f"Cohen's d_z of the per-question values.",
+             "",
+             f"Cost: **{figures['racing_question_evaluations']} question evaluations of the full grid's "
+             f"{figures['racing_full_grid_question_evaluations']} ({figures['racing_question_share']:.1%})**, "
+             f"{figures['racing_jobs']} jobs (full grid: {figures['racing_full_grid_jobs']}), "
+             f"{figures['racing_judgements_computed']} judgements computed ({figures['racing_judgements_cached']} "
+             f"served by the stage cache), {figures['racing_llm_requests']:.0f} LLM requests, "
+             f"${figures['racing_cost_usd']:.4f} (full grid, estimated: ${figures['racing_full_grid_cost_usd_estimated']:.4f}).",
+             ""]
+    lines += [f"Note: {note}" for note in state.get("notes", [])]
+    if not state.get("finished"):
+        lines.append("**INCOMPLETE race**: the sweep stopped before its last round; run the same command with "
+                     f"`hydra.sweep.dir={sweep_dir}` to resume it.")
+    for heading, table in race_tables(state):
+        lines += ["", f"## {heading}", "", table]
+    files = {"race": folder / "race.md", "race_json": folder / "race.json"}
+    runs = final_runs(state)
+    if len(runs) >= 2:
+        files.update(final_leaderboard(runs, settings, folder, lines))
+    elif len(runs) == 1:
+        lines += ["", "## Final", "", f"One survivor on every question: {runs[0].name} "
+                  f"({settings['objective']} {fmt(runs[0].metrics.get(settings['objective']))})."]
+    lines += ["", "## Caveat", "", CAVEAT, ""]
+    files["race"].write_text("\n".join(lines), encoding="utf-8")
+    files["race_json"].write_text(json.dumps({"counts": figures, **state}, indent=2, default=str) + "\n")
+    return files
+
+
+def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]) -> dict[str, Path]:
+    """The survivors compared on every question (ragexp.compare: CIs, paired tests with Holm)."""
+    from ragexp.compare import leaderboard, report
+    from ragexp.compare.source import Selection
+
+    selection = Selection(tracking_uri="", experiment="racing", runs=runs)
+    board = leaderboard.build(selection, settings["objective"], settings["maximize"], alpha=settings["alpha"],
+                              resamples=settings["resamples"], seed=settings["seed"])
+    written = report.write(board, folder, with_plots=True)
+    lines += ["", f"## Final leaderboard: the {len(runs)} survivors on every question ({board.level:.0%} CIs)", "",
+              report.leaderboard_table(board).markdown(), "", f"(full comparison: `{written['html']}`)"]
+    return written

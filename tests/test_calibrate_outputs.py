@@ -1,0 +1,112 @@
+"""python -m ragexp.calibrate --outputs FILE: a labelled recorded-outputs file judged by the
+configured judge, its agreement with people, and for a yes/no label the threshold that maximises
+balanced accuracy on a tuning part, printed as a ready override of the judge's own setting."""
+import csv
+import inspect
+import json
+
+import pytest
+
+from conftest import call_in
+from ragexp.calibrate.outputs import read_outputs
+from ragexp.calibrate.thresholds import balanced_accuracy, best_cut, roc_auc, split
+from ragexp.judges.offline import OfflineJudge
+
+HASH = ("embedder@scoring_embedder=hash",)
+CONTEXT = ["The {name} server listens on port {port} by default.", "The {name} server was written in Go.",
+           "Its configuration lives in one file named {name}.toml.", "The {name} project was started in 2019."]
+INVENTED = ["Penguins migrate across Antarctic shelves every winter.", "Bananas ripen faster beside apples in paper.",
+            "Volcanic glass forms when lava cools quickly.", "Owls rotate their heads nearly all the way round."]
+
+
+def labelled_outputs(path, rows=20):
+    """Answers of four sentences, `invented` of them not in the context (0-4, four rows each);
+    people call an answer a hallucination from two invented sentences on (one slip is tolerated)."""
+    with path.open("w") as out:
+        for i in range(rows):
+            name, invented = f"Quarry{i}", i % 5
+            context = [s.format(name=name, port=7000 + i) for s in CONTEXT]
+            answer = context[: 4 - invented] + INVENTED[:invented]
+            out.write(json.dumps({"id": f"q{i}", "question": f"What port does {name} listen on?", "contexts": [" ".join(context)],
+                                  "answer": " ".join(answer), "reference": f"port {7000 + i}",
+                                  "hallucination": "yes" if invented >= 2 else "no", "faithfulness": 10 - 2 * invented,
+                                  "kind": "factual", "comment": f"free text {i}"}) + "\n")
+    return path
+
+
+def calibrate(*args, cwd):
+    from ragexp.calibrate.__main__ import main
+
+    return call_in(lambda: main(list(args)), ["python -m ragexp.calibrate", *args], cwd)
+
+
+def test_the_offline_judges_share_setting_is_fitted_and_printed_as_an_override(tmp_path):
+    path = labelled_outputs(tmp_path / "labelled.jsonl")
+    proc = calibrate("--outputs", str(path), *HASH, "judge.hallucination_share=0", "--out", "report", "--resamples", "50",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # the share of invented sentences people tolerate (1 in 4) and the first they do not (2 in 4): 0.375 between
+    assert proc.stdout.rstrip().splitlines()[-1] == "judge.hallucination_share=0.375"
+    score, setting = OfflineJudge.verdict_settings["hallucination"]  # the offline judge's verdict: score > setting
+    assert score in OfflineJudge.metrics and setting in inspect.signature(OfflineJudge.__init__).parameters
+    report = json.loads((tmp_path / "report" / "calibration.json").read_text())
+    [verdict] = report["yes_no"]
+    assert verdict["label"] == "hallucination" and verdict["rows"] == 20 and verdict["positives"] == 12
+    assert verdict["tuning"] + verdict["held_out"] == 20 and verdict["held_out"] == 6
+    assert verdict["held_out_balanced_accuracy"] == 1.0  # the fitted share separates the held-out part too
+    assert verdict["current"] == 0.0 and verdict["current_held_out_balanced_accuracy"] < 1.0  # share 0 flags one slip
+    assert verdict["verdict"]["false_alarms"] > 0  # the judge as configured flags tolerated answers
+    assert verdict["roc_auc"]["claim_hallucination_rate"] == 1.0 and verdict["roc_auc"]["faithfulness"] == 0.0
+    rows = {r["metric"]: r for r in report["metrics"]}  # the agreement table: faithfulness (1-10), hallucination (1/0)
+    assert rows["faithfulness"]["questions"] == 20 and rows["faithfulness"]["spearman"] > 0.9
+    assert rows["hallucination"]["bias"] == pytest.approx(4 / 20)  # share 0 flags the 4 answers with one slip
+    assert any("'comment'" in note and "left aside" in note for note in report["notes"])
+    # the judged rows are a run folder: calibrating it with its labels again judges nothing
+    from ragexp.calibrate.source import from_folder
+
+    judged = from_folder(tmp_path / "report")
+    assert judged.judge == "offline-hash" and len(judged.judged()) == 20 and "claim_hallucination_rate" in judged.metrics
+
+
+class JudgeWithoutASetting(OfflineJudge):
+    """A judge whose hallucination verdict is not a threshold on one of its scores (as an LLM judge's)."""
+
+    verdict_settings: dict = {}
+
+
+def test_a_judge_without_a_setting_gets_the_best_rule_on_its_scores(tmp_path):
+    path = labelled_outputs(tmp_path / "labelled.jsonl")
+    proc = calibrate("--outputs", str(path), *HASH, f"judge._target_={__name__}.JudgeWithoutASetting", "--out", "report",
+                     "--resamples", "20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "has no setting for this verdict; the best rule on its scores is `" in proc.stdout
+    [verdict] = json.loads((tmp_path / "report" / "calibration.json").read_text())["yes_no"]
+    assert verdict["override"] is None and verdict["held_out_balanced_accuracy"] == 1.0
+
+
+def test_ragas_columns_in_csv_and_bad_rows_named_by_line(tmp_path):
+    path = tmp_path / "ragas.csv"
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["user_input", "retrieved_contexts", "response", "reference", "supported"])
+        writer.writerow(["Which port?", json.dumps(["Quarry listens on 7400."]), "7400.", "7400", "yes"])
+        writer.writerow(["Which language?", json.dumps(["Quarry is written in Go."]), "Rust.", "Go", "no"])
+    first, second = read_outputs(path)
+    assert first.question.text == "Which port?" and first.hits[0].chunk.text == "Quarry listens on 7400."
+    assert first.answer.text == "7400." and first.question.answers == ("7400",) and second.extra == {"supported": "no"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "contexts": [], "answer": "a"}) + "\n" + json.dumps({"answer": "a"}) + "\n")
+    proc = calibrate("--outputs", str(bad), *HASH, cwd=tmp_path)
+    assert proc.returncode == 2 and f"{bad}:2: no question (column question or user_input)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_threshold_statistics_are_their_definitions():
+    truth = [True, True, False, False, False]
+    assert balanced_accuracy([True, False, False, False, True], truth) == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert roc_auc([0.9, 0.4, 0.4, 0.1, 0.2], truth) == pytest.approx((3 + 2.5) / 6)  # a tie counts half
+    cut = best_cut("s", [0.9, 0.6, 0.5, 0.1, 0.2], truth)
+    assert (cut.threshold, cut.higher, cut.tuning_balanced_accuracy) == (0.55, True, 1.0)
+    assert best_cut("s", [0.1, 0.2, 0.9, 0.8, 0.7], truth).higher is False
+    tuning, held = split([True] * 10 + [False] * 10, 0.3, seed=1)
+    assert len(held) == 6 and not set(tuning) & set(held) and len(tuning) + len(held) == 20

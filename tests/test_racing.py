@@ -1,0 +1,312 @@
+"""Racing sweeps (hydra/sweeper=racing): nested seeded question samples, the round's decisions as the
+paired tests with Holm dictate, the stage cache serving a survivor's earlier questions, the race in
+the report and in MLflow, bad input refused before any job, failed jobs reported, the joblib
+launcher, and a killed race resumed without running its finished jobs again."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import HASH, cli_env, llm_args, mlflow_runs, run_app, run_cli
+
+RACE = ["-m", "hydra/sweeper=racing", *HASH, "retriever=bm25,dense", "retriever.top_k=1,10",
+        "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10"]
+
+
+# --- the parts -------------------------------------------------------------------------------------
+
+def test_question_samples_are_seeded_nested_and_keep_the_dataset_order():
+    from ragexp.datasets.subset import QuestionSample
+    from ragexp.types import Dataset, Document, Question
+
+    questions = tuple(Question(f"q{i}", f"question {i}", ("a",)) for i in range(50))
+    data = Dataset("d", (Document("d1", "text"),), questions)
+    ids = {size: [q.qid for q in QuestionSample(size, seed=3).apply(data).questions] for size in (5, 20, 50, 80)}
+    assert len(ids[5]) == 5 and len(ids[20]) == 20
+    assert set(ids[5]) < set(ids[20]) < set(ids[50])  # nested
+    assert ids[20] == sorted(ids[20], key=lambda q: int(q[1:]))  # in the dataset's order
+    assert ids[50] == ids[80] == [q.qid for q in questions]  # at or above the size: every question
+    other = [q.qid for q in QuestionSample(20, seed=4).apply(data).questions]
+    assert other != ids[20]  # another seed, another sample
+    assert [q.qid for q in QuestionSample(20, seed=3).apply(data).questions] == ids[20]  # the same seed, the same
+    assert QuestionSample(20, 3).apply(data).documents == data.documents  # the corpus is never sampled
+
+
+def test_round_sizes_grow_and_bad_settings_are_named():
+    from ragexp.racing.plan import Settings, round_sizes
+
+    assert round_sizes((0.1, 0.25, 0.5, 1.0), 20, 500) == [50, 125, 250, 500]
+    assert round_sizes((0.1, 0.25, 0.5, 1.0), 20, 100) == [20, 25, 50, 100]
+    assert round_sizes((0.05, 0.1, 1.0), 20, 100) == [20, 100]  # the minimum merges the first two rounds
+    assert Settings().problems() == []
+    assert "must grow" in Settings(rounds=(0.5, 0.25, 1.0)).problems()[0]
+    assert "must be 1.0" in Settings(rounds=(0.25, 0.5)).problems()[0]
+    assert "(0, 1]" in Settings(rounds=(0.5, 1.5)).problems()[0]
+    assert "keep_top" in Settings(keep_top=0).problems()[0]
+
+
+def synthetic_run(config: int, scores: np.ndarray):
+    """A run whose objective avg_x is the mean of its per-question column x."""
+    from ragexp.compare.source import Run
+
+    table = pd.DataFrame({"question_id": [f"q{i}" for i in range(len(scores))], "x": scores,
+                          "status": ["judged"] * len(scores)})
+    spec = {"name": "avg_x", "inputs": ["x"], "kind": "mean", "rows": "judged"}
+    return Run(str(config), f"c{config}", "", 0, {}, {"avg_x": float(scores.mean())}, {}, table=table, aggregation=[spec])
+
+
+def expected_drops(runs: dict, alpha: float, keep_top: int, resamples: int, seed: int) -> set[int]:
+    """What the statistics dictate, computed here from ragexp.compare.stats directly: each run against
+    the best by mean, paired permutation p-values Holm-corrected together."""
+    from ragexp.compare.stats import holm, paired_test
+
+    order = sorted(runs, key=lambda c: -runs[c].table["x"].mean())
+    best = runs[order[0]].table["x"].to_numpy()
+    tests = [paired_test(runs[c].table["x"].to_numpy(), best, resamples=resamples, seed=seed) for c in order[1:]]
+    adjusted = holm([t.p_value for t in tests])
+    return {c for rank, (c, t, p) in enumerate(zip(order[1:], tests, adjusted), start=2)
+            if p < alpha and t.difference.estimate < 0 and rank > keep_top}
+
+
+def test_a_round_drops_what_holm_corrected_paired_tests_dictate():
+    from ragexp.racing.decide import BEST, DROPPED, KEPT, decide
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(6, 1, 60)
+    shifts = {0: 0.0, 1: -0.05, 2: -0.9, 3: -0.35, 4: -1.5}  # 1: close; 2, 4: clearly worse; 3: in between
+    runs = {c: synthetic_run(c, base + shift + rng.normal(0, 0.8, 60)) for c, shift in shifts.items()}
+    names = {c: f"c{c}" for c in runs}
+    decisions = decide(runs, names, "avg_x", alpha=0.05, resamples=1000, seed=0)
+    by_config = {d.config: d for d in decisions}
+    assert [d.rank for d in decisions] == [1, 2, 3, 4, 5]
+    assert by_config[0].verdict == BEST
+    dropped = {d.config for d in decisions if d.verdict == DROPPED}
+    assert dropped == expected_drops(runs, 0.05, 1, 1000, 0)
+    assert {2, 4} <= dropped and by_config[1].verdict == KEPT  # the statistics are not vacuous here
+    for d in decisions[1:]:
+        assert d.against == "c0" and d.questions == 60
+        assert d.low <= d.difference <= d.high and d.p_value <= d.p_holm <= 1
+        assert d.effect_size < 0
+
+
+def test_a_large_round_gets_the_permutations_holm_needs():
+    """With 200 configurations, 2000 permutations cannot give a Holm-corrected p below 0.1 (199/2001):
+    the test takes more, so that a configuration far worse than the best is dropped."""
+    from ragexp.racing.decide import DROPPED, decide, enough_resamples
+
+    assert enough_resamples(2000, 24, 0.05) == 2000
+    assert enough_resamples(2000, 200, 0.05) == 4 * 199 * 20
+    rng = np.random.default_rng(2)
+    runs = {c: synthetic_run(c, rng.normal(6 if c == 0 else 5.99, 0.2, 30)) for c in range(200)}
+    runs[199] = synthetic_run(199, rng.normal(3, 0.2, 30))  # far worse than all
+    decisions = {d.config: d for d in decide(runs, {c: f"c{c}" for c in runs}, "avg_x", resamples=2000)}
+    assert decisions[199].verdict == DROPPED and decisions[199].p_holm < 0.05
+
+
+def test_keep_top_keeps_the_best_n_whatever_the_tests_say():
+    from ragexp.racing.decide import DROPPED, KEPT_TOP, decide
+
+    rng = np.random.default_rng(1)
+    runs = {c: synthetic_run(c, rng.normal(6 - c, 0.3, 40)) for c in range(4)}  # each clearly worse than the last
+    names = {c: f"c{c}" for c in runs}
+    plain = {d.config: d.verdict for d in decide(runs, names, "avg_x", keep_top=1, resamples=500)}
+    assert plain == {0: "best", 1: DROPPED, 2: DROPPED, 3: DROPPED}
+    kept = {d.config: d.verdict for d in decide(runs, names, "avg_x", keep_top=3, resamples=500)}
+    assert kept == {0: "best", 1: KEPT_TOP, 2: KEPT_TOP, 3: DROPPED}
+    minimised = decide(runs, names, "avg_x", maximize=False, resamples=500)
+    assert minimised[0].config == 3 and {d.config for d in minimised if d.verdict == DROPPED} == {0, 1, 2}
+
+
+# --- a race, end to end ------------------------------------------------------------------------------
+
+def round_jobs(state: dict, number: int) -> list[dict]:
+    return state["rounds"][number - 1]["jobs"]
+
+
+def question_ids(folder: str) -> list[str]:
+    lines = (Path(folder) / "questions.jsonl").read_text().splitlines()
+    return [json.loads(line)["question_id"] for line in lines]
+
+
+def check_race(state: dict, sizes: list[int]) -> None:
+    """What every race must hold: nested rounds, survivors = the last round's kept, the statistics'
+    drops (the comparison's own leaderboard over the round's runs, its verdicts and Holm p-values)."""
+    from ragexp.compare import leaderboard
+    from ragexp.compare.source import Selection
+    from ragexp.racing.jobs import read_run
+
+    settings = state["definition"]["settings"]
+    assert state["finished"] and state["sizes"] == sizes
+    previous: dict[int, set] = {}
+    for index, r in enumerate(state["rounds"], start=1):
+        assert r["questions"] == sizes[index - 1]
+        ok = [j for j in r["jobs"] if j["status"] == "ok"]
+        for job in ok:
+            ids = set(question_ids(job["folder"]))
+            assert len(ids) == r["questions"]
+            assert previous.get(job["config"], set()) < ids  # this round's questions contain the last round's
+            previous[job["config"]] = ids
+        if index > 1:
+            before = state["rounds"][index - 2]["decisions"]
+            assert sorted(j["config"] for j in r["jobs"]) == sorted(d["config"] for d in before if d["verdict"] != "dropped")
+        if index == len(state["rounds"]):
+            assert not any(d["verdict"] == "dropped" for d in r["decisions"])  # the last round drops nothing
+            continue
+        runs = [read_run(Path(j["folder"]), str(j["config"])) for j in ok]
+        board = leaderboard.build(Selection("", "racing", runs), settings["objective"], settings["maximize"],
+                                  alpha=settings["alpha"], resamples=settings["resamples"], seed=settings["seed"])
+        worse = {int(e.run.run_id) for rank, e in enumerate(board.entries, start=1)
+                 if e.verdict == "worse" and rank > settings["keep_top"]}
+        decisions = {d["config"]: d for d in r["decisions"]}
+        assert {c for c, d in decisions.items() if d["verdict"] == "dropped"} == worse
+        for entry in board.entries[1:]:
+            assert decisions[int(entry.run.run_id)]["p_holm"] == pytest.approx(entry.comparison.p_holm)
+
+
+def test_a_race_with_the_basic_launcher(tmp_path):
+    proc = run_app(*RACE, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    state = json.loads((sweep_dir / "racing.json").read_text())
+    check_race(state, [20, 40])
+    dropped = [d for d in state["rounds"][0]["decisions"] if d["verdict"] == "dropped"]
+    assert dropped, "the grid is chosen so that top_k=10 loses in round 1"
+    # the stage cache: a survivor's second round computes only its 20 new questions' retrieval and answers
+    def work(job):
+        return json.loads((Path(job["folder"]) / "run.json").read_text())["work"]
+
+    for job in round_jobs(state, 2):
+        done = work(job)
+        assert done.get("answers_cached", 0) >= 20 and done.get("answers_computed", 0) <= 20
+        assert done["answers_cached"] + done.get("answers_computed", 0) == 40
+        assert done["question_hits_cached"] >= 20 and done.get("question_hits_computed", 0) <= 20
+    # and a configuration that differs from one before it only in top_k searches nothing
+    first = {j["name"]: work(j) for j in round_jobs(state, 1)}
+    assert first["retriever=bm25,retriever.top_k=1"]["question_hits_computed"] == 20
+    assert first["retriever=bm25,retriever.top_k=10"]["question_hits_cached"] == 20
+    assert first["retriever=bm25,retriever.top_k=10"].get("question_hits_computed", 0) == 0
+    # MLflow: child runs tagged with round and question count; the parent's cost against the full grid
+    client, runs = mlflow_runs(tmp_path)
+    [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    jobs = [j for r in state["rounds"] for j in r["jobs"]]
+    assert len(children) == len(jobs) == 4 + 4 - len(dropped)
+    assert sorted((c.data.tags["ragexp.racing.round"], c.data.tags["ragexp.racing.questions"]) for c in children) == \
+        sorted((str(j["round"]), str(j["questions"])) for j in jobs)
+    metrics = parent.data.metrics
+    assert metrics["racing_full_grid_question_evaluations"] == 4 * 40
+    assert metrics["racing_question_evaluations"] == 4 * 20 + (4 - len(dropped)) * 20
+    assert metrics["racing_jobs"] == len(jobs) and metrics["racing_dropped"] == len(dropped)
+    # the report: the race, the dropped configurations' partial scores, the survivors' leaderboard, the caveat
+    race = (sweep_dir / "report" / "race.md").read_text()
+    for d in dropped:
+        assert d["name"] in race.split("## Dropped configurations")[1]
+    assert "## Final leaderboard: the" in race and "## Caveat" in race and "keep_top" in race
+    assert (sweep_dir / "report" / "report.html").exists()
+    merged = json.loads((sweep_dir / "results.json").read_text())
+    assert sorted(v["racing_status"] for v in merged.values()).count("dropped in round 1") == len(dropped)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert "report/race.md" in artifacts
+
+
+@pytest.mark.parametrize("args, message", [
+    (["retriever=bm25"], "at least two configurations"),
+    (["retriever=bm25,dense", "hydra.sweeper.objective=total_cost_usd"], "is not a per-question score"),
+    (["retriever=bm25,dense", "hydra.sweeper.rounds=[0.5,0.25,1.0]"], "the rounds must grow"),
+    (["retriever=bm25,dense", "hydra.sweeper.min_questions=41"], "above the dataset's 40 questions"),
+    (["retriever=bm25,dense", "+hydra.sweeper.keep_tops=2"], "hydra.sweeper.keep_tops: unknown setting"),
+])
+def test_bad_input_exits_2_before_any_job(tmp_path, args, message):
+    proc = run_app("-m", "hydra/sweeper=racing", *HASH, *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in proc.stderr and "no job was started" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("multirun/*/*/*/results.json")) and not list(tmp_path.glob("multirun/*/*/0"))
+    assert not (tmp_path / "mlflow.db").exists()  # no parent run either
+
+
+def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
+    """A configuration whose judge refuses the key fails in round 1: listed as failed (race.md,
+    racing.json, its child run), not as dropped, not raced further; the sweep exits 4."""
+    from openai_server import auto_reply
+
+    server.chat = lambda body: {"status": 401} if body.get("model") == "revoked" else auto_reply(body)
+    args = [a for a in llm_args(server, generator=False) if not a.startswith("judge.endpoint.model=")]
+    proc = run_app("-m", "hydra/sweeper=racing", *args, "judge.endpoint.max_retries=0",
+                   "judge.endpoint.model=ok-model,revoked", "retriever.top_k=1,3",
+                   "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10", "tracker=none",
+                   cwd=tmp_path, env={"RAGEXP_TEST_LLM_KEY": "test-key"})
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    state = json.loads((sweep_dir / "racing.json").read_text())
+    first = state["rounds"][0]
+    failed = [j for j in first["jobs"] if j["status"] == "failed"]
+    assert sorted(j["name"] for j in failed) == ["judge.endpoint.model=revoked,retriever.top_k=1",
+                                                 "judge.endpoint.model=revoked,retriever.top_k=3"]
+    assert all("refused the key" in j["reason"] for j in failed)
+    assert {d["config"] for d in first["decisions"]}.isdisjoint(j["config"] for j in failed)  # not tested, not dropped
+    assert {j["config"] for j in round_jobs(state, 2)}.isdisjoint(j["config"] for j in failed)  # not raced further
+    race = (sweep_dir / "report" / "race.md").read_text()
+    assert "## Failed jobs" in race and "refused the key" in race.split("## Failed jobs")[1]
+    jobs = sum(len(r["jobs"]) for r in state["rounds"])
+    assert f"2 of {jobs} jobs failed" in proc.stderr
+
+
+# --- the process tier: parallel jobs, a kill -------------------------------------------------------------
+
+@pytest.mark.process
+def test_a_race_with_the_joblib_launcher(tmp_path):
+    proc = run_cli(*RACE, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    state = json.loads((sweep_dir / "racing.json").read_text())
+    check_race(state, [20, 40])
+    client, runs = mlflow_runs(tmp_path)
+    children = [r for r in runs if "ragexp.racing.round" in r.data.tags]
+    assert len(children) == sum(len(r["jobs"]) for r in state["rounds"])
+    assert all(c.info.status == "FINISHED" for c in children)
+
+
+@pytest.mark.process
+def test_a_killed_race_resumes_without_running_finished_jobs_again(tmp_path):
+    """Killed (SIGKILL, the whole process group) once round 2 has begun; the same command with
+    hydra.sweep.dir=<its folder> reads round 1's jobs from their folders and finishes the race."""
+    sweep_dir = tmp_path / "multirun" / "race"
+    args = [*RACE, "hydra.sweeper.rounds=[0.25,0.5,1.0]", f"hydra.sweep.dir={sweep_dir}", "tracker=none"]
+    log = open(tmp_path / "first.log", "w")
+    first = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=cli_env(), stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    state_file = sweep_dir / "racing.json"
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline and first.poll() is None:
+            state = json.loads(state_file.read_text()) if state_file.exists() else {"rounds": []}
+            if len(state["rounds"]) >= 2:  # round 1 decided, round 2 planned
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        log.close()
+    killed = json.loads(state_file.read_text())
+    assert len(killed["rounds"]) >= 2 and not killed["finished"], (tmp_path / "first.log").read_text()[-2000:]
+    round_one = killed["rounds"][0]
+    stamps = {j["folder"]: os.stat(Path(j["folder"]) / "results.json").st_mtime_ns for j in round_one["jobs"]}
+
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resumed" in proc.stdout
+    state = json.loads(state_file.read_text())
+    check_race(state, [10, 20, 40])
+    assert state["rounds"][0]["reused"] == len(round_one["jobs"])  # read, not run
+    assert state["rounds"][0]["decisions"] == round_one["decisions"]  # the same decisions from the same folders
+    assert {f: os.stat(Path(f) / "results.json").st_mtime_ns for f in stamps} == stamps
+    launched = [line for line in proc.stdout.splitlines() if "question_sample.size=10 " in line and "#" in line]
+    assert launched == []  # no round-1 job was launched again
