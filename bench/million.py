@@ -7,7 +7,7 @@ The corpus is made of real text found here, recombined deterministically (`build
   sentences (split by `ragexp.text.split_sentences`), until 10^6 chunks.
 The queries are the 500 HotpotQA questions and the first 500 MS MARCO queries. The sentences are
 real, so are term frequencies within a chunk and the length of chunks (~450 characters); the
-vocabulary is that of ~7,000 passages (~60,000 terms), much smaller than a real corpus of 10^6
+vocabulary is that of ~7,000 passages (~41,000 terms), much smaller than a real corpus of 10^6
 chunks has, so each term's postings are longer than in real data: BM25 query time here errs on
 the slow side, the vocabulary's memory on the small side.
 
