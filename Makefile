@@ -4,8 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+# the engines tier's own venv: hydra-optuna-sweeper pins optuna 2.x (and its old dependencies), kept out of .venv
+ENGINES_VENV := .venv-engines
+ENGINES_PY := $(ENGINES_VENV)/bin/python
+ENGINES_STAMP := $(ENGINES_VENV)/.installed
 
-.PHONY: help install run test test-process test-full lint bench clean
+.PHONY: help install run test test-process test-engines test-full lint bench clean
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -29,6 +33,16 @@ test: install  ## the fast test tier: in-process, no timing, on both cores (pyte
 
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow"
+
+$(ENGINES_STAMP): pyproject.toml constraints.txt
+	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)
+	$(ENGINES_PY) -m pip install --quiet --upgrade pip
+	$(ENGINES_PY) -m pip install --quiet -c constraints.txt torch
+	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
+	touch $(ENGINES_STAMP)
+
+test-engines: $(ENGINES_STAMP)  ## the engines (Ray launcher, Optuna sweeper, ONNX/OpenVINO, submitit) in .venv-engines with the extras (marker `engines`; CI runs them)
+	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest -m engines
 
 test-full: install  ## every tier, slow tests and the optuna, ray and backends extras included
 	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
