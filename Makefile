@@ -29,10 +29,10 @@ run: install  ## run the default experiment (offline: bundled sample, MiniLM, ex
 	$(PY) -m ragexp
 
 test: install  ## the fast test tier: in-process, no timing, on both cores (pytest-xdist; what CI runs first)
-	$(PY) -m pytest -m "not slow and not process" -n 2
+	$(PY) -m pytest -m "not slow and not process and not engines" -n 2
 
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
-	$(PY) -m pytest -m "process and not slow"
+	$(PY) -m pytest -m "process and not slow and not engines"
 
 $(ENGINES_STAMP): pyproject.toml constraints.txt
 	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)
@@ -41,12 +41,11 @@ $(ENGINES_STAMP): pyproject.toml constraints.txt
 	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
 	touch $(ENGINES_STAMP)
 
-test-engines: $(ENGINES_STAMP)  ## the engines (Ray launcher, Optuna sweeper, ONNX/OpenVINO, submitit) in .venv-engines with the extras (marker `engines`; CI runs them)
-	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest -m engines
+test-engines: $(ENGINES_STAMP)  ## the engines (Ray, Optuna, ONNX/OpenVINO, submitit) and the slow tests, in .venv-engines with the extras (CI runs them)
+	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest -m "engines or slow"
 
-test-full: install  ## every tier, slow tests and the optuna, ray and backends extras included
-	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
-	$(PY) -m pytest
+test-full: $(ENGINES_STAMP)  ## every tier, in .venv-engines (the optuna, ray and backends extras)
+	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest
 
 lint: install  ## ruff (style and bugs) and mypy (types) on the code; settings in pyproject.toml
 	$(PY) -m ruff check .

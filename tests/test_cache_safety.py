@@ -1,6 +1,7 @@
 """A cache that cannot hurt: nothing read from the cache folder runs code, a damaged or foreign
 entry is a miss with one warning per stage, a code change is a miss, an unusable folder or SQLite
 file gives one warning and the run goes on, and failed LLM replies are never cached."""
+import contextlib
 import errno
 import json
 import logging
@@ -155,13 +156,52 @@ def test_an_unwritable_cache_folder_gives_one_message_and_the_run_goes_on(tmp_pa
     assert message.startswith(f"cache.dir: cannot write to {blocker / 'cache'}") and "uncached" in message
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+CAP_DAC_OVERRIDE = 1  # linux/capability.h: the capability that lets root write where the mode forbids it
+
+
+@contextlib.contextmanager
+def as_an_ordinary_user():
+    """Read-only means read-only for the block, also when the tests run as root (CI does): root's
+    CAP_DAC_OVERRIDE leaves this thread's effective set (threads started in the block inherit
+    that) and comes back after it (it stays in the permitted set)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+
+    def call(name):
+        if getattr(libc, name)(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), f"{name} failed")
+
+    call("capget")
+    saved = data[0].effective
+    data[0].effective = saved & ~(1 << CAP_DAC_OVERRIDE)
+    call("capset")
+    try:
+        yield
+    finally:
+        data[0].effective = saved
+        call("capset")
+
+
 def test_a_read_only_cache_folder_gives_one_message(tmp_path, caplog):
     data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
     cache_dir.mkdir()
     cache_dir.chmod(0o555)
     try:
-        result = work(data, cache_dir)
+        with as_an_ordinary_user():
+            with pytest.raises(PermissionError):  # the folder is read-only for this test, root or not
+                (cache_dir / "probe").write_text("x")
+            result = work(data, cache_dir)
     finally:
         cache_dir.chmod(0o755)
     assert result.aggregates["failed_questions"] == 0

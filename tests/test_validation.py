@@ -6,7 +6,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import CONF, ROOT, compose, run_cli
+from conftest import CONF, ENGINE_OPTIONS, ROOT, compose, engine_option, require_engine, run_cli
 from ragexp.errors import RagexpError
 from ragexp.validation import problems, validate
 
@@ -79,15 +79,11 @@ def config_options() -> list[str]:
             for group in sorted(p for p in CONF.iterdir() if p.is_dir()) for option in sorted(group.glob("*.yaml"))]
 
 
-@pytest.mark.parametrize("option", config_options())
+@pytest.mark.parametrize("option", [engine_option(o) for o in config_options()])
 def test_every_shipped_option_validates_clean(option):
-    from hydra.errors import MissingConfigException
-
-    try:
-        cfg = compose(option)
-    except MissingConfigException as err:  # a Hydra plugin from an optional extra (ray, optuna) not installed
-        pytest.skip(str(err).splitlines()[0])
-    assert problems(cfg) == []
+    if option in ENGINE_OPTIONS:  # a Hydra plugin from an optional extra (ray, optuna): the engines tier
+        require_engine(ENGINE_OPTIONS[option])
+    assert problems(compose(option)) == []
 
 
 def test_validation_imports_no_model_code():
