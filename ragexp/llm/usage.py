@@ -68,11 +68,12 @@ class Usage:
             self.counts[(role, name) if role else name] += n
 
     def stats(self) -> dict[str, float]:
-        """The run's aggregates: <role>_input_tokens, <role>_output_tokens, <role>_cost_usd,
+        """The run's aggregates: <role>_input_tokens, <role>_output_tokens, <role>_cost_usd (role
+        `embedder` too, when a remote embedder sent requests),
         llm_requests, llm_retries, llm_failures, llm_cache_hits, and <role>_<counter>."""
         with self._lock:
             stats: dict[str, float] = {}
-            for role in self.ROLES:
+            for role in (*self.ROLES, *(["embedder"] if ("embedder", "input") in self.tokens else [])):
                 stats[f"{role}_input_tokens"] = self.tokens[role, "input"]
                 stats[f"{role}_output_tokens"] = self.tokens[role, "output"]
                 stats[f"{role}_cost_usd"] = round(self.cost.get(role, 0.0), 8)
