@@ -41,8 +41,8 @@ $(ENGINES_STAMP): pyproject.toml constraints.txt
 	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
 	touch $(ENGINES_STAMP)
 
-test-engines: $(ENGINES_STAMP)  ## the engines (Ray, Optuna, ONNX/OpenVINO, submitit) and the slow tests, in .venv-engines with the extras (CI runs them)
-	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest -m "engines or slow"
+test-engines: $(ENGINES_STAMP)  ## the engines (Ray launcher, Optuna, ONNX/OpenVINO, submitit) in .venv-engines with the extras (marker `engines`; CI runs them)
+	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest -m "engines and not slow" --durations=0
 
 test-full: $(ENGINES_STAMP)  ## every tier, in .venv-engines (the optuna, ray and backends extras)
 	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest

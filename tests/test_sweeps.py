@@ -53,30 +53,37 @@ def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_pa
 @pytest.fixture
 def local_ray(tmp_path):
     """A local Ray instance (`ray start --head`), started in a folder of its own: its workers begin
-    there, not where the sweep is launched."""
+    there, not where the sweep is launched. Ray's processes (and the sweep's) get a home folder of
+    their own, token authentication off: a `~/.ray/auth_token` another Ray user left on the machine
+    is not this cluster's."""
     require_engine("ray")
     home = tmp_path / "ray-home"
     home.mkdir()
+    env = {**os.environ, "HOME": str(tmp_path / "ray-user"), "RAY_AUTH_MODE": "disabled"}
     port = free_port()
     ray = Path(sys.executable).with_name("ray")
+    log = (tmp_path / "ray-head.log").open("w")
     head = subprocess.Popen([str(ray), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              "--include-dashboard=false", "--disable-usage-stats"],
-                            cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 300  # a loaded 2-core machine starts Ray slowly
         while True:
-            status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], capture_output=True, text=True)
+            status = subprocess.run([str(ray), "status", f"--address=127.0.0.1:{port}"], env=env,
+                                    capture_output=True, text=True)
             if status.returncode == 0 or time.time() > deadline or head.poll() is not None:
                 break
-            time.sleep(1)
-        assert status.returncode == 0, f"ray did not start: {status.stderr[-2000:]}"
-        yield SimpleNamespace(address=f"127.0.0.1:{port}", home=home)
+            time.sleep(2)
+        assert status.returncode == 0, (f"ray did not start: {status.stderr[-1500:]}\nhead: "
+                                        f"{(tmp_path / 'ray-head.log').read_text()[-1500:]}")
+        yield SimpleNamespace(address=f"127.0.0.1:{port}", home=home, env={k: env[k] for k in ("HOME", "RAY_AUTH_MODE")})
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # --block: the head stops every Ray process it started
         try:
             head.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
+        log.close()
 
 
 @pytest.mark.engines
@@ -87,7 +94,7 @@ def test_a_ray_sweep_runs_each_job_on_ray_and_logs_next_to_its_parent(tmp_path, 
     work.mkdir()
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # not ./mlflow.db of the launching folder
     proc = run_cli("-m", "+cluster=ray", "chunker=fixed,recursive", "retriever=bm25", "dataset.limit=3", cwd=work,
-                   env={"RAY_ADDRESS": local_ray.address, "MLFLOW_TRACKING_URI": store})
+                   env={"RAY_ADDRESS": local_ray.address, "MLFLOW_TRACKING_URI": store, **local_ray.env})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Connecting to existing Ray cluster" in proc.stderr
     assert len(set(re.findall(r"\(_run_job pid=(\d+)\)", proc.stdout))) >= 1, "the jobs ran as Ray tasks"
