@@ -70,8 +70,8 @@ def prepare(name: str, cache_dir: Path):
     distilled or loaded (timed as `prepare_s`); or the reason it does not fit."""
     from hydra.utils import instantiate
 
-    from ragexp.cache import EmbeddingStore
-    from ragexp.embedders import EmbeddingCache
+    from ragexp.store.cache import EmbeddingStore
+    from ragexp.components.embedders import EmbeddingCache
 
     with EmbeddingCache(EmbeddingStore(str(cache_dir))).building():
         embedder = instantiate(compose(overrides(name, cache_dir)).embedder)
@@ -85,8 +85,8 @@ def prepare(name: str, cache_dir: Path):
 
 def quality(name: str, embedder, texts: list[str], cache_dir: Path) -> tuple[dict, np.ndarray]:
     """Embeds every paragraph (timed), stores the vectors, then runs the pipeline on them."""
-    from ragexp.cache import EmbeddingStore
-    from ragexp.pipeline import run
+    from ragexp.store.cache import EmbeddingStore
+    from ragexp.run.pipeline import run
 
     load = os.getloadavg()[0]
     vectors, seconds = timed_embed(embedder, texts)

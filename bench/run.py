@@ -86,7 +86,7 @@ def compose_config(overrides: list[str]):
 @contextmanager
 def embedding_caches() -> Iterator[list]:
     """Every run-wide EmbeddingCache made in the block (instrumentation of this process only)."""
-    from ragexp.embedders import EmbeddingCache
+    from ragexp.components.embedders import EmbeddingCache
 
     made: list = []
     original = EmbeddingCache.__dict__["beside"]
@@ -124,7 +124,7 @@ def distinct_embedding(work_dir: Path, cold_s: float, limit: int, embedded: int)
     replay = work_dir / "replay-cache"
     replay.mkdir()
     shutil.copy(work_dir / ".ragexp-cache" / "embeddings.sqlite", replay / "embeddings.sqlite")
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     base = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", f"dataset.limit={limit}", "tracker=none", f"cache.dir={replay}"]
     with embedding_caches() as caches:
@@ -140,7 +140,7 @@ def distinct_embedding(work_dir: Path, cold_s: float, limit: int, embedded: int)
 def full_run_vs_embedding() -> dict:
     """The default pipeline on all 500 questions, in this process (cache off), then the texts it
     embedded, embedded again alone with the same model."""
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     cfg = compose_config(["dataset=hotpotqa", f"dataset.path={HOTPOT}", "tracker=none", "cache.enabled=false"])
     with embedding_caches() as caches:

@@ -13,7 +13,7 @@ CONF = str(Path(__file__).resolve().parent / "conf")
 
 @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
 def hydra_main(cfg: DictConfig) -> float | None:
-    from ragexp.app import execute
+    from ragexp.run.app import execute
 
     return execute(cfg)
 

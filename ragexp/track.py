@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default="ragexp", help="MLflow experiment (default ragexp)")
     args = parser.parse_args(argv)
     from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
-    from ragexp.report import RUN_META
-    from ragexp.trackers import MlflowTracker
+    from ragexp.store.run_folder import RUN_META
+    from ragexp.store.trackers import MlflowTracker
 
     status = 0
     for folder in map(Path, args.folders):
@@ -66,7 +66,7 @@ def exists(tracker, run_id: str) -> bool:
     """Whether the store has the run: False only when the store answers that it has none
     (RESOURCE_DOES_NOT_EXIST); any other error is asked `attempts` times, then StoreUnreachable."""
     from ragexp.errors import StoreUnreachable
-    from ragexp.store_lookup import run_absent
+    from ragexp.store.lookup import run_absent
 
     attempts = LOOKUP_ATTEMPTS
     for attempt in range(attempts):

@@ -118,12 +118,12 @@ class RunResult:
     scales: dict[str, tuple[float, float]] = field(default_factory=dict)  # aggregate -> (lowest, highest), when known
     statuses: dict[str, str] = field(default_factory=dict)  # aggregate -> good / ok / warning (specification targets)
     gate: GateVerdict | None = None
-    aggregation: tuple = ()  # how each aggregate is made (ragexp.scoring.Aggregate), for aggregates.json
+    aggregation: tuple = ()  # how each aggregate is made (ragexp.metrics.scoring.Aggregate), for aggregates.json
     relevance: dict[str, Any] = field(default_factory=dict)  # rule, level and NDCG gain of the retrieval metrics
-    traces: tuple[dict, ...] = ()  # tracing=on: one record per traced question (ragexp.tracing)
+    traces: tuple[dict, ...] = ()  # tracing=on: one record per traced question (ragexp.store.tracing)
 
 
-# Plain-data codecs for the stage cache (ragexp.cache): each cached record to a JSON-able dict and
+# Plain-data codecs for the stage cache (ragexp.store.cache): each cached record to a JSON-able dict and
 # back. Nothing but these fields is read, so a cache file can never run code.
 
 def chunk_to_dict(chunk: Chunk) -> dict:

@@ -86,7 +86,7 @@ def compose(*overrides: str):
 
 @pytest.fixture(scope="session")
 def minilm():
-    from ragexp.embedders import SentenceTransformerEmbedder
+    from ragexp.components.embedders import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder()
 
@@ -243,7 +243,7 @@ def logged_sweep(uri: str, experiment: str = "ragexp"):
 
 
 def forget_embedding_store() -> None:
-    """A run shares vectors through an on-disk store set for the whole process (ragexp.embedders,
+    """A run shares vectors through an on-disk store set for the whole process (ragexp.components.embedders,
     relative to the working directory when first used): the next test must not write into it."""
     embedders = sys.modules.get("ragexp.embedders")
     if embedders is not None and hasattr(embedders, "use_store"):

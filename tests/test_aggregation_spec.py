@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conftest import TEST_KEY_ENV, compose, llm_args
-from ragexp.pipeline import run
-from ragexp.report import question_table, write_results
-from ragexp.scoring import Aggregate
+from ragexp.run.pipeline import run
+from ragexp.store.run_folder import question_table, write_results
+from ragexp.metrics.scoring import Aggregate
 
 HASH = ("embedder=hash", "embedder@scoring_embedder=hash", "dataset.limit=8", "tracker=none")
 # not the specification's weights, and no hallucination penalty
@@ -45,7 +45,7 @@ def test_the_spec_reproduces_results_json_from_the_per_question_table(tmp_path):
 
 
 def test_a_failed_question_is_counted_not_averaged():
-    from ragexp.scoring import Weights, aggregation_spec, compute
+    from ragexp.metrics.scoring import Weights, aggregation_spec, compute
     from ragexp.types import Judgement, Question, QuestionResult
 
     q = Question("q", "?", ("a",))
@@ -62,7 +62,7 @@ def test_compare_reads_the_logged_spec_and_reproduces_every_aggregate(tmp_path):
     from ragexp.compare.leaderboard import build as leaderboard
     from ragexp.compare.metrics import FROM_TABLE, specs_for
     from ragexp.compare.source import select
-    from ragexp.trackers import MlflowTracker
+    from ragexp.store.trackers import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = MlflowTracker("spec-test", uri)

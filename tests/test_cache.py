@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import HASH, cli_env, compose, mlflow_runs, run_cli
-from ragexp.cache import EmbeddingStore, StageCache, key_of, main as cache_main
-from ragexp.pipeline import run
+from ragexp.store.cache import EmbeddingStore, StageCache, key_of, main as cache_main
+from ragexp.run.pipeline import run
 
 
 @pytest.fixture

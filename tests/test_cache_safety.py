@@ -15,14 +15,14 @@ import pytest
 from conftest import ROOT, TEST_KEY_ENV, compose, llm_args, run_cli
 from openai_server import auto_reply, task
 
-from ragexp.cache import StageCache, key_of
-from ragexp.code_identity import code_hash
+from ragexp.store.cache import StageCache, key_of
+from ragexp.store.code_identity import code_hash
 from ragexp.errors import QuestionFailed
 from ragexp.llm.cache import ResponseCache
 from ragexp.llm.client import ChatClient, ChatRequest
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.usage import Prices, Usage
-from ragexp.pipeline import run
+from ragexp.run.pipeline import run
 from ragexp.types import Answer, Chunk, Hit, Judgement
 
 FAST = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "tracker=none", "retriever.top_k=2"]
@@ -117,7 +117,7 @@ def test_every_record_comes_back_from_disk_as_it_was_stored(tmp_path):
 
 
 CHUNKER = """\
-from ragexp.chunkers import RecursiveChunker
+from ragexp.components.chunkers import RecursiveChunker
 
 
 class EditedChunker(RecursiveChunker):
@@ -143,7 +143,7 @@ def test_editing_a_components_code_is_a_miss(tmp_path, monkeypatch):
     before = code_hash("edited_chunker.EditedChunker")
     code_hash.cache_clear()
     assert code_hash("edited_chunker.EditedChunker") == before
-    assert key_of({"_target_": "edited_chunker.EditedChunker"}) != key_of({"_target_": "ragexp.chunkers.RecursiveChunker"})
+    assert key_of({"_target_": "edited_chunker.EditedChunker"}) != key_of({"_target_": "ragexp.components.chunkers.RecursiveChunker"})
 
 
 def test_an_unwritable_cache_folder_gives_one_message_and_the_run_goes_on(tmp_path, caplog):
@@ -234,7 +234,7 @@ FULL_DISK = """\
 import json, resource, signal, sys
 sys.path.insert(0, {tests!r})
 from conftest import compose
-from ragexp.pipeline import run
+from ragexp.run.pipeline import run
 cfg = compose(*sys.argv[1:])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
 resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))

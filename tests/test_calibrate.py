@@ -162,8 +162,8 @@ def test_a_logged_run_gets_a_linked_calibration_run(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
 
-    from ragexp.pipeline import run as run_pipeline
-    from ragexp.trackers import MlflowTracker
+    from ragexp.run.pipeline import run as run_pipeline
+    from ragexp.store.trackers import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=6",

@@ -4,7 +4,7 @@ import yaml
 from hydra.utils import get_class
 
 from conftest import CONF, options
-from ragexp.chunkers import (FixedChunker, MarkdownChunker, RecursiveChunker, SemanticChunker, SentenceChunker,
+from ragexp.components.chunkers import (FixedChunker, MarkdownChunker, RecursiveChunker, SemanticChunker, SentenceChunker,
                              TokenChunker, pack)
 from ragexp.types import Document
 
@@ -70,7 +70,7 @@ def test_markdown_chunks_never_cross_a_section():
 def test_token_windows_count_tokens_of_the_on_disk_tokenizer():
     from tokenizers import Tokenizer
 
-    from ragexp.chunkers import minilm_tokenizer_file
+    from ragexp.components.chunkers import minilm_tokenizer_file
 
     tokenizer = Tokenizer.from_file(minilm_tokenizer_file())
     tokenizer.no_truncation()

@@ -25,7 +25,7 @@ def test_default_run_is_logged_to_mlflow(tmp_path):
     assert metrics["total_questions"] == 12 and metrics["failed_questions"] == 0
     assert 1 <= metrics["avg_answer_similarity"] <= 10 and 0 <= metrics["hallucination_rate"] <= 1
     params = run.data.params
-    assert params["chunker._target_"] == "ragexp.chunkers.RecursiveChunker"
+    assert params["chunker._target_"] == "ragexp.components.chunkers.RecursiveChunker"
     assert params["chunker.chunk_size"] == "512" and params["dataset.limit"] == "12"
     assert params["retriever.embedder.name"] == "minilm"  # interpolations are logged resolved
     tags = run.data.tags

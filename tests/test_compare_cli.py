@@ -140,8 +140,8 @@ def test_rerun_of_a_sweep_parent_says_to_give_a_job(small_sweep, capsys):
 
 
 def test_a_failing_report_does_not_fail_the_sweep(tmp_path, caplog):
-    from ragexp.callbacks import SweepTracking
-    from ragexp.trackers import MlflowTracker
+    from ragexp.run.callbacks import SweepTracking
+    from ragexp.store.trackers import MlflowTracker
 
     callback = SweepTracking()
     callback.tracker = MlflowTracker(tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")

@@ -10,7 +10,7 @@ import pytest
 from ragexp.compare.leaderboard import build
 from ragexp.compare.report import write
 from ragexp.compare.source import Run, Selection
-from ragexp.scoring import Aggregate
+from ragexp.metrics.scoring import Aggregate
 
 WEIGHTS = {"context_relevance": 0.3, "answer_similarity": 0.4, "faithfulness": 0.3}
 
@@ -48,9 +48,9 @@ def make_run(name, chunker, retriever, shift=0.0, n=30, seed=0, failed=(), extra
             spec.append(Aggregate("judge_cost_usd", (column,), "sum") if column == "cost_usd"
                         else Aggregate(column, (column,), "mean", "valued"))
     run_params = {"run_name": name, "objective": "overall_score",
-                  "chunker._target_": f"ragexp.chunkers.{chunker}", "chunker.chunk_size": "512",
-                  "retriever._target_": f"ragexp.retrievers.{retriever}", "retriever.top_k": "5",
-                  "weights._target_": "ragexp.scoring.Weights", "weights.hallucination_penalty": "True",
+                  "chunker._target_": f"ragexp.components.chunkers.{chunker}", "chunker.chunk_size": "512",
+                  "retriever._target_": f"ragexp.components.retrievers.{retriever}", "retriever.top_k": "5",
+                  "weights._target_": "ragexp.metrics.scoring.Weights", "weights.hallucination_penalty": "True",
                   **{f"weights.{m}": str(w) for m, w in WEIGHTS.items()}}
     if retriever == "DenseRetriever":
         run_params["retriever.embedder.name"] = "minilm"

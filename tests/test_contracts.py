@@ -3,10 +3,10 @@ the API, the version installed and the version tested (constraints.txt), instead
 trace log failing somewhere deep. The ranges in pyproject.toml stop where these were tested.
 
 - Hydra: `hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments` and
-  `ConfigLoader.load_sweep_config` (ragexp.callbacks: every grid point checked before any job),
+  `ConfigLoader.load_sweep_config` (ragexp.run.callbacks: every grid point checked before any job),
   and the basic sweeper's `_target_` (how a grid is told from a search).
 - MLflow: `mlflow.tracing.client.TracingClient.start_trace` / `.log_spans` and
-  `MlflowClient.link_traces_to_run` (ragexp.trace_store: traces of a finished run logged after the
+  `MlflowClient.link_traces_to_run` (ragexp.store.trace_store: traces of a finished run logged after the
   fact), `Span.from_dict` and the metadata / attribute keys it writes."""
 import inspect
 from importlib import metadata
@@ -51,7 +51,7 @@ def test_hydras_basic_sweeper_splits_a_grid_as_ragexp_expects():
 
 
 def test_the_default_sweeper_is_the_one_ragexp_checks_grids_for():
-    from ragexp.callbacks import BASIC_SWEEPER
+    from ragexp.run.callbacks import BASIC_SWEEPER
 
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -91,7 +91,7 @@ def test_mlflows_span_and_trace_records_read_what_ragexp_writes():
     from mlflow.entities import TraceState
     from mlflow.tracing.constant import SpanAttributeKey, TraceMetadataKey
 
-    from ragexp.trace_store import trace_of
+    from ragexp.store.trace_store import trace_of
 
     for key in ("SOURCE_RUN", "TOKEN_USAGE", "COST"):
         contract("mlflow", f"TraceMetadataKey.{key}", hasattr(TraceMetadataKey, key))

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, compose, run_cli
 
-from ragexp.chunkers import RecursiveChunker
+from ragexp.components.chunkers import RecursiveChunker
 from ragexp.datasets.beir import BeirDataset
 from ragexp.datasets.folder import FolderDataset
 from ragexp.datasets.squad import SquadDataset
 from ragexp.datasets.table import TableDataset
 from ragexp.errors import RagexpError
-from ragexp.pipeline import run
+from ragexp.run.pipeline import run
 from ragexp.types import Document
 
 LATIN1 = "Café au lait".encode("latin-1")  # 0xe9: not UTF-8

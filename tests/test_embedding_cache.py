@@ -3,9 +3,9 @@ one model call per run), two runs in one process share nothing, and nothing is k
 import numpy as np
 
 from conftest import compose
-from ragexp.cache import EmbeddingStore
-from ragexp.embedders import EmbeddingCache, HashEmbedder
-from ragexp.pipeline import run
+from ragexp.store.cache import EmbeddingStore
+from ragexp.components.embedders import EmbeddingCache, HashEmbedder
+from ragexp.run.pipeline import run
 
 
 class CountingHash(HashEmbedder):

@@ -6,8 +6,8 @@ import pytest
 
 from conftest import HASH, mlflow_runs, run_app
 from ragexp.errors import RagexpError
-from ragexp.gate import Gate
-from ragexp.targets import assess
+from ragexp.metrics.gate import Gate
+from ragexp.metrics.targets import assess
 
 ONE_TEN, UNIT = (1.0, 10.0), (0.0, 1.0)
 

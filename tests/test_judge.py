@@ -2,9 +2,9 @@
 import pytest
 
 from ragexp.errors import RagexpError
-from ragexp.generators import ExtractiveGenerator
+from ragexp.components.generators import ExtractiveGenerator
 from ragexp.judges import OfflineJudge
-from ragexp.scoring import Weights, aggregate
+from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Answer, Chunk, Hit, Judgement, Question, QuestionResult
 
 CONTEXT = [

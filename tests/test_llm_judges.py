@@ -6,13 +6,13 @@ import pytest
 
 from openai_server import judge_json, numbered, task, user_text
 from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.generators import OpenAIGenerator
+from ragexp.components.generators import OpenAIGenerator
 from ragexp.judges.llm import LLMJudge
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, json_objects, read_reply
 from ragexp.llm.session import LLMSession
-from ragexp.scoring import Weights, aggregate
+from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Answer, Chunk, Hit, Question, QuestionResult
 from conftest import compose
 
@@ -33,7 +33,7 @@ def connected(component, server, tmp_path, **session):
 
 
 def from_yaml(option, **overrides):
-    from ragexp.pipeline import build
+    from ragexp.run.pipeline import build
 
     return build(compose(f"judge={option}").judge, **overrides)
 
@@ -168,7 +168,7 @@ def test_generator_asks_for_citations_from_numbered_chunks(server, tmp_path):
 
 
 def instantiate_generator() -> OpenAIGenerator:
-    from ragexp.pipeline import build
+    from ragexp.run.pipeline import build
 
     return build(compose("generator=openai").generator)
 

@@ -11,7 +11,7 @@ from ragexp.datasets.folder import FolderDataset
 from ragexp.datasets.squad import SquadDataset
 from ragexp.datasets.table import TableDataset
 from ragexp.errors import RagexpError
-from ragexp.notes import data_notes
+from ragexp.run.notes import data_notes
 
 
 def jsonl(path, *rows):

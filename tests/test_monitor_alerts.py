@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from ragexp.embedders import HashEmbedder
+from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
 from ragexp.judges.offline import OfflineJudge
 from ragexp.monitor.alerts import evaluate, rules_from
@@ -83,8 +83,8 @@ def test_csv_and_jsonl_rows_give_query_contexts_answer():
 
 
 def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
-    from ragexp.cache import StageCache
-    from ragexp.pipeline import Work
+    from ragexp.store.cache import StageCache
+    from ragexp.run.pipeline import Work
 
     work = Work(StageCache(str(tmp_path / "cache")))
     with work.embeddings.building():

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from conftest import SHARED_DATA
-from ragexp.embedders import HashEmbedder
-from ragexp.generators import ExtractiveGenerator
+from ragexp.components.embedders import HashEmbedder
+from ragexp.components.generators import ExtractiveGenerator
 from ragexp.judges.offline import OfflineJudge, verbatim
 from ragexp.metrics.generation import token_recall
 from ragexp.types import Answer, Chunk, Hit, Question
@@ -35,7 +35,7 @@ def test_extractive_answers_from_markdown_chunks_are_verbatim(max_sentences, max
     from hydra.utils import instantiate
 
     from conftest import compose
-    from ragexp.retrievers import BM25Retriever
+    from ragexp.components.retrievers import BM25Retriever
 
     cfg = compose("embedder@scoring_embedder=hash")
     dataset = instantiate(cfg.dataset).load()

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from ragexp.embedders import OpenAIEmbedder
+from ragexp.components.embedders import OpenAIEmbedder
 from ragexp.errors import RagexpError
 from ragexp.llm.endpoint import Endpoint
 

@@ -5,12 +5,13 @@ import json
 import pytest
 
 from conftest import HASH, compose
-from ragexp.chunkers import RecursiveChunker
+from ragexp.components.chunkers import RecursiveChunker
 from ragexp.metrics import MetricSet
-from ragexp.pipeline import run
-from ragexp.relevance import DocRelevance
-from ragexp.report import question_table, summary
-from ragexp.retrievers import BM25Retriever
+from ragexp.run.pipeline import run
+from ragexp.metrics.relevance import DocRelevance
+from ragexp.run.report import summary
+from ragexp.store.run_folder import question_table
+from ragexp.components.retrievers import BM25Retriever
 from ragexp.datasets.folder import FolderDataset
 
 DOCS = {

@@ -5,8 +5,8 @@ import pytest
 
 from ragexp.metrics import MetricSet
 from ragexp.metrics.names import MetricName, metric_key
-from ragexp.relevance import DocRelevance, SpanRelevance
-from ragexp.scoring import Weights, aggregate
+from ragexp.metrics.relevance import DocRelevance, SpanRelevance
+from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Chunk, Hit, Question, QuestionResult
 
 log2 = math.log2

@@ -89,7 +89,7 @@ def test_requests_leave_as_their_own_prompt_is_built_not_after_all_prompts(serve
         return judge_json()
 
     server.chat = reply
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     result = run(compose(*HASH, "retriever=bm25", "judge=llm", f"judge.endpoint.base_url={server.base_url}",
                          "judge.endpoint.api_key_env=null", "judge.endpoint.max_concurrency=2", "tracker=none",

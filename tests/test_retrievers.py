@@ -1,7 +1,7 @@
 """Retrievers on a small real corpus: BM25 (rank-bm25), dense (MiniLM in Qdrant local mode), hybrid (RRF)."""
 import pytest
 
-from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from ragexp.components.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ragexp.types import Chunk, Hit
 
 CHUNKS = [

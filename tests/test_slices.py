@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import HASH, mlflow_runs, run_app
-from ragexp.scoring import Weights, aggregate, run_aggregates, slice_key
+from ragexp.metrics.scoring import Weights, aggregate, run_aggregates, slice_key
 from ragexp.types import Judgement, Question, QuestionResult
 
 WEIGHTS = Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3)

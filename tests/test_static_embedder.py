@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import compose, require_engine
-from ragexp import static_embedder
-from ragexp.cache import EmbeddingStore
-from ragexp.embedders import EmbeddingCache, HashEmbedder, SentenceTransformerEmbedder
-from ragexp.static_embedder import StaticEmbedder
+from ragexp.components import static_embedder
+from ragexp.store.cache import EmbeddingStore
+from ragexp.components.embedders import EmbeddingCache, HashEmbedder, SentenceTransformerEmbedder
+from ragexp.components.static_embedder import StaticEmbedder
 from ragexp.validation import problems
 
 WORDS = ("port stderr logs worker queue restart backup restore cluster node token secret config file "
@@ -111,7 +111,7 @@ def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, di
     assert not np.allclose(vectors[keys[2]], vectors[keys[4]])  # SIF weighting changes the vectors
     # the stage cache's retrieval key holds the embedder's settings, backend included
     assert compose("embedder.backend=onnx").retriever.embedder.backend == "onnx"
-    assert compose("embedder=static").retriever.embedder._target_ == "ragexp.static_embedder.StaticEmbedder"
+    assert compose("embedder=static").retriever.embedder._target_ == "ragexp.components.static_embedder.StaticEmbedder"
 
 
 @pytest.mark.engines
@@ -136,7 +136,7 @@ def test_the_static_option_validates_its_settings():
 def test_the_packaged_minilm_distils_offline_and_retrieves(tmp_path):
     """Distils the packaged MiniLM (about a minute on 2 cores) and runs the sample with it."""
     from conftest import HASH
-    from ragexp.pipeline import run
+    from ragexp.run.pipeline import run
 
     cfg = compose("embedder=static", HASH[1], "tracker=none", f"cache.dir={tmp_path}", "dataset.limit=10")
     result = run(cfg)

@@ -80,7 +80,7 @@ def test_a_failing_job_does_not_lose_its_parallel_neighbours(server, tmp_path):
 def test_a_resumed_sweep_closes_the_runs_its_killed_predecessor_left_running(tmp_path):
     """The predecessor's parent run and a child killed while it was being logged stay RUNNING;
     the same sweep started again marks both KILLED, resumed by the new parent run."""
-    from ragexp.trackers import MlflowTracker
+    from ragexp.store.trackers import MlflowTracker
 
     tracker = MlflowTracker("ragexp", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tags = {"sweep_overrides": "retriever=bm25,dense", "sweep_dir": str(tmp_path)}

@@ -8,12 +8,12 @@ from conftest import CONF, compose
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from ragexp.chunkers import RecursiveChunker
+from ragexp.components.chunkers import RecursiveChunker
 from ragexp.datasets.folder import FolderDataset
-from ragexp.embedders import HashEmbedder
+from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.pipeline import build
-from ragexp.relevance import SpanRelevance
+from ragexp.run.pipeline import build
+from ragexp.metrics.relevance import SpanRelevance
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate, quotas
 from ragexp.synth.candidates import Candidate, NoCandidate, Source

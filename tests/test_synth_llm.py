@@ -9,9 +9,9 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from openai_server import prompt_text
 
-from ragexp.embedders import HashEmbedder
+from ragexp.components.embedders import HashEmbedder
 from ragexp.llm.session import LLMSession
-from ragexp.pipeline import build
+from ragexp.run.pipeline import build
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate
 from ragexp.synth.quality import QualityRules

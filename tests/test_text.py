@@ -3,7 +3,7 @@ end marks with no space after them, and the end marks of scripts without capital
 sentence chunker and the extractive generator get the same sentences."""
 import pytest
 
-from ragexp.chunkers import SentenceChunker
+from ragexp.components.chunkers import SentenceChunker
 from ragexp.text import sentence_spans, split_sentences
 from ragexp.types import Document
 

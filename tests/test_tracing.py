@@ -5,7 +5,7 @@ import json
 
 from conftest import HASH, TEST_KEY_ENV, llm_args, run_app
 
-from ragexp.tracing import Tracing
+from ragexp.store.tracing import Tracing
 
 FAST = ("retriever=bm25", *HASH)
 

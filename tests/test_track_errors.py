@@ -31,7 +31,7 @@ def test_a_store_that_does_not_answer_stops_the_command_with_status_4(job_folder
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    import ragexp.store_lookup as lookup
+    import ragexp.store.lookup as lookup
 
     lookups, absent = [], lookup.run_absent
 

@@ -1,7 +1,7 @@
 """The MLflow tracker against a real SQLite store."""
 from pathlib import Path
 
-from ragexp.trackers import MlflowTracker, artifacts_beside
+from ragexp.store.trackers import MlflowTracker, artifacts_beside
 
 
 def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_working_folder(tmp_path, monkeypatch):

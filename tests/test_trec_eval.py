@@ -8,7 +8,7 @@ from conftest import ROOT, SHARED_DATA, call_in
 from ragexp import trec_eval
 from ragexp.metrics import MetricSet
 from ragexp.metrics.retrieval import Ranking, measure
-from ragexp.relevance import DocRelevance
+from ragexp.metrics.relevance import DocRelevance
 from ragexp.types import Chunk, Hit, Question
 
 TESTS = SHARED_DATA / "trec_eval_tests" / "test"

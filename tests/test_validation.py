@@ -34,13 +34,13 @@ BAD_CONFIGS = [
      "(write literal braces as {{ and }})"),
     (["metrics.retrieval=[mrr,bleu@4]"], "metrics.retrieval: 'bleu@4' is not a retrieval metric; use hit_rate, mrr, "
                                          "ndcg, recall, precision, map with an optional cutoff, e.g. ndcg@10"),
-    (["judge=llm", "judge.endpoint._target_=ragexp.chunkers.FixedChunker"],
-     "judge.endpoint._target_: ragexp.chunkers.FixedChunker is not a subclass of Endpoint"),
+    (["judge=llm", "judge.endpoint._target_=ragexp.components.chunkers.FixedChunker"],
+     "judge.endpoint._target_: ragexp.components.chunkers.FixedChunker is not a subclass of Endpoint"),
     (["gate=production", "gate.thresholds.mrr.min=high"], "gate.thresholds.mrr.min: 'high' is not a number"),
     (["gate=production", "gate.thresholds.faithfulness.scale=[1,0]"],
      "gate.thresholds.faithfulness.scale: lowest must be below highest, got [1, 0]"),
-    (["chunker._target_=ragexp.chunkers.Nope"],
-     "chunker._target_: cannot import 'ragexp.chunkers.Nope' (AttributeError: module 'ragexp.chunkers' has no attribute 'Nope')"),
+    (["chunker._target_=ragexp.components.chunkers.Nope"],
+     "chunker._target_: cannot import 'ragexp.components.chunkers.Nope' (AttributeError: module 'ragexp.components.chunkers' has no attribute 'Nope')"),
 ]
 
 
@@ -112,7 +112,7 @@ def sweep_config():
 
 
 def test_every_grid_point_is_composed_and_checked(sweep_config):
-    from ragexp.callbacks import grid_points, invalid_points
+    from ragexp.run.callbacks import grid_points, invalid_points
 
     cfg = sweep_config("retriever=bm25", "chunker=recursive,semantic", "chunker.chunk_size=64,256", "dataset.limit=2")
     assert len(grid_points(cfg)) == 4

@@ -54,7 +54,7 @@ def judge_scales(target: str | None, where: str) -> dict[str, tuple[float, float
 
 
 def flat_row(record: dict) -> dict:
-    """A row of the run folder's questions.jsonl (ragexp.report.question_record) as a table row."""
+    """A row of the run folder's questions.jsonl (ragexp.store.run_folder.question_record) as a table row."""
     if "judge_scores" not in record:
         return record
     return {"question_id": record["question_id"], "question": record["question"], "kind": record.get("kind", ""),

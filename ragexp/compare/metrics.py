@@ -1,5 +1,5 @@
 """How a run's logged aggregates are recomputed from its per-question table: as the run's own
-aggregation spec says (`aggregates.json`, made by ragexp.scoring and logged with the run).
+aggregation spec says (`aggregates.json`, made by ragexp.metrics.scoring and logged with the run).
 
 An aggregate gets a confidence interval when its kind is computed from the table (mean, sum,
 overall) and the table reproduces its logged value; runs logged without aggregates.json (older
@@ -14,7 +14,7 @@ import numpy as np
 
 from ragexp.compare.source import Run
 from ragexp.compare.stats import Statistic
-from ragexp.scoring import Aggregate
+from ragexp.metrics.scoring import Aggregate
 
 COUNTS = ("total_questions", "failed_questions")
 NOT_SCORES = {"question_id"}
@@ -40,7 +40,7 @@ class MetricSpec(Aggregate):
     def usable(self, table) -> np.ndarray:
         """Which rows of the table enter this metric."""
         mask = np.ones(len(table), dtype=bool)
-        if self.where:  # one slice of the questions (ragexp.scoring.slice_spec)
+        if self.where:  # one slice of the questions (ragexp.metrics.scoring.slice_spec)
             column, value = self.where
             mask &= (table[column].fillna("").astype(str) == value).to_numpy() if column in table else False
         if self.rows == "judged" and "status" in table:

@@ -20,7 +20,7 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 SWEEP_ROLE = "ragexp.role"
 PARENT = "mlflow.parentRunId"
 TABLE = "questions.json"
-AGGREGATES = "aggregates.json"  # how each aggregate is made (ragexp.report.aggregates_json)
+AGGREGATES = "aggregates.json"  # how each aggregate is made (ragexp.store.run_folder.aggregates_json)
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Run:
     tags: dict[str, str]
     overrides: list[str] = field(default_factory=list)
     table: Any = None  # pandas.DataFrame, one row per question
-    aggregation: list[dict] | None = None  # aggregates.json's entries (ragexp.scoring.Aggregate); None: not logged
+    aggregation: list[dict] | None = None  # aggregates.json's entries (ragexp.metrics.scoring.Aggregate); None: not logged
 
 
 @dataclass

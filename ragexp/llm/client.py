@@ -16,7 +16,7 @@ from typing import Literal
 
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.endpoint import Endpoint
-from ragexp.tracing import llm_request
+from ragexp.store.tracing import llm_request
 
 log = logging.getLogger(__name__)
 

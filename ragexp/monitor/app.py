@@ -38,7 +38,7 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     from ragexp.monitor.report import console, plot, write_json, write_reports
     from ragexp.monitor.tracking import MonitorStore
     from ragexp.monitor.windows import Summary, iso
-    from ragexp.pipeline import build
+    from ragexp.run.pipeline import build
 
     m = cfg.monitor
     source = m.get("source") or "file"
@@ -146,7 +146,7 @@ def prepare_judge(cfg: DictConfig, llm):
     """The judge group's judge, connected to the LLM session, behind the stage cache and the
     embedding cache as in the pipeline (`Work`: its embedders share one embedding cache)."""
     from ragexp.monitor.judging import SampleJudge
-    from ragexp.pipeline import Work, build
+    from ragexp.run.pipeline import Work, build
 
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the judge's embedder (offline judge) uses the run's embedding cache
@@ -182,7 +182,7 @@ def write_judged(path: Path, judged: list) -> None:
 
 def git_tags() -> dict[str, str]:
     from ragexp import __version__
-    from ragexp.trackers import git_commit
+    from ragexp.store.provenance import git_commit
 
     return {"git_commit": git_commit(), "ragexp_version": __version__}
 

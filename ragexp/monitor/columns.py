@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import msgspec
 import numpy as np
@@ -13,8 +13,28 @@ import numpy as np
 from ragexp.errors import RagexpError
 from ragexp.monitor import values
 
-if TYPE_CHECKING:
-    from ragexp.monitor.records import Malformed
+ON_ERROR = ("stop", "skip")
+
+
+class Malformed:
+    """The `on_error` policy: `stop` raises a RagexpError naming file:line at the first malformed
+    line; `skip` counts every one and keeps the first `keep` for the report."""
+
+    def __init__(self, on_error: str = "stop", keep: int = 20):
+        if on_error not in ON_ERROR:
+            raise RagexpError(f"monitor.on_error: {on_error!r} is not one of {', '.join(ON_ERROR)}")
+        self.on_error, self.keep = on_error, keep
+        self.count = 0
+        self.examples: list[str] = []
+
+    def report(self, where: str, reason: str) -> None:
+        message = f"{where}: {reason}"
+        if self.on_error == "stop":
+            raise RagexpError(f"{message} (monitor.on_error=skip counts and skips malformed lines)")
+        self.count += 1
+        if len(self.examples) < self.keep:
+            self.examples.append(message)
+
 
 # ragexp's name of each field -> the default column name; only `timestamp` is required
 COLUMNS = {"timestamp": "timestamp", "query": "query", "contexts": "contexts", "answer": "answer",

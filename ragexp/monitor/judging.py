@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ragexp.cache import key_of
+from ragexp.store.cache import key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Chunk, Hit, Judgement, Question

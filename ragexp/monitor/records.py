@@ -18,34 +18,13 @@ import msgspec
 import numpy as np
 
 from ragexp.errors import RagexpError
-from ragexp.monitor.columns import COLUMNS, SUMMARISED, Columns, Fields
+from ragexp.monitor.columns import COLUMNS, SUMMARISED, Columns, Fields, Malformed
 
 __all__ = ["COLUMNS", "Columns", "Fields", "LogReader", "Malformed"]
 
-ON_ERROR = ("stop", "skip")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 BATCH = 8192  # CSV lines per batch
 BATCH_BYTES = 4 << 20  # JSONL bytes per batch
-
-
-class Malformed:
-    """The `on_error` policy: `stop` raises a RagexpError naming file:line at the first malformed
-    line; `skip` counts every one and keeps the first `keep` for the report."""
-
-    def __init__(self, on_error: str = "stop", keep: int = 20):
-        if on_error not in ON_ERROR:
-            raise RagexpError(f"monitor.on_error: {on_error!r} is not one of {', '.join(ON_ERROR)}")
-        self.on_error, self.keep = on_error, keep
-        self.count = 0
-        self.examples: list[str] = []
-
-    def report(self, where: str, reason: str) -> None:
-        message = f"{where}: {reason}"
-        if self.on_error == "stop":
-            raise RagexpError(f"{message} (monitor.on_error=skip counts and skips malformed lines)")
-        self.count += 1
-        if len(self.examples) < self.keep:
-            self.examples.append(message)
 
 
 def log_format(path: Path, configured: str) -> str:

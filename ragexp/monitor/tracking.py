@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ragexp.errors import RagexpError
 from ragexp.monitor.alerts import describe
-from ragexp.trackers import MlflowTracker, flatten
+from ragexp.store.trackers import MlflowTracker, flatten
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -41,7 +41,7 @@ class MonitorStore:
         run = None
         if RUN_ID.fullmatch(spec):
             from ragexp.errors import StoreUnreachable
-            from ragexp.store_lookup import run_absent
+            from ragexp.store.lookup import run_absent
 
             try:
                 run = client.get_run(spec)

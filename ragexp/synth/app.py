@@ -68,11 +68,11 @@ def summary(result, metrics: dict, folder: Path, generator: str) -> str:
 
 
 def execute(cfg: DictConfig) -> None:
-    from ragexp.app import run_where_launched
-    from ragexp.cache import key_of
+    from ragexp.run.app import run_where_launched
+    from ragexp.store.cache import key_of
     from ragexp.datasets import corpus_fingerprint, fingerprint
-    from ragexp.embedders import EmbeddingCache
-    from ragexp.pipeline import build, settings
+    from ragexp.components.embedders import EmbeddingCache
+    from ragexp.run.pipeline import build, settings
     from ragexp.synth.build import generate, quotas
     from ragexp.synth.output import load_written, write_dataset
     from ragexp.synth.quality import QualityRules

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ragexp.trackers import MlflowTracker, flatten, git_commit
+from ragexp.store.provenance import git_commit
+from ragexp.store.trackers import MlflowTracker, flatten
 
 
 def log_synth(tracker, experiment: str, name: str, config: dict, metrics: dict[str, float], tags: dict[str, str],

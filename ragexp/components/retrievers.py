@@ -40,7 +40,7 @@ class DenseRetriever(Retriever):
 
         if not self.url:
             return QdrantClient(location=":memory:")
-        from ragexp.embedders import api_key
+        from ragexp.components.embedders import api_key
 
         key = api_key(self.api_key_env, "retriever.api_key_env") if self.api_key_env else None
         client = QdrantClient(url=self.url, api_key=key)

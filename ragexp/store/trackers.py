@@ -7,13 +7,13 @@ import os
 import random
 import re
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.report import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
+from ragexp.store.provenance import git_commit
+from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
 from ragexp.secrets import has_credentials, scrub_url
 from ragexp.types import RunResult
 
@@ -33,14 +33,6 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
         else:
             flat[name] = scrub_url(json.dumps(value) if isinstance(value, list) else str(value))
     return flat
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=5).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 CONFIG = "config.yaml"
@@ -262,7 +254,7 @@ class MlflowTracker(NoTracker):
         return run_id
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
-        """Logs a run folder as one MLflow run: what `ragexp.report.write_results` and `write_config`
+        """Logs a run folder as one MLflow run: what `ragexp.store.run_folder.write_results` and `write_config`
         wrote there (params from config.yaml, metrics from results.json and run.json, the tags, every
         file as an artifact, the per-question table). A job logs its folder this way, and
         `python -m ragexp.track FOLDER` logs it later the same way (e.g. when the server was down)."""
@@ -271,7 +263,7 @@ class MlflowTracker(NoTracker):
         import yaml
         from mlflow.entities import Metric, Param
 
-        from ragexp.trace_store import log_traces
+        from ragexp.store.trace_store import log_traces
 
         folder = Path(folder)
         [(name, values)] = json.loads((folder / "results.json").read_text()).items()
@@ -319,7 +311,7 @@ class MlflowTracker(NoTracker):
         whole, if it did (a FAILED run tagged with the reason)."""
         import tempfile
 
-        from ragexp.report import write_results
+        from ragexp.store.run_folder import write_results
 
         with tempfile.TemporaryDirectory(prefix="ragexp-run-") as tmp:
             folder = Path(tmp)

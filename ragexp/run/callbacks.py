@@ -10,7 +10,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-
+FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
 SWEEP_FILE = "sweep.json"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 log = logging.getLogger("ragexp")
@@ -69,8 +69,6 @@ def merged_results(sweep_dir: Path) -> tuple[dict, list[dict]]:
     """The jobs' results.json files merged, and the failed jobs' failure.json records; a failed
     job is listed in the merged results as {"status": "failed", "failure_reason": ...} (beside
     its aggregates if it had any)."""
-    from ragexp.app import FAILURE_FILE
-
     merged: dict = {}
     for results in sorted(sweep_dir.glob("*/results.json")):
         merged.update(json.loads(results.read_text()))
@@ -94,7 +92,7 @@ class SweepTracking(Callback):
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from ragexp.pipeline import build
+        from ragexp.run.pipeline import build
 
         if config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:  # a grid: known in advance, checked before any job
             invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)

@@ -21,7 +21,7 @@ from typing import Annotated
 import numpy as np
 from annotated_types import Interval
 
-from ragexp.embedders import Embedder, SentenceTransformerEmbedder
+from ragexp.components.embedders import Embedder, SentenceTransformerEmbedder
 from ragexp.errors import RagexpError
 from ragexp.validation import PositiveInt
 
@@ -49,7 +49,7 @@ class StaticEmbedder(Embedder):
         return ":".join(["static", self.teacher.path(), *self.settings()])
 
     def folder(self) -> Path:
-        from ragexp.embedding_backends import model_folder
+        from ragexp.components.embedding_backends import model_folder
 
         folder = model_folder(self.cache, "static", self.teacher.path(), *self.settings())
         return Path(self.model_dir) / folder.name if self.model_dir else folder

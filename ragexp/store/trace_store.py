@@ -1,4 +1,4 @@
-"""A run folder's `traces.jsonl` (tracing=on, ragexp.tracing) logged as MLflow traces of its run:
+"""A run folder's `traces.jsonl` (tracing=on, ragexp.store.tracing) logged as MLflow traces of its run:
 one trace per traced question (root span `question`, child spans `retrieve`, `generate`, `judge`
 and the LLM requests inside them), with the judge's scores and reasoning as feedback (source: the
 judge) and the expected answer as an expectation, read from the folder's `questions.jsonl`.
@@ -16,7 +16,7 @@ import logging
 import time
 from pathlib import Path
 
-from ragexp.tracing import TRACES
+from ragexp.store.tracing import TRACES
 
 log = logging.getLogger(__name__)
 LINK_BATCH = 100  # MlflowClient.link_traces_to_run takes at most 100 traces at once
@@ -30,7 +30,7 @@ def read_jsonl(path: Path) -> list[dict]:
 def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str, retry=lambda call, *a: call(*a)) -> list[str]:
     """The folder's traces logged to the store of `client` (an MlflowClient) and linked to the run
     `run_id`, the feedback credited to `judge`; returns their trace ids ([] when the folder has no
-    traces.jsonl). `retry(call, *args)` makes each write (ragexp.trackers.retry_locked)."""
+    traces.jsonl). `retry(call, *args)` makes each write (ragexp.store.trackers.retry_locked)."""
     folder = Path(folder)
     if not (folder / TRACES).is_file():
         return []
@@ -94,7 +94,7 @@ def usage_of(spans: list[dict]) -> dict[str, str]:
 
 
 def span_of(span: dict, trace_id: str, otel_trace_id: int, seed: bytes):
-    """A recorded span (ragexp.tracing) as an MLflow Span; its parent is the root unless it names one."""
+    """A recorded span (ragexp.store.tracing) as an MLflow Span; its parent is the root unless it names one."""
     from mlflow.entities import Span
     from mlflow.tracing.constant import SpanAttributeKey
 

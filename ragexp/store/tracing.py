@@ -2,7 +2,7 @@
 `generate` and `judge`, and inside them one span per LLM request (inputs, outputs, times, tokens,
 cost, cache hit or miss, the failure reason). The run keeps them in memory and writes them to its
 folder as `traces.jsonl` (plain data); the MLflow tracker turns that file into MLflow traces when it
-logs the folder (`ragexp.trace_store`), so `python -m ragexp.track FOLDER` logs them later too.
+logs the folder (`ragexp.store.trace_store`), so `python -m ragexp.track FOLDER` logs them later too.
 No mlflow import here: recording costs a few dict writes per span."""
 from __future__ import annotations
 

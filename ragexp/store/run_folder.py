@@ -1,4 +1,5 @@
-"""What a run leaves behind: results.json, aggregates.json, the per-question table, the console summary."""
+"""A run folder: results.json, aggregates.json, the per-question table and the audit trail
+(questions.jsonl, TREC files), written with or without a tracker and logged by the trackers."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ def results_json(result: RunResult) -> dict:
 
 def aggregates_json(result: RunResult) -> dict:
     """How each aggregate of results.json is made from the per-question table (see
-    ragexp.scoring.Aggregate); `python -m ragexp.compare` reads it to recompute them."""
+    ragexp.metrics.scoring.Aggregate); `python -m ragexp.compare` reads it to recompute them."""
     return {"run": result.name, "aggregates": [a.to_json() for a in result.aggregation]}
 
 
@@ -41,13 +42,13 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     columns = list(table)
     rows = [list(values) for values in zip(*table.values())] if table else []
     (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
-    if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.trace_store)
-        from ragexp.tracing import TRACES
+    if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.store.trace_store)
+        from ragexp.store.tracing import TRACES
 
         with (folder / TRACES).open("w", encoding="utf-8") as out:
             for trace in result.traces:
                 out.write(json.dumps(trace, ensure_ascii=False, default=str) + "\n")
-    from ragexp.trackers import git_commit
+    from ragexp.store.provenance import git_commit
 
     meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,
             "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
@@ -88,7 +89,7 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
     (the judgements used), with `retrieval.json` (relevance level, NDCG gain, the logged means).
     `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
     from ragexp.metrics.names import metric_key
-    from ragexp.relevance import CONTEXT_METRICS
+    from ragexp.metrics.relevance import CONTEXT_METRICS
 
     paths = [folder / name for name in AUDIT_FILES]
     with paths[0].open("w", encoding="utf-8") as out:
@@ -154,46 +155,3 @@ def cell(value):
     """A judge's detail as a table cell: lists and objects as JSON text."""
     return json.dumps(value) if isinstance(value, (list, dict, tuple)) else value
 
-
-def summary(result: RunResult) -> str:
-    """A short table for the console: each aggregate, with good / ok / warning where the
-    specification sets a target; the failures, the notes and the quality gate's verdict."""
-    lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
-    whole = {k: v for k, v in result.aggregates.items() if "/" not in k}
-    width = max(len(k) for k in whole)
-    for key, value in whole.items():
-        shown = f"{value:d}" if isinstance(value, int) else f"{value:.4f}" if key.endswith("_usd") else f"{value:.3f}"
-        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}".rstrip())
-    failures: dict[str, int] = {}
-    for r in result.questions:
-        if r.failed:
-            failures[r.failure] = failures.get(r.failure, 0) + 1
-    lines += [f"  failed ({count}): {reason}" for reason, count in failures.items()]
-    lines += slices_summary(result)
-    lines += [f"  note: {note}" for note in result.notes]
-    if result.counters:
-        lines.append("  work: " + ", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())))
-    if result.gate is not None:
-        lines.append(f"gate {result.gate.name!r}: {'passed' if result.gate.passed else 'FAILED'}")
-        lines += [f"  {check}" for check in result.gate.checks]
-    return "\n".join(lines)
-
-
-def slices_summary(result: RunResult) -> list[str]:
-    """Per slice of the questions (`kind/procedural`, `source/synthetic`): its size, overall score and
-    judge averages, one line each."""
-    slices: dict[str, dict[str, float]] = {}
-    for key, value in result.aggregates.items():
-        if "/" in key:
-            name, column, value_name = key.split("/", 2)
-            slices.setdefault(f"{column}={value_name}", {})[name] = value
-    if not slices:
-        return []
-    width = max(len(s) for s in slices)
-    lines = ["  per slice:"]
-    for label, values in slices.items():
-        shown = [f"{int(values.get('total_questions', 0))} questions"]
-        shown += [f"{k} {v:.3f}" for k, v in values.items() if k == "overall_score" or (k.startswith("avg_") and k in
-                  {f"avg_{m}" for m in ("context_relevance", "answer_similarity", "faithfulness", "answer_relevance")})]
-        lines.append(f"    {label:<{width}}  " + ", ".join(shown))
-    return lines

@@ -18,7 +18,6 @@ from ragexp.secrets import scrub_url
 log = logging.getLogger("ragexp")
 
 DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more failed questions fail the run
-FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -39,11 +38,11 @@ def run_name(cfg: DictConfig) -> str:
 
 
 def sweep_info() -> dict:
-    """In a multirun, what `ragexp.callbacks.SweepTracking` left in the sweep folder; else {}."""
+    """In a multirun, what `ragexp.run.callbacks.SweepTracking` left in the sweep folder; else {}."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ragexp.callbacks import read_sweep
+    from ragexp.run.callbacks import read_sweep
 
     hydra = HydraConfig.get()
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
@@ -55,9 +54,10 @@ def execute(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from ragexp.llm.estimate import Estimate
-    from ragexp.pipeline import build, run
-    from ragexp.report import summary, write_results
-    from ragexp.trackers import write_config
+    from ragexp.run.pipeline import build, run
+    from ragexp.run.report import summary
+    from ragexp.store.run_folder import write_results
+    from ragexp.store.trackers import write_config
 
     from ragexp.validation import validate
 
@@ -111,7 +111,7 @@ def execute(cfg: DictConfig) -> float | None:
         return record_failed_job(cfg, tracker, sweep, result.name, failure, RUN_FAILED, started, logged=True)
     aggregates = result.aggregates
     if result.gate is not None and not result.gate.passed and not multirun:
-        # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.callbacks)
+        # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.run.callbacks)
         missed = [check.removesuffix(": FAILED") for check in result.gate.checks if check.endswith("FAILED")]
         print(f"ragexp: error: quality gate {result.gate.name!r} failed ({len(missed)} of {len(result.gate.checks)} "
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
@@ -164,9 +164,11 @@ def run_failure(result, max_share: float) -> str | None:
 def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, reason: str, code: int,
                       started: float, logged: bool = False) -> float:
     """A job of a multirun that failed: `failure.json` in its folder (read by the sweep's end,
-    `ragexp.callbacks`) and, unless its run is already `logged`, a FAILED run under the sweep's
+    `ragexp.run.callbacks`) and, unless its run is already `logged`, a FAILED run under the sweep's
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
     from hydra.core.hydra_config import HydraConfig
+
+    from ragexp.run.callbacks import FAILURE_FILE
 
     hydra = HydraConfig.get()
     name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"
@@ -214,8 +216,8 @@ def in_multirun() -> bool:
 
 def run_files(output_dir: Path) -> tuple[Path, ...]:
     """The files of the run folder logged as artifacts: Hydra's record of the command-line overrides
-    (so the run can be repeated) and the audit trail (ragexp.report.write_audit)."""
-    from ragexp.report import AUDIT_FILES
+    (so the run can be repeated) and the audit trail (ragexp.store.run_folder.write_audit)."""
+    from ragexp.store.run_folder import AUDIT_FILES
 
     candidates = [output_dir / ".hydra" / "overrides.yaml", *(output_dir / name for name in AUDIT_FILES)]
     return tuple(path for path in candidates if path.exists())

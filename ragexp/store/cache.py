@@ -1,0 +1,277 @@
+"""The stage cache: a sweep pays once per distinct piece of work.
+
+Each stage's output is stored under a key made of what determines it: the stage's resolved
+config, the content it consumes (documents, chunks, question and hits, answer) and the code that
+computes it (see `ragexp.store.code_identity`). Changing anything that changes a result
+changes its key; anything else is served from disk.
+
+- `StageCache` keeps stage outputs (chunks, hits, per-question answers and judgements) as JSON
+  files (plain data, read through explicit codecs: a cache file never runs code), written
+  atomically (a temporary file, then a rename), so several processes may share one folder;
+- `EmbeddingStore` keeps one vector per (embedder, text) in SQLite (WAL mode), so a text
+  shared by two chunkers, or by the retriever and the judge, is embedded once.
+
+A damaged or foreign entry is a miss (one warning per stage); a folder that cannot be written
+(read-only, full) or a damaged SQLite file gives one warning and the run goes on without it.
+
+`python -m ragexp.cache info|clear [--dir DIR]` shows the cache's size or empties it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ragexp.store.code_identity import key_of, stage_code_hash  # noqa: F401 (key_of: the pipeline builds keys with it)
+from ragexp.types import CODECS
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DIR = ".ragexp-cache"
+FORMAT = "ragexp-stage-cache/2"  # the layout of an entry file; /1 was pickles, never read
+
+
+class Unreadable(ValueError):
+    """A cache entry that is damaged, from another format, or not ragexp's."""
+
+
+def encode(value: Any) -> Any:
+    """A stage output as plain JSON data: records as {"<Type>": {...fields}}, dicts as {"dict": {...}}."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": {str(k): encode(v) for k, v in value.items()}}
+    if type(value) in CODECS:
+        name, to_dict, _ = CODECS[type(value)]
+        return {name: to_dict(value)}
+    raise TypeError(f"cannot store a {type(value).__name__} in the stage cache")
+
+
+DECODERS = {name: from_dict for name, _, from_dict in CODECS.values()}
+
+
+def decode(data: Any) -> Any:
+    if data is None or isinstance(data, (bool, int, float, str)):
+        return data
+    if isinstance(data, list):
+        return [decode(v) for v in data]
+    if isinstance(data, dict) and len(data) == 1:
+        [(name, payload)] = data.items()
+        if name == "dict" and isinstance(payload, dict):
+            return {k: decode(v) for k, v in payload.items()}
+        if name in DECODERS and isinstance(payload, dict):
+            try:
+                return DECODERS[name](payload)
+            except (KeyError, TypeError, ValueError) as err:
+                raise Unreadable(f"a damaged {name} ({type(err).__name__}: {err})") from None
+    raise Unreadable(f"unknown data {json.dumps(data)[:60]}")
+
+
+class StageCache:
+    """Stage outputs as JSON under `<dir>/<stage>/<key[:2]>/<key>.json`. Counts hits and misses
+    per stage (`stats`: `<stage>_cached`, `<stage>_computed`, and `<stage>_unreadable` for entries
+    skipped as damaged); with `enabled=False` it computes everything and stores nothing."""
+
+    def __init__(self, dir: str = DEFAULT_DIR, enabled: bool = True):
+        self.dir = Path(dir)
+        self.enabled = enabled
+        self.writable = True  # cleared, with one warning, when the folder refuses a write
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        if enabled:
+            self.probe()
+
+    def probe(self) -> None:
+        """A folder that cannot be written (read-only, full, a file in its path): one message, and
+        the run goes on uncached (`enabled` cleared, so the embedding store is not used either)."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.dir, prefix=".tmp-probe-") as file:
+                file.write(b"ragexp")
+                file.flush()
+        except OSError as err:
+            self.enabled = False
+            log.warning("cache.dir: cannot write to %s (%s); the run goes on uncached: fix the folder or set "
+                        "cache.dir=... (cache.enabled=false to silence this)", self.dir, err.strerror or err)
+
+    def path(self, stage: str, key: str) -> Path:
+        return self.dir / stage / key[:2] / f"{key}.json"
+
+    def warn_once(self, topic: str, message: str, *args) -> None:
+        with self._lock:
+            if topic in self._warned:
+                return
+            self._warned.add(topic)
+        log.warning(message, *args)
+
+    def get(self, stage: str, key: str) -> Any | None:
+        if not self.enabled:
+            return None
+        path = self.path(stage, key)
+        try:
+            entry = json.loads(path.read_bytes())
+            if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+                raise Unreadable(f"not a {FORMAT} entry")
+            if entry.get("stage") != stage or entry.get("key") != key:
+                raise Unreadable("an entry of another stage or key")
+            return decode(entry.get("value"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, RecursionError) as err:  # damaged, foreign, or unreadable: recompute it
+            with self._lock:
+                self.stats[f"{stage}_unreadable"] += 1
+            self.warn_once(f"read:{stage}", "cache: skipping unreadable %s entries, recomputed (first: %s: %s); "
+                           "this warning is shown once per stage", stage, path, err)
+            return None
+
+    def put(self, stage: str, key: str, value: Any) -> None:
+        if not (self.enabled and self.writable):
+            return
+        path = self.path(stage, key)
+        data = json.dumps({"format": FORMAT, "stage": stage, "key": key, "value": encode(value)},
+                          ensure_ascii=False).encode()
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
+                tmp = file.name
+                file.write(data)
+            os.replace(tmp, path)
+            tmp = None
+        except OSError as err:
+            self.writable = False
+            self.warn_once("write", "cache.dir: cannot write to %s (%s); the run goes on uncached (nothing more is "
+                           "stored): free space or fix the folder, or set cache.dir=... or cache.enabled=false",
+                           self.dir, err.strerror or err)
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    def cached(self, stage: str, key: str, compute: Callable[[], Any]) -> Any:
+        """The stored value for (stage, key), else `compute()`, stored. The entry's key also holds
+        the stage's own code (`stage_code_hash(compute)`)."""
+        key = hashlib.sha256(f"{key}\0{stage_code_hash(compute)}".encode()).hexdigest()
+        value = self.get(stage, key)
+        with self._lock:
+            self.stats[f"{stage}_{'cached' if value is not None else 'computed'}"] += 1
+        if value is None:
+            value = compute()
+            self.put(stage, key, value)
+        return value
+
+
+class EmbeddingStore:
+    """Vectors per (embedder key, text) in `<dir>/embeddings.sqlite`, shared across processes. A
+    file that is not a usable SQLite database, or a folder that refuses writes, gives one warning
+    and the run goes on with vectors kept in memory only."""
+
+    def __init__(self, dir: str = DEFAULT_DIR):
+        self.file = Path(dir) / "embeddings.sqlite"
+        self._local = threading.local()
+        self.usable = True
+        self._warned = threading.Lock()
+
+    def db(self) -> sqlite3.Connection:
+        if getattr(self._local, "db", None) is None:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.file, timeout=60)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_sha TEXT, vector BLOB, "
+                       "PRIMARY KEY (model, text_sha))")
+            self._local.db = db
+        return self._local.db
+
+    def bypass(self, err: Exception) -> None:
+        if self._warned.acquire(blocking=False):
+            log.warning("cache: %s cannot be used (%s: %s); vectors are not cached this run (delete the file or "
+                        "run `python -m ragexp.cache clear`, or set cache.dir=...)", self.file, type(err).__name__, err)
+        self.usable = False
+
+    @staticmethod
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        if not self.usable:
+            return found
+        by_sha = {self.sha(t): t for t in texts}
+        shas = list(by_sha)
+        try:
+            for start in range(0, len(shas), 500):
+                batch = shas[start : start + 500]
+                rows = self.db().execute(
+                    f"SELECT text_sha, vector FROM vectors WHERE model = ? AND text_sha IN ({','.join('?' * len(batch))})",
+                    [model, *batch],
+                )
+                for sha, blob in rows:
+                    vector = vector_of(blob)
+                    if vector is not None and sha in by_sha:
+                        found[by_sha[sha]] = vector
+        except (sqlite3.Error, OSError) as err:
+            self.bypass(err)
+        return found
+
+    def put(self, model: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        if not self.usable:
+            return
+        rows = [(model, self.sha(t), np.asarray(v, dtype=np.float32).tobytes()) for t, v in zip(texts, vectors)]
+        try:
+            with self.db() as db:
+                db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
+        except (sqlite3.Error, OSError) as err:
+            self.bypass(err)
+
+
+def vector_of(blob: Any) -> np.ndarray | None:
+    """A stored vector, or None for a row that is not one of ours (vectors are stored L2-normalised)."""
+    if not isinstance(blob, bytes) or not blob or len(blob) % 4:
+        return None
+    vector = np.frombuffer(blob, dtype=np.float32)
+    return vector if np.isfinite(vector).all() and abs(float(vector @ vector) - 1.0) < 1e-3 else None
+
+
+def folder_size(path: Path) -> tuple[int, int]:
+    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ragexp.cache", description="Show the size of ragexp's stage cache, or clear it.")
+    parser.add_argument("action", choices=["info", "clear"])
+    parser.add_argument("--dir", default=DEFAULT_DIR, help=f"cache folder (default {DEFAULT_DIR}, the config's cache.dir)")
+    args = parser.parse_args(argv)
+    root = Path(args.dir)
+    if args.action == "clear":
+        files, size = folder_size(root)
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"removed {root}: {files} files, {size / 1e6:.1f} MB")
+        return 0
+    if not root.exists():
+        print(f"{root}: empty (no cache yet)")
+        return 0
+    total_files = total_size = 0
+    for entry in sorted(root.iterdir()):
+        files, size = folder_size(entry) if entry.is_dir() else (1, entry.stat().st_size)
+        total_files, total_size = total_files + files, total_size + size
+        print(f"{entry.name:<24} {files:>8} files {size / 1e6:>10.1f} MB")
+    print(f"{'total':<24} {total_files:>8} files {total_size / 1e6:>10.1f} MB   ({root.resolve()})")
+    return 0
+
