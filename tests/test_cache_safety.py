@@ -146,6 +146,101 @@ def test_editing_a_components_code_is_a_miss(tmp_path, monkeypatch):
     assert key_of({"_target_": "edited_chunker.EditedChunker"}) != key_of({"_target_": "ragexp.components.chunkers.RecursiveChunker"})
 
 
+HELPED_CHUNKER = """\
+from ragexp.components.chunkers import RecursiveChunker
+from chunk_rules import size_for
+
+
+class HelpedChunker(RecursiveChunker):
+    def __init__(self, chunk_size, chunk_overlap, **settings):
+        super().__init__(size_for(chunk_size), chunk_overlap, **settings)
+"""
+
+
+def test_editing_a_user_components_helper_module_is_a_miss(tmp_path, monkeypatch):
+    """The component's module is unchanged; the helper module it imports (a module of the user's,
+    outside the Python installation and outside ragexp) changes: its chunks are computed again."""
+    (tmp_path / "helped_chunker.py").write_text(HELPED_CHUNKER)
+    helper = tmp_path / "chunk_rules.py"
+    helper.write_text("def size_for(n):\n    return n\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    target = "chunker._target_=helped_chunker.HelpedChunker"
+    assert work(data, cache_dir, target).counters["chunks_computed"] == 1
+    code_hash.cache_clear()
+    assert work(data, cache_dir, target).counters["chunks_cached"] == 1
+    helper.write_text("def size_for(n):\n    return n // 2  # smaller chunks\n")
+    import importlib
+    import sys as system
+
+    importlib.reload(system.modules["chunk_rules"])  # a new process would import the edited helper
+    code_hash.cache_clear()
+    assert work(data, cache_dir, target).counters["chunks_computed"] == 1
+
+
+class VersionedService:
+    """A component whose results depend on a service's state its code does not show."""
+
+    version = "model-1"
+
+    def __init__(self, url: str):
+        self.url = url
+
+    @classmethod
+    def cache_token(cls, url: str) -> str:
+        return f"{url} serves {cls.version}"
+
+
+def test_a_cache_token_puts_outside_state_in_the_key(monkeypatch):
+    node = {"_target_": f"{__name__}.VersionedService", "url": "http://127.0.0.1:1/v1"}
+    before = key_of("answers", node)
+    assert key_of("answers", node) == before  # asked again: the same state, the same key
+    monkeypatch.setattr(VersionedService, "version", "model-2")
+    assert key_of("answers", node) != before  # the service changed: a miss
+    # a component without cache_token keeps the key it had before tokens existed
+    plain = {"_target_": "ragexp.components.chunkers.RecursiveChunker", "chunk_size": 100}
+    from ragexp.store.code_identity import code_hash as hashed
+
+    identity = {"ragexp": __import__("ragexp").__version__, "code": {plain["_target_"]: hashed(plain["_target_"])}}
+    import hashlib
+
+    expected = hashlib.sha256(json.dumps([("k", plain), identity], sort_keys=True, ensure_ascii=False,
+                                         default=str).encode()).hexdigest()
+    assert key_of("k", plain) == expected
+
+
+def test_a_failing_cache_token_is_one_clear_error(monkeypatch):
+    from ragexp.errors import RagexpError
+
+    def broken(cls, url):
+        raise ConnectionError("service down")
+
+    monkeypatch.setattr(VersionedService, "cache_token", classmethod(broken))
+    with pytest.raises(RagexpError, match=r"VersionedService.cache_token\(\) failed \(ConnectionError: service down\)"):
+        key_of({"_target_": f"{__name__}.VersionedService", "url": "u"})
+
+
+def test_the_git_commit_says_when_the_checkout_differs_from_it(tmp_path):
+    import subprocess
+
+    from ragexp.store.provenance import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    commit = git_commit(tmp_path)
+    assert len(commit) == 40 and not commit.endswith("-dirty")
+    (tmp_path / "notes.txt").write_text("untracked")  # not code that ran: still clean
+    assert git_commit(tmp_path) == commit
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == commit + "-dirty"
+    assert git_commit(tmp_path.parent / "nowhere") == "unknown"
+
+
 def test_an_unwritable_cache_folder_gives_one_message_and_the_run_goes_on(tmp_path, caplog):
     data = tiny_dataset(tmp_path)
     blocker = tmp_path / "a-file"
