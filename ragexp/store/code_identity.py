@@ -132,7 +132,7 @@ def tracked(name: Any, own_package: str = "ragexp") -> TypeGuard[str]:
     if ragexp_module(name) or name == own_package or name.startswith(own_package + "."):
         return True
     path = getattr(sys.modules.get(name), "__file__", None)
-    return bool(path) and not str(Path(path).resolve()).startswith(installed_folders())
+    return isinstance(path, str) and not str(Path(path).resolve()).startswith(installed_folders())
 
 
 def module_closure(roots: set[str], own_package: str = "ragexp") -> set[str]:
