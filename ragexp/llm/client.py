@@ -228,16 +228,21 @@ class ChatClient:
         return request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
 
     def _send(self, request: ChatRequest) -> Reply:
+        sent = {"json": False}  # whether the attempt being answered asked for a JSON reply
+
+        def body() -> dict:
+            sent["json"] = self._json_wanted(request)
+            return self._params(request, sent["json"])
+
         def rejected(status: int) -> bool:  # an endpoint without JSON mode: asked again without it
-            if not (self._json_wanted(request) and request.json_mode == "auto"):
+            if not (sent["json"] and request.json_mode == "auto"):
                 return False
             log.warning("%s: %s rejected response_format=json_object (HTTP %s); asking without it from now on",
                         self.setting, self.endpoint.base_url, status)
             self._json_format = False
             return True
 
-        return self.sender.post("/chat/completions", lambda: self._params(request, self._json_wanted(request)),
-                                self._read, rejected)
+        return self.sender.post("/chat/completions", body, self._read, rejected)
 
     def _read(self, completion) -> Reply:
         """The reply's text and token counts from the completion's JSON (a str when the endpoint
