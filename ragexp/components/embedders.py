@@ -254,7 +254,7 @@ class OpenAIEmbedder(Embedder):
             used = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
             return vectors, used if isinstance(used, int) and used >= 0 else 0
 
-        self.usage.check_budget()
+        # (no budget check here: a run's embeddings are not cut off half-way; their cost counts toward budget_usd)
         vectors, used = self.sender().post("/embeddings", lambda: {"model": model, "input": texts}, read)
         self.usage.spend("embedder", used, 0, self.prices.cost(model, used, 0))
         if len(vectors) != len(texts) or any(not v for v in vectors) or len({len(v) for v in vectors}) != 1:
