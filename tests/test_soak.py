@@ -60,6 +60,23 @@ def loky_workers(parent: int) -> list[int]:
     return workers
 
 
+def cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def busiest(workers: list[int]) -> int | None:
+    """The worker that used the most CPU over half a second: one running a job, not an idle one."""
+    before = {pid: cpu_ticks(pid) for pid in workers}
+    time.sleep(0.5)
+    used = {pid: cpu_ticks(pid) - before[pid] for pid in workers if before[pid] >= 0}
+    pid = max(used, key=lambda p: used[p], default=None)
+    return pid if pid is not None and used[pid] > 0 else None
+
+
 def session_processes(sid: int) -> list[int]:
     """The processes of the session `sid` still alive (a sweep started with start_new_session)."""
     alive = []
@@ -75,7 +92,8 @@ def session_processes(sid: int) -> list[int]:
 
 def run_sweep(args: list[str], cwd: Path, log: Path, llm: OpenAIServer, kill: bool = False) -> tuple[int, int | None]:
     """The sweep as a command. With `kill`, once a job has finished and the endpoint has answered
-    KILL_AFTER more chat requests (the next jobs are mid-run), one job's worker is SIGKILLed.
+    KILL_AFTER more chat requests (the next jobs are mid-run), the worker busiest running a job is
+    SIGKILLed.
     Returns the exit status and the pid killed; no process of the sweep outlives it."""
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=cli_env({"RAGEXP_TEST_LLM_KEY": "k"}),
@@ -88,9 +106,10 @@ def run_sweep(args: list[str], cwd: Path, log: Path, llm: OpenAIServer, kill: bo
                     finished_at = len(llm.chat_requests())
                 workers = loky_workers(proc.pid)
                 if finished_at is not None and len(llm.chat_requests()) >= finished_at + KILL_AFTER and workers:
-                    killed = workers[0]
-                    os.kill(killed, signal.SIGKILL)
-                    break
+                    killed = busiest(workers)
+                    if killed is not None:
+                        os.kill(killed, signal.SIGKILL)
+                        break
                 time.sleep(0.05)
             code = proc.wait(timeout=600)
             deadline = time.monotonic() + 60
