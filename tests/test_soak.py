@@ -188,7 +188,7 @@ def test_a_parallel_sweep_through_faults_and_a_kill_accounts_for_every_question_
                 judged_before = before_kill["total_questions"] - before_kill["failed_questions"]
                 assert child.data.metrics.get("work_judgements_cached", 0) == judged_before
             else:
-                partial += child.data.metrics.get("work_judgements_cached", 0)
+                partial += int(child.data.metrics.get("work_judgements_cached", 0))
         assert partial > 0, "the jobs cut short by the kill resumed from what they had judged"
         counted = sum(r["llm_requests"] + r["llm_retries"] for r in merged.values())
         assert seen == counted, (seen, {n: (r["llm_requests"], r["llm_retries"]) for n, r in merged.items()})
