@@ -9,7 +9,7 @@ ENGINES_VENV := .venv-engines
 ENGINES_PY := $(ENGINES_VENV)/bin/python
 ENGINES_STAMP := $(ENGINES_VENV)/.installed
 
-.PHONY: help install run test test-process test-engines test-full lint bench clean
+.PHONY: help install run test test-process test-engines test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch
-	$(PIP) install --quiet -c constraints.txt -e '.[test]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs]'
 	touch $(STAMP)
 
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
@@ -31,7 +31,7 @@ run: install  ## run the default experiment (offline: bundled sample, MiniLM, ex
 test: install  ## the fast test tier: in-process, no timing, on both cores (pytest-xdist; what CI runs first)
 	$(PY) -m pytest -m "not slow and not process and not engines" -n 2
 
-test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel (marker `process`; CI runs them)
+test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, the soak test (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow and not engines"
 
 $(ENGINES_STAMP): pyproject.toml constraints.txt
@@ -52,7 +52,20 @@ lint: install  ## ruff (style and bugs) and mypy (types) on the code; settings i
 	$(PY) -m mypy
 
 clean:  ## remove Hydra's outputs and pytest's cache
-	rm -rf outputs multirun/[0-9]* .pytest_cache
+	rm -rf outputs multirun/[0-9]* .pytest_cache site
 
 bench: install  ## speed and memory figures on HotpotQA -> bench/results.json, bench/results.md
 	$(PY) bench/run.py
+
+docs: install  ## build the documentation site into site/ (mkdocs --strict: a broken link or a stale reference fails)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-serve: install  ## the documentation site at http://127.0.0.1:8000, rebuilt on every change
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+
+docs-screenshots: install  ## the docs' MLflow UI screenshots, made by the browser test (needs chromium) -> docs/assets/screenshots/
+	rm -rf .screenshots
+	$(PY) -m pytest tests/test_mlflow_ui.py -m browser -q --basetemp=.screenshots
+	mkdir -p docs/assets/screenshots
+	find .screenshots -name 'mlflow-ui-*.png' -exec cp {} docs/assets/screenshots/ \;
+	rm -rf .screenshots

@@ -18,6 +18,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   per second and peak RSS (goal: >= 100,000 records/s, < 500 MB);
 - embedding (bench/embedding_backends.py): texts/s on the HotpotQA paragraphs, ndcg@10 and mrr of
   retriever=dense, per MiniLM backend and embedder=static;
+- judge_agreement (bench/judge_agreement.py): the judges against people's faithfulness labels, per set, held out;
+- rerankers (bench/rerankers.py): the rerank stage's time per question on the sample (mmr, two
+  cross-encoders) and the LLM reranker's requests, tokens and cost per question (test server);
 - tracing: wall time of a 200-question run (BM25, the offline judge, stage cache off, logged to a
   SQLite store) without and with tracing=on (goal: at most 10% slower).
 """
@@ -277,6 +280,8 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "monitor": lambda work_dir, args: monitor_throughput(work_dir),
     "embedding": lambda work_dir, args: embedding_figures(),
     "tracing": lambda work_dir, args: tracing_cost(work_dir),
+    "judge_agreement": lambda work_dir, args: __import__("judge_agreement").measure(work_dir, args),
+    "rerankers": lambda work_dir, args: __import__("rerankers").measure(work_dir, args),
 }
 
 

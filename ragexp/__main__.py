@@ -1,9 +1,7 @@
-"""`python -m ragexp`: the Hydra entry point. Keep imports light: `--help` loads no model code."""
+"""`python -m ragexp`: the Hydra entry point. Keep imports light: `--help` (written from conf/ by
+ragexp.config_docs) imports neither Hydra nor any model code."""
 import sys
 from pathlib import Path
-
-import hydra
-from omegaconf import DictConfig
 
 # ragexp/conf: in a checkout (and an editable install) a symlink to the repository's top-level conf/, in a
 # wheel the YAML files themselves (setuptools follows the link). Absolute, so `python -m ragexp` and the
@@ -11,11 +9,18 @@ from omegaconf import DictConfig
 CONF = str(Path(__file__).resolve().parent / "conf")
 
 
-@hydra.main(version_base="1.3", config_path=CONF, config_name="config")
-def hydra_main(cfg: DictConfig) -> float | None:
-    from ragexp.run.app import execute
+def hydra_main() -> None:
+    """The Hydra app of conf/config.yaml, built here so that Hydra is imported only to run."""
+    import hydra
+    from omegaconf import DictConfig
 
-    return execute(cfg)
+    @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
+    def evaluate(cfg: DictConfig) -> float | None:
+        from ragexp.run.app import execute
+
+        return execute(cfg)
+
+    evaluate()
 
 
 def config_error(err: BaseException | None) -> bool:
@@ -28,13 +33,17 @@ def config_error(err: BaseException | None) -> bool:
     return isinstance(err, (HydraException, OmegaConfBaseException, RagexpError))
 
 
-def guarded(app) -> None:
-    """Runs a Hydra app (`python -m ragexp`, `.synth`, `.monitor`): refuses a command line that
-    carries a secret before Hydra writes it to `.hydra/`; Hydra reports its config errors with exit
-    status 1, which becomes 2 (bad input) as for ragexp's own."""
+def guarded(app, config: str = "config") -> None:
+    """Runs a Hydra app (`python -m ragexp`, `.synth`, `.monitor`; `config`: its file in conf/):
+    `--help` is ragexp's own, written from conf/ (ragexp.config_docs) without composing a config;
+    refuses a command line that carries a secret before Hydra writes it to `.hydra/`; Hydra reports
+    its config errors with exit status 1, which becomes 2 (bad input) as for ragexp's own."""
+    from ragexp.config_docs import print_help_if_asked
     from ragexp.errors import BAD_INPUT
     from ragexp.secrets import refuse_secret_overrides
 
+    if print_help_if_asked(config, sys.argv[1:]):
+        return
     refuse_secret_overrides(sys.argv[1:])
     try:
         app()

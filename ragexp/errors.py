@@ -19,7 +19,7 @@ class BudgetExhausted(QuestionFailed):
     """`budget_usd` is spent: no further LLM request is made."""
 
 
-# exit status of `python -m ragexp` (README, "Exit status"); a sweep exits RUN_FAILED when a job failed
+# exit status of `python -m ragexp` (docs/concepts/failures.md); a sweep exits RUN_FAILED when a job failed
 BAD_INPUT = 2  # a setting, an override, a file or the command line itself must be fixed
 GATE_FAILED = 3  # a run (or a sweep's job) missed a quality-gate threshold
 RUN_FAILED = 4  # every question failed, or more than `max_failed_share` of them; in a sweep: a job failed

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from ragexp.cli_settings import parse_args
+
 
 def sweep_of(folder: Path) -> dict:
     """What the sweep callback left beside a sweep job's folder (parent run id, tracking URI)."""
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", metavar="FOLDER", help="a run folder (outputs/DATE/TIME or multirun/DATE/TIME/N)")
     parser.add_argument("--tracking-uri", help="MLflow store (default: the sweep's, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     parser.add_argument("--experiment", default="ragexp", help="MLflow experiment (default ragexp)")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)  # also tracker.tracking_uri=URI tracker.experiment=NAME
     from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
     from ragexp.store.run_folder import RUN_META
     from ragexp.store.trackers import MlflowTracker

@@ -165,19 +165,33 @@ RUN_FILE, QRELS_FILE, CHECK_FILE = "run.trec", "qrels.trec", "retrieval.json"
 def check(folder: str | Path) -> tuple[list[str], bool]:
     """Recomputes every retrieval mean a run logged from its run folder alone (`run.trec`,
     `qrels.trec` and `retrieval.json`, written by the run): one line per metric, logged vs
-    recomputed, and whether all are equal to 4 decimals."""
+    recomputed, and whether all are equal to 4 decimals. A reranked run's first-stage ranking
+    (`first_stage` in retrieval.json: its run file and means) is recomputed the same way."""
     import json
 
     folder = Path(folder)
     if not (folder / CHECK_FILE).is_file():
         raise RagexpError(f"{folder}: no {CHECK_FILE}; give the folder of a run (outputs/DATE/TIME or a sweep's job)")
     spec = json.loads((folder / CHECK_FILE).read_text())
-    named = {name: trec_measure(name) for name in spec["logged"]}
+    qrels = read_qrels(folder / QRELS_FILE)
+    out, equal = compared(qrels, folder / RUN_FILE, spec["logged"], spec["level"], spec["gain"])
+    first = spec.get("first_stage")
+    if first:
+        lines, same = compared(qrels, folder / Path(first["run"]).name, first["logged"], spec["level"], spec["gain"])
+        out += [f"first stage ({first['run']}, before reranking):", *lines]
+        equal &= same
+    return out, equal
+
+
+def compared(qrels: dict[str, dict[str, int]], run_file: Path, logged_means: dict[str, float], level: int,
+             gain: str) -> tuple[list[str], bool]:
+    """Each logged mean against trec_eval's on `run_file`: the lines of the table, and whether all agree."""
+    named = {name: trec_measure(name) for name in logged_means}
     usable = {name: m for name, m in named.items() if m is not None}
-    measures = parse_measures([m for m, _ in usable.values()], spec["level"], spec["gain"])
-    means = evaluate(read_qrels(folder / QRELS_FILE), read_run(folder / RUN_FILE), measures)["all"]
+    measures = parse_measures([m for m, _ in usable.values()], level, gain)
+    means = evaluate(qrels, read_run(run_file), measures)["all"]
     out, equal = [f"{'metric':<16}{'trec_eval':<16}{'logged':>10}{'recomputed':>12}"], True
-    for name, logged in spec["logged"].items():
+    for name, logged in logged_means.items():
         if name not in usable:
             out.append(f"{name:<16}{'(none)':<16}{logged:>10.4f}{'—':>12}")
             continue

@@ -76,6 +76,18 @@ class Judgement:
 
 
 @dataclass(frozen=True)
+class FirstStage:
+    """A reranked question's first-stage retrieval, kept beside the reranked one for the audit
+    trail: the retriever's hits, the items the retrieval metrics scored, their values and the
+    relevance judgements they used (as `QuestionResult`'s `ranked`, `ranking`, `retrieval`, `judged`)."""
+
+    ranked: tuple[Hit, ...]
+    ranking: tuple[str, ...]
+    retrieval: dict[str, float]
+    judged: dict[str, int]
+
+
+@dataclass(frozen=True)
 class QuestionResult:
     """One question's end state: judged (judgement set) or failed (failure set)."""
 
@@ -90,6 +102,8 @@ class QuestionResult:
     ranked: tuple[Hit, ...] = ()  # every hit the retrieval metrics saw (`metrics.depth` deep), best first
     ranking: tuple[str, ...] = ()  # the items those metrics scored, best first (documents, or chunks for span)
     judged: dict[str, int] = field(default_factory=dict)  # the relevance judgements they used: item -> grade
+    first_stage: FirstStage | None = None  # with a reranker: the retriever's own ranking and its metrics
+    rerank_s: float | None = None  # with a reranker: seconds this question's reranking took (0 when cached)
 
     @property
     def failed(self) -> bool:

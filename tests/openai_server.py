@@ -5,7 +5,7 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
   `headers`) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
-  generator and judges (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
+  generator, judges and LLM reranker (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
   being served at once, and `mean_in_flight()` the mean number in flight between the first
@@ -69,7 +69,7 @@ def judge_json(context_relevance=8, answer_similarity=7, faithfulness=9, halluci
 def task(body: dict) -> str:
     """Which ragexp prompt this is, from the JSON keys the prompt asks for."""
     text = prompt_text(body)
-    for key, name in (('"grounded"', "synth_verdict"), ('"evidence"', "synth_question"), ('"verdicts"', "verification"),
+    for key, name in (('"ranking"', "rerank_list"), ('"relevance"', "rerank_point"), ('"grounded"', "synth_verdict"), ('"evidence"', "synth_question"), ('"verdicts"', "verification"),
                       ('"claims"', "claims"), ('"relevant"', "context_relevance"),
                       ('"score"', "answer_relevance"), ('"answer_similarity"', "judge")):
         if key in text:
@@ -83,9 +83,30 @@ def first_sentence(passage: str) -> str:
     return line[: line.find(". ") + 1] if ". " in line else line
 
 
+def shared_words(question: str, text: str) -> int:
+    """How many distinct words of 3+ letters of the question the text holds (the rerank replies)."""
+    words = {w for w in re.findall(r"\w+", question.lower()) if len(w) > 2}
+    return len(words & set(re.findall(r"\w+", text.lower())))
+
+
+def rerank_reply(kind: str, body: dict) -> str:
+    """The reranker's prompts answered by word overlap with the question: listwise, the document
+    numbers by overlap (ties in their order); pointwise, the overlap as the relevance (at most 10)."""
+    text = user_text(body)
+    question = re.search(r"<question>(.*?)</question>", text, re.DOTALL)
+    question_text = question.group(1) if question else ""
+    documents = re.findall(r'<document n="(\d+)">(.*?)</document>', text, re.DOTALL)
+    if kind == "rerank_list":
+        order = sorted(documents, key=lambda d: -shared_words(question_text, d[1]))
+        return json.dumps({"ranking": [int(n) for n, _ in order]})
+    return json.dumps({"relevance": min(10, shared_words(question_text, documents[0][1] if documents else ""))})
+
+
 def auto_reply(body: dict) -> str:
     """Valid, fixed replies to ragexp's default prompts."""
     kind = task(body)
+    if kind in ("rerank_list", "rerank_point"):
+        return rerank_reply(kind, body)
     if kind == "synth_verdict":
         return json.dumps({"grounded": True, "reason": "every statement is in the passages"})
     if kind == "synth_question":  # ragexp.synth: a question on the first sentence of each passage

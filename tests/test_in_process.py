@@ -45,4 +45,4 @@ def test_in_process_exit_status_and_streams(tmp_path):
     bad = run_app(*QUICK, "chunker.chunk_overlap=600", "tracker=none", cwd=tmp_path)
     assert bad.returncode == 2 and "ragexp: error: chunker.chunk_overlap" in bad.stderr
     usage = run_app("--help", cwd=tmp_path)
-    assert usage.returncode == 0 and "== Configuration groups ==" in usage.stdout and usage.stderr == ""
+    assert usage.returncode == 0 and "Groups: choose one option per group" in usage.stdout and usage.stderr == ""

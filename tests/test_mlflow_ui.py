@@ -84,7 +84,11 @@ def row_texts(page) -> dict[str, str]:
 def test_experiment_page_lists_the_sweep_and_the_report_opens(ui_server, page, small_sweep, tmp_path):
     _, parent, children_by_id = logged_sweep(small_sweep.uri)
     experiment_id, children = parent.info.experiment_id, list(children_by_id.values())
-    page.goto(f"{ui_server}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    # the link the sweep printed at its end, on this test's server: it must open the runs table
+    [printed] = [line.rsplit("http://127.0.0.1:5000/", 1)[1] for line in small_sweep.proc.stdout.splitlines()
+                 if line.startswith("MLflow UI: ")]
+    assert printed == f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    page.goto(f"{ui_server}/{printed}")
     parent_row = page.locator(".ag-row", has_text=parent.info.run_name).first
     parent_row.wait_for()
     close_assistant = page.get_by_role("button", name="Close", exact=True)

@@ -23,7 +23,7 @@ def synth_cli(*args, cwd, env=None):
 def test_help_lists_the_options(tmp_path):
     proc = synth_cli("--help", cwd=tmp_path)
     assert proc.returncode == 0
-    for text in ("synth/generator: cloze, llm", "dataset:", "mix", "duplicate_cosine", "max_per_document"):
+    for text in ("synth/generator=", " cloze ", " llm ", "dataset=", "synth.mix", "duplicate_cosine", "max_per_document"):
         assert text in proc.stdout
 
 

@@ -27,3 +27,30 @@ def test_only_sqlite_stores_get_an_artifact_folder_chosen_by_ragexp(tmp_path, mo
     assert artifacts_beside("sqlite:////srv/mlflow.db") == Path("/srv/mlruns").as_uri()
     assert artifacts_beside("http://127.0.0.1:5000") is None
     assert artifacts_beside("postgresql://db/mlflow") is None
+
+
+def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_store():
+    from ragexp.store.trackers import runs_view_link
+
+    server = runs_view_link("http://user:pw@mlflow.example:5000/", "7")
+    assert server == "MLflow UI: http://***@mlflow.example:5000/#/experiments/7/runs?workflowType=machine_learning"
+    local = runs_view_link("sqlite:///mlflow.db", "1")
+    assert local.startswith("MLflow UI: mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000")
+    assert local.endswith("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning")
+    assert runs_view_link("databricks", "1") == ""
+
+
+def test_a_run_and_a_sweep_print_the_link_to_their_experiments_runs_table(tmp_path):
+    from conftest import HASH, mlflow_runs, run_app
+
+    proc = run_app("dataset.limit=3", "retriever=bm25", *HASH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    _, [run] = mlflow_runs(tmp_path)
+    link = f"#/experiments/{run.info.experiment_id}/runs?workflowType=machine_learning"
+    assert [line for line in proc.stdout.splitlines() if link in line] == [
+        f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db --port 5000, "
+        f"then open http://127.0.0.1:5000/{link}"]
+    sweep = run_app("-m", "retriever=bm25", "dataset.limit=2,3", *HASH, cwd=tmp_path)
+    assert sweep.returncode == 0, sweep.stderr
+    assert sum(link in line for line in sweep.stdout.splitlines()) == 1  # once, at the sweep's end, not per job
+    assert sweep.stdout.rstrip().splitlines()[-1].endswith(link)

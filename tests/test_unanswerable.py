@@ -29,9 +29,24 @@ def test_abstentions_are_recognised(answer):
     assert abstains(answer)
 
 
-@pytest.mark.parametrize("answer", ["Port 7400.", "It listens on port 7400, as the docs say."])
+@pytest.mark.parametrize("answer", ["Port 7400.", "It listens on port 7400, as the docs say.",
+                                    "X does not provide a GUI, and it listens on port 9999.",
+                                    "Quarry stores no information about its users. It listens on port 9999.",
+                                    "The GUI is not available.", "I'm sorry, but Quarry listens on port 9999.",
+                                    "The documents do not mention it. It listens on port 9999. It is written in Rust."])
 def test_answers_are_not_abstentions(answer):
+    """A negative phrase is not an abstention unless it is about knowing or about the documents,
+    and an answer whose first sentence declines but which goes on to claim more is an answer."""
     assert not abstains(answer)
+
+
+def test_the_extractive_generators_abstention_is_one():
+    """One definition: what the extractive generator says when it abstains counts as abstaining."""
+    import inspect
+
+    from ragexp.components.generators import ExtractiveGenerator
+
+    assert abstains(inspect.signature(ExtractiveGenerator).parameters["abstention"].default)
 
 
 def test_abstention_scores_per_question():

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from ragexp.cli_settings import parse_args
+
 EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
   python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
@@ -108,7 +110,7 @@ def log_run(run, results, files: list[Path]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(parser(), argv)  # also tracker.tracking_uri=URI, as the Hydra commands spell it
     from ragexp.errors import RagexpError
 
     try:

@@ -5,6 +5,8 @@ import argparse
 import sys
 import time
 
+from ragexp.cli_settings import parse_args
+
 EPILOG = """targets:
   (none)              the latest sweep in the store
   EXPERIMENT          the latest sweep of that MLflow experiment (--all: every run in it)
@@ -40,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(parser(), argv)  # also tracker.tracking_uri=URI, as the Hydra commands spell it
     from ragexp.errors import RagexpError
 
     try:

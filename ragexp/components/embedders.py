@@ -215,6 +215,7 @@ class OpenAIEmbedder(Embedder):
 
         self.endpoint, self.batch_size, self.name = endpoint, batch_size, name
         self.usage, self.prices = Usage(), Prices(None)  # its own tallies until a run connects it
+        self.usage.add_role("embedder")
         self._sender = None
 
     def key(self) -> str:
@@ -223,6 +224,7 @@ class OpenAIEmbedder(Embedder):
     def connect(self, usage, prices) -> None:
         """Counts its traffic in the run's `usage`, priced from the run's `prices` (LLMSession)."""
         self.usage, self.prices, self._sender = usage, prices, None
+        usage.add_role("embedder")
 
     def sender(self):
         if self._sender is None:

@@ -1,41 +1,113 @@
 """The offline judge: the specification's single-call metrics by embedding similarity, without an LLM."""
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ragexp.judges.contract import Judge
-from ragexp.metrics.generation import abstains, coherence_offline, conciseness_offline, token_recall
-from ragexp.text import split_sentences
+from ragexp.metrics.generation import abstains, abstention_sentence, coherence_offline, conciseness_offline, token_recall
+from ragexp.text import split_sentences, words
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.validation import Cosine
+from ragexp.validation import Cosine, Fraction
 
 
-def verbatim(sentence: str, context: str, context_sentences: Sequence[str] = (), min_piece: int = 12) -> bool:
-    """True when `sentence` is made of pieces of the context, each found there verbatim (whitespace
-    normalised in all) and at least `min_piece` characters long, or a whole context sentence (a
-    heading such as "Limits."). An extractive answer, context fragments joined, is verbatim even
-    where the sentence splitter sees one sentence across two fragments."""
-    text, i = " ".join(sentence.split()), 0
-    whole = {" ".join(s.split()) for s in context_sentences}
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers a text states ("7400", "2.1", "1,000"), as written."""
+    return set(_NUMBER.findall(text))
+
+
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*[A-Za-z]")
+
+
+def anchors(text: str) -> set[str]:
+    """What a claim must not get wrong: its numbers and its names (capitalised words after the
+    first word), names lower-cased."""
+    return numbers(text) | {n.lower() for n in _NAME.findall(text.strip())}
+
+
+def states(passage: str, claim_anchors: set[str]) -> bool:
+    """The passage states every number and name of a claim (see `anchors`)."""
+    return claim_anchors <= numbers(passage) | {w.lower() for w in re.findall(r"[\w'-]+", passage)}
+
+
+def longest_piece(text: str, i: int, passage: str) -> int:
+    """Length of the longest piece of `text` from `i` found verbatim in `passage` (binary search:
+    a piece found implies its prefixes are)."""
+    low, high = 0, len(text) - i
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text[i : i + middle] in passage:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def pieced_from(text: str, passage: str, sentences: Sequence[str], min_piece: int) -> bool:
+    """`text` is made of pieces of `passage`, each at least `min_piece` characters long (or the
+    rest of the text) or a whole sentence of the passage (a heading such as "Limits.")."""
+    i = 0
     while i < len(text):
         if text[i] == " ":
             i += 1
             continue
-        low, high = 0, len(text) - i  # the longest piece from i found in the context (monotone: binary search)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if text[i : i + middle] in context:
-                low = middle
-            else:
-                high = middle - 1
+        low = longest_piece(text, i, passage)
         if low < min(min_piece, len(text) - i):
-            low = max((len(s) for s in whole if text.startswith(s, i)), default=0)
+            low = max((len(s) for s in sentences if text.startswith(s, i)), default=0)
             if not low:
                 return False
         i += low
     return True
+
+
+def whole_sentences(text: str, sentences: Sequence[str]) -> bool:
+    """`text` is context sentences joined whole (from any passages), the last one possibly cut
+    short: what the extractive generator writes when it joins fragments the splitter reads as one."""
+    i = 0
+    while i < len(text):
+        if text[i] == " ":
+            i += 1
+            continue
+        step = max((len(s) for s in sentences if text.startswith(s, i)), default=0)
+        if not step:
+            return any(s.startswith(text[i:]) for s in sentences)
+        i += step
+    return True
+
+
+def verbatim(sentence: str, passages: Sequence[str], passage_sentences: Sequence[Sequence[str]] = (),
+             min_piece: int = 12) -> bool:
+    """True when `sentence` is context text (whitespace normalised in all): made of pieces of ONE
+    passage, each at least `min_piece` characters long or a whole sentence of it, stating no number
+    that passage lacks; or whole context sentences joined (an extractive answer whose fragments the
+    splitter reads as one sentence). A sentence stitched from fragments of different passages
+    ("The Quarry server listens on port" + "9000" of another server) is not verbatim."""
+    text = " ".join(sentence.split())
+    if not text:
+        return True
+    flat = [" ".join(p.split()) for p in passages]
+    split = [[" ".join(s.split()) for s in ss] for ss in passage_sentences] or [split_sentences(p) for p in flat]
+    stated = numbers(text)
+    if any(stated <= numbers(p) and pieced_from(text, p, ss, min_piece) for p, ss in zip(flat, split)):
+        return True
+    return whole_sentences(text, [s for ss in split for s in ss])
+
+
+@dataclass(frozen=True)
+class ClaimEvidence:
+    """What the context holds for one claim: verbatim text (see `verbatim`); the best cosine with a
+    context sentence whose passage states the claim's numbers and names (-1: no such passage); the
+    best share of the claim's content words in one such passage."""
+
+    verbatim: bool
+    cosine: float
+    overlap: float
 
 
 def to_scale(share: float) -> float:
@@ -51,14 +123,13 @@ class OfflineJudge(Judge):
     - answer_similarity = 1 + 9 * (share of the expected answer's words the generated answer holds,
       SQuAD-normalised, the best over the expected answers): lexical, unlike the embedding cosine
       of the `correctness` metric (ragexp.metrics);
-    - faithfulness = 1 + 9 * (share of answer sentences supported by the context: made of context
-      text verbatim (see `verbatim`), or with a cosine of at least `support_threshold` with some
-      context sentence);
-    - hallucination = some answer sentence is supported by no context sentence, or (with
+    - faithfulness = 1 + 9 * (share of the answer's claims supported by the context, see `supports`):
+      the claims are its sentences but those saying it does not know (metrics.generation.
+      abstention_sentence); an answer without a claim scores 10;
+    - hallucination = more than `hallucination_share` of the claims unsupported, or (with
       `answered_unanswerable_hallucinates`) the question is unanswerable and the answer does not
-      abstain. An abstaining answer ("I don't know", see metrics.generation.abstains) makes no
-      claim (faithfulness 10); for an unanswerable question it is the right answer
-      (answer_similarity 10; answering anyway: 1);
+      abstain (metrics.generation.abstains). For an unanswerable question abstaining is the right
+      answer (answer_similarity 10; answering anyway: 1);
     - claim_hallucination_rate = unsupported answer sentences / answer sentences (0-1; the
       specification's hallucination rate with sentences as claims);
     - conciseness_offline, coherence_offline: see ragexp.metrics.generation (0-1 estimates).
@@ -71,15 +142,55 @@ class OfflineJudge(Judge):
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
 
     def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
-                 name: str | None = None, answered_unanswerable_hallucinates: bool = True):
+                 name: str | None = None, answered_unanswerable_hallucinates: bool = True,
+                 overlap_threshold: Fraction | None = None, hallucination_share: Fraction = 0.0):
         self.embedder = embedder
         self.answered_unanswerable_hallucinates = answered_unanswerable_hallucinates
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
+        self.overlap_threshold, self.hallucination_share = overlap_threshold, hallucination_share
         self.name = name or f"offline-{embedder.name}"
 
+    def evidence(self, sentence: str, vector: np.ndarray, passages: Sequence[str], sentences: Sequence[Sequence[str]],
+                 c: np.ndarray, owner: np.ndarray) -> ClaimEvidence:
+        """What the context holds for one claim (thresholds apply in `supports`)."""
+        stated = anchors(sentence)
+        stating = [states(p, stated) for p in passages]
+        cosine = max((float(x) for x, p in zip(c @ vector, owner) if stating[p]), default=-1.0) if len(c) else -1.0
+        claim = set(words(sentence))
+        overlap = max((len(claim & set(words(p))) / len(claim) for p, ok in zip(passages, stating) if ok),
+                      default=0.0) if claim else 0.0
+        return ClaimEvidence(verbatim(sentence, passages, sentences), cosine, overlap)
+
+    def supports(self, evidence: ClaimEvidence) -> bool:
+        """A claim is supported when it is verbatim context text (see `verbatim`); or a context
+        sentence has a cosine of at least `support_threshold` with it and its passage states every
+        number and name the claim states (see `anchors`); or (with `overlap_threshold`) one passage
+        stating them holds that share of the claim's content words."""
+        return (evidence.verbatim or evidence.cosine >= self.support_threshold
+                or (self.overlap_threshold is not None and evidence.overlap >= self.overlap_threshold))
+
+    def hallucinates(self, supported: Sequence[bool]) -> bool:
+        """More than `hallucination_share` of the claims unsupported (0: any)."""
+        return bool(supported) and len(supported) - sum(supported) > self.hallucination_share * len(supported)
+
+    def claims(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[tuple[str, ClaimEvidence]]:
+        """The answer's claims (its sentences but those saying it does not know) and their evidence."""
+        passages = [hit.chunk.text for hit in hits]
+        sentences = [split_sentences(p) for p in passages]
+        answer_sentences = split_sentences(answer.text)
+        c = self.embedder.embed([s for ss in sentences for s in ss])
+        return self.claim_evidence(answer_sentences, self.embedder.embed(answer_sentences), passages, sentences, c)
+
+    def claim_evidence(self, answer_sentences: Sequence[str], a: np.ndarray, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]], c: np.ndarray) -> list[tuple[str, ClaimEvidence]]:
+        owner = np.array([n for n, ss in enumerate(sentences) for _ in ss], dtype=int)  # context sentence -> passage
+        return [(s, self.evidence(s, v, passages, sentences, c, owner))
+                for s, v in zip(answer_sentences, a) if not abstention_sentence(s)]
+
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
-        context = " ".join(hit.chunk.text for hit in hits)
-        context_sentences = split_sentences(context)
+        passages = [hit.chunk.text for hit in hits]
+        sentences = [split_sentences(p) for p in passages]
+        context_sentences = [s for ss in sentences for s in ss]
         answer_sentences = split_sentences(answer.text)
         [q] = self.embedder.embed([question.text])
         c = self.embedder.embed(context_sentences)
@@ -93,21 +204,21 @@ class OfflineJudge(Judge):
         else:  # the corpus holds no answer: abstaining is the right answer
             recall = 1.0 if abstained else 0.0
             expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
-        flat_context = " ".join(context.split())
-        claims = [] if abstained else list(zip(answer_sentences, a))  # an abstention makes no claim
-        supported = [
-            verbatim(s, flat_context, context_sentences) or (len(c) > 0 and float(np.max(c @ v)) >= self.support_threshold)
-            for s, v in claims
-        ]
+        # a sentence saying the answer is not known makes no claim; every other sentence is checked
+        supported = [self.supports(e) for _, e in self.claim_evidence(answer_sentences, a, passages, sentences, c)]
         unsupported = len(supported) - sum(supported)
+        hallucinated = self.hallucinates(supported)
         answered_unanswerable = not question.answerable and not abstained and self.answered_unanswerable_hallucinates
+        rule = f"more than {self.hallucination_share:.0%} unsupported" if self.hallucination_share else "any unsupported"
         reasoning = (
             f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
             f"(cosine >= {self.relevance_threshold}); {expected}; "
             + (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
-               f"(cosine >= {self.support_threshold} or verbatim)" if supported
+               f"(verbatim, cosine >= {self.support_threshold}"
+               + (f", or {self.overlap_threshold:.0%} of the content words" if self.overlap_threshold is not None else "")
+               + ")" if supported
                else "the answer abstains" if abstained else "empty answer")
-            + (f"; {unsupported} unsupported: hallucination" if unsupported else "")
+            + (f"; {unsupported} unsupported" + (f": hallucination ({rule})" if hallucinated else "") if unsupported else "")
             + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else "")
         )
         scores = {
@@ -118,4 +229,4 @@ class OfflineJudge(Judge):
             "conciseness_offline": round(conciseness_offline(answer.text), 4),
             "coherence_offline": round(coherence_offline(a), 4),
         }
-        return Judgement(self.name, scores, hallucination=unsupported > 0 or answered_unanswerable, reasoning=reasoning)
+        return Judgement(self.name, scores, hallucination=hallucinated or answered_unanswerable, reasoning=reasoning)

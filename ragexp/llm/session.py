@@ -41,6 +41,7 @@ class LLMSession:
                 continue
             setting, endpoint = f"{role}.endpoint", component.endpoint
             self.components[role] = component
+            self.usage.add_role(role)
             if self.dry_run:
                 continue
             key = endpoint.api_key(setting)
@@ -69,17 +70,17 @@ class LLMSession:
         """Tokens, cost and request counts of the run: only when some component uses an LLM."""
         return self.usage.stats() if self.components or self.embedders else {}
 
-    def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]]) -> Estimate:
+    def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]],
+                 role_hits: dict[str, Sequence[Sequence[Hit]]] | None = None) -> Estimate:
         """What a run would send: each component's requests for each question that has an expected
         answer (the others fail before any request), the expected answer standing in for the
-        generated one."""
-        todo = [(q, tuple(h)) for q, h in zip(questions, hits) if q.answers]
-        roles = tuple(
-            RoleEstimate.of(role, component.endpoint, self.prices,
-                            [r for q, h in todo for r in component.planned_requests(q, h, Answer(q.expected))])
-            for role, component in self.components.items()
-        )
-        return Estimate(name, len(todo), roles, self.usage.budget_usd)
+        generated one. A role of `role_hits` (the reranker) is given those hits instead of `hits`."""
+        roles = []
+        for role, component in self.components.items():
+            todo = [(q, tuple(h)) for q, h in zip(questions, (role_hits or {}).get(role, hits)) if q.answers]
+            roles.append(RoleEstimate.of(role, component.endpoint, self.prices,
+                                         [r for q, h in todo for r in component.planned_requests(q, h, Answer(q.expected))]))
+        return Estimate(name, sum(1 for q in questions if q.answers), tuple(roles), self.usage.budget_usd)
 
     def close(self) -> None:
         if self._cache is not None:

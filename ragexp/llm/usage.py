@@ -49,7 +49,13 @@ class Usage:
         self.tokens: Counter = Counter()  # (role, "input"|"output") -> tokens
         self.cost: dict[str, float] = {}  # role -> dollars
         self.counts: Counter = Counter()  # "requests", "retries", "failures", "cache_hits", (role, name)
+        self.roles = list(self.ROLES)  # reported even when they spent nothing; others (a reranker) once connected
         self._lock = threading.Lock()
+
+    def add_role(self, role: str) -> None:
+        with self._lock:
+            if role not in self.roles:
+                self.roles.append(role)
 
     def check_budget(self) -> None:
         with self._lock:
@@ -69,11 +75,11 @@ class Usage:
 
     def stats(self) -> dict[str, float]:
         """The run's aggregates: <role>_input_tokens, <role>_output_tokens, <role>_cost_usd (role
-        `embedder` too, when a remote embedder sent requests),
+        `embedder` too, once a remote embedder is connected),
         llm_requests, llm_retries, llm_failures, llm_cache_hits, and <role>_<counter>."""
         with self._lock:
             stats: dict[str, float] = {}
-            for role in (*self.ROLES, *(["embedder"] if ("embedder", "input") in self.tokens else [])):
+            for role in self.roles:
                 stats[f"{role}_input_tokens"] = self.tokens[role, "input"]
                 stats[f"{role}_output_tokens"] = self.tokens[role, "output"]
                 stats[f"{role}_cost_usd"] = round(self.cost.get(role, 0.0), 8)

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ragexp.text import STOPWORDS
+from ragexp.text import STOPWORDS, split_sentences
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -69,17 +69,44 @@ def token_recall(prediction: str, answers: Sequence[str]) -> float:
     return best
 
 
-ABSTENTION = re.compile(
-    r"\b(i (do not|don't|dont) know|i'm not sure|i am not sure|(cannot|can't|can not|unable to) (be )?(answer|determine|find|tell)"
-    r"|not (enough|sufficient) information|no (relevant )?information|(is|are) not (mentioned|provided|stated|given)"
-    r"|(do|does) not (contain|mention|say|provide|state)|no answer)\b", re.IGNORECASE)
+_SOURCE = (r"(the |these |this |those |provided |given |retrieved |available |above |following |supplied )*"
+           r"(context|documents?|docs|passages?|sources?|texts?|articles?|excerpts?|manual|search results?|information)")
+# One sentence that says the reply does not know, or that the documents do not hold the answer. The
+# negative phrase must be about knowing or about the documents: "X does not provide a GUI" is a claim.
+ABSTENTION_SENTENCE = re.compile(
+    r"\b(i|we) (do not|don't|dont|did not|didn't|cannot|can't|can not|could not|couldn't|am unable to|are unable to"
+    r"|am not able to|have no|lack|do not have|don't have) (know|answer|determine|find|tell|say|be sure|confirm"
+    r"|provide (an|a|the|any) (answer|information)|enough|sufficient|information|access)"
+    r"|\bi('m| am) (not sure|not certain)|\b(not|no) (enough|sufficient) (information|context|details|data)"
+    r"|\binsufficient (information|context|details|data)"
+    r"|\b(there is|there's|there are|there was) (no|not any) (relevant |specific |such |direct |explicit )?"
+    r"(information|mention|data|details|answer|indication)"
+    r"|^\W*no (relevant |specific )?information\b"
+    rf"|\b{_SOURCE}\b[^.!?]{{0,60}}?\b(do|does|did) not (contain|mention|say|provide|state|specify|include|give|discuss"
+    r"|address|answer|describe|cover|hold|list)"
+    rf"|\b(is|are|was|were) not (mentioned|provided|stated|given|specified|available|discussed|described|listed)"
+    rf" (in|by|within|from) {_SOURCE}|\b(is|are|was|were) not (mentioned|stated|specified)\s*[.!?]*$"
+    r"|\b(cannot|can't|can not|could not|couldn't) be (answered|determined|found|inferred|confirmed|established)"
+    r"|\bunknown\s*[.!?]*$|^\W*(no answer|not known|unanswerable)\W*$", re.IGNORECASE)
+
+
+def abstention_sentence(sentence: str) -> bool:
+    """A sentence that says the reply does not know, or that the documents do not hold the answer
+    ("I don't know.", "The documents do not mention the mascot.", "There is not enough information
+    to answer."); a negative claim about the subject ("Quarry does not provide a GUI.") is not one."""
+    return bool(ABSTENTION_SENTENCE.search(sentence))
 
 
 def abstains(answer: str) -> bool:
-    """An answer that declines to answer: empty, or saying it does not know / the documents do not
-    hold it (within its first 200 characters): "I don't know", "The documents do not mention ...",
-    "There is not enough information ..."."""
-    return not answer.strip() or bool(ABSTENTION.search(answer[:200]))
+    """An answer whose point is not knowing: empty, or its first sentence is an abstention sentence
+    (see `abstention_sentence`) and so are at least half of its sentences. One definition for the
+    run's abstention metrics, the offline judge and the extractive generator's "I don't know.".
+    The offline judge checks an answer's other sentences whatever this says."""
+    sentences = split_sentences(answer)
+    if not sentences:
+        return True
+    said = [abstention_sentence(s) for s in sentences]
+    return said[0] and 2 * sum(said) >= len(said)
 
 
 def abstention_scores(answer: str, answerable: bool) -> dict[str, float]:

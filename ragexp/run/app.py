@@ -22,7 +22,8 @@ DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more fail
 
 def run_name(cfg: DictConfig) -> str:
     """`run_name` if set; in a sweep, the values of the swept keys (e.g. chunker=semantic,retriever=bm25);
-    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive)."""
+    otherwise the chosen components joined (e.g. sample-recursive-minilm-dense-extractive; the reranker after
+    the retriever when it is not none)."""
     from hydra.core.hydra_config import HydraConfig
 
     if cfg.get("run_name"):
@@ -34,6 +35,8 @@ def run_name(cfg: DictConfig) -> str:
         return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
     chosen = [choices.get(g) for g in ("dataset", "chunker", "embedder", "retriever", "generator")]
+    if choices.get("reranker") not in (None, "none"):
+        chosen.insert(4, choices.get("reranker"))  # after the retriever, when one reranks
     return "-".join(str(c) for c in chosen if c) or "run"
 
 
@@ -88,6 +91,8 @@ def execute(cfg: DictConfig) -> float | None:
                   file=sys.stderr)
         run_id = log_folder(tracker, output_dir, sweep.get("parent_run_id"))
         print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
+        if run_id and not multirun and tracker.ui_link():  # a sweep prints one link at its end
+            print(tracker.ui_link())
     except TrackingFailed as err:
         if not multirun:
             print(f"ragexp: error: {err}", file=sys.stderr)

@@ -129,6 +129,8 @@ class SweepTracking(Callback):
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
             self.leaderboard(sweep_dir)
+            if self.tracker.ui_link():
+                print(self.tracker.ui_link())
         if failures:
             print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
                 f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)

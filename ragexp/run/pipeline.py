@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.store.cache import StageCache, key_of
+from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.components.embedders import EmbeddingCache
@@ -25,6 +26,7 @@ from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
 from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, run_aggregates
 from ragexp.metrics.targets import assess
+from ragexp.run.rerank import STAGE as RERANK_STAGE, rerank_results
 from ragexp.store.tracing import documents, ended
 from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
 
@@ -70,6 +72,7 @@ class Components:
     loader: Loader
     chunker: Chunker
     retriever: Retriever
+    reranker: Reranker
     generator: Any
     judge: Judge
     llm: LLMSession
@@ -82,6 +85,8 @@ def components(cfg: DictConfig) -> Components:
     gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
     metric_set.require(gate.retrieval_metrics())
     loader, chunker, retriever = build(cfg.dataset), build(cfg.chunker), build(cfg.retriever)
+    reranker = build(cfg.reranker) if "reranker" in cfg else NoReranker()
+    reranker.check()
     generator, judge = build(cfg.generator), build(cfg.judge)
     weights.check(judge.name, judge.metrics)
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
@@ -92,7 +97,8 @@ def components(cfg: DictConfig) -> Components:
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    return Components(weights, gate, metric_set, rule, loader, chunker, retriever, generator, judge, llm, scales)
+    return Components(weights, gate, metric_set, rule, loader, chunker, retriever, reranker, generator, judge, llm,
+                      scales)
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
@@ -102,7 +108,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
     try:
-        c.llm.connect(generator=c.generator, judge=c.judge)  # API keys and endpoints too
+        c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
@@ -115,7 +121,8 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
         log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
         queries = [q.text for q in dataset.questions]
-        depth = max(c.retriever.top_k, c.metric_set.depth)  # the metrics see deeper than the generator's top_k
+        # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
+        depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
         hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
         retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
         ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth)
@@ -127,9 +134,13 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
 
         c.rule.prepare(chunks)
         results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
+        if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
+            results = work.stage("reranking", None, rerank_results, work, c.reranker, settings(cfg.reranker), results,
+                                 partial(retrieval_scored, c))
         notes += retrieval_notes(results, c.rule.name)
         if c.llm.dry_run:
-            return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
+            return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
+                                  {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
 
         answer = partial(answer_question, work, c.generator, settings(cfg.generator))
         results = work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
@@ -169,7 +180,8 @@ class Work:
     time in it, every thread's (`seconds[stage + "_cpu"]`)."""
 
     # stage -> its folder in the stage cache
-    STORED_AS = {"chunking": "chunks", "retrieval": "hits", "answer": "answers", "judgement": "judgements"}
+    STORED_AS = {"chunking": "chunks", "retrieval": "hits", RERANK_STAGE: "reranked", "answer": "answers",
+                 "judgement": "judgements"}
 
     def __init__(self, cache: StageCache):
         self.cache = cache
@@ -265,6 +277,8 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     """One question to its answer, cached under the generator's settings and the content it reads;
     or failed with the reason (one bad question never fails the run; a failure is never cached)."""
     question, hits = result.question, result.hits
+    if result.failure:  # failed before generation (reranking)
+        return result
     if not question.answers and question.answerable:
         return replace(result, failure="no expected answer in the dataset")
     key = key_of("answer", generator_settings, question.text, context(hits))

@@ -59,7 +59,8 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     return path
 
 
-AUDIT_FILES = ("questions.jsonl", "run.trec", "qrels.trec", "retrieval.json")
+FIRST_STAGE_RUN = "first_stage.trec"  # with a reranker: the retriever's own ranking, beside the reranked run.trec
+AUDIT_FILES = ("questions.jsonl", "run.trec", "qrels.trec", "retrieval.json", FIRST_STAGE_RUN)
 
 
 def question_record(r) -> dict:
@@ -78,7 +79,17 @@ def question_record(r) -> dict:
         "judge_scores": j.scores if j else None, "hallucination": j.hallucination if j else None,
         "reasoning": j.reasoning if j else "", "judge_details": j.details if j else {},
         "answer_metrics": r.generation, "retrieval_metrics": r.retrieval, "retrieval_excluded": r.retrieval_excluded,
+        **(first_stage_record(r) if r.first_stage is not None else {}),
     }
+
+
+def first_stage_record(r) -> dict:
+    """A reranked question's first-stage ranking and its metrics, and how long its reranking took."""
+    first = r.first_stage
+    return {"first_stage": {"ranking": [{"rank": h.rank, "chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id,
+                                         "score": h.score} for h in first.ranked],
+                            "scored_items": list(first.ranking), "retrieval_metrics": first.retrieval},
+            "rerank_s": r.rerank_s}
 
 
 def write_audit(result: RunResult, folder: Path) -> list[Path]:
@@ -86,29 +97,52 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
     retrieval metrics saw, the context the generator saw, the answer, every score and the judge's
     reasoning), and the TREC files the retrieval metrics amount to: `run.trec` (each scored question's
     ranking; the score column is depth - rank + 1, so trec_eval keeps the run's order) and `qrels.trec`
-    (the judgements used), with `retrieval.json` (relevance level, NDCG gain, the logged means).
+    (the judgements used), with `retrieval.json` (relevance level, NDCG gain, the logged means). With a
+    reranker, run.trec is the reranked ranking (the one the logged means are of) and `first_stage.trec`
+    the retriever's own, its means under `first_stage` in retrieval.json.
     `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
     from ragexp.metrics.names import metric_key
     from ragexp.metrics.relevance import CONTEXT_METRICS
 
-    paths = [folder / name for name in AUDIT_FILES]
+    paths = [folder / name for name in AUDIT_FILES[:4]]
     with paths[0].open("w", encoding="utf-8") as out:
         for r in result.questions:
             out.write(json.dumps(question_record(r), ensure_ascii=False, default=str) + "\n")
     scored = [r for r in result.questions if r.retrieval and r.ranking]
     tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.name) or "ragexp"
-    with paths[1].open("w", encoding="utf-8") as run, paths[2].open("w", encoding="utf-8") as qrels:
+    firsts = [(trec_id(r.question.qid), f) for r in result.questions
+              if (f := r.first_stage) is not None and f.retrieval and f.ranking]  # scored in the first stage
+    with paths[1].open("w", encoding="utf-8") as run:
         for r in scored:
-            qid = trec_id(r.question.qid)
-            for rank, item in enumerate(r.ranking, start=1):
-                run.write(f"{qid} Q0 {trec_id(item)} {rank} {len(r.ranking) - rank + 1} {tag}\n")
-            for item, grade in r.judged.items():
-                qrels.write(f"{qid} 0 {trec_id(item)} {grade}\n")
+            write_ranking(run, trec_id(r.question.qid), r.ranking, tag)
+    judged: dict[str, dict[str, int]] = {}  # the judgements of both rankings (the same, for the doc rule)
+    for qid, items in [*((trec_id(r.question.qid), r.judged) for r in scored), *((qid, f.judged) for qid, f in firsts)]:
+        judged.setdefault(qid, {}).update(items)
+    with paths[2].open("w", encoding="utf-8") as qrels:
+        for qid, items in judged.items():
+            qrels.writelines(f"{qid} 0 {trec_id(item)} {grade}\n" for item, grade in items.items())
     names = [n for n in dict.fromkeys(n for r in scored for n in r.retrieval) if n not in CONTEXT_METRICS]
     logged = {n: result.aggregates[metric_key(n)] for n in names if metric_key(n) in result.aggregates}
-    paths[3].write_text(json.dumps({**result.relevance, "questions_scored": len(scored), "logged": logged,
-                                    "check": "python -m ragexp.trec_eval --check ."}, indent=2) + "\n")
+    spec = {**result.relevance, "questions_scored": len(scored), "logged": logged}
+    if firsts:  # a reranked run: the first stage's ranking and its means, recomputed by --check too
+        with (folder / FIRST_STAGE_RUN).open("w", encoding="utf-8") as run:
+            for qid, first in firsts:
+                write_ranking(run, qid, first.ranking, f"{tag}-first_stage")
+        means = {n: round(sum(f.retrieval[n] for _, f in firsts) / len(firsts), 4) for n in logged
+                 if all(n in f.retrieval for _, f in firsts)}
+        spec["first_stage"] = {"run": FIRST_STAGE_RUN, "questions_scored": len(firsts), "logged": means}
+        paths.append(folder / FIRST_STAGE_RUN)
+    else:
+        (folder / FIRST_STAGE_RUN).unlink(missing_ok=True)
+    paths[3].write_text(json.dumps({**spec, "check": "python -m ragexp.trec_eval --check ."}, indent=2) + "\n")
     return paths
+
+
+def write_ranking(out, qid: str, ranking, tag: str) -> None:
+    """One question's ranking as TREC run lines; the score column is depth - rank + 1, so trec_eval
+    keeps the run's order."""
+    for rank, item in enumerate(ranking, start=1):
+        out.write(f"{qid} Q0 {trec_id(item)} {rank} {len(ranking) - rank + 1} {tag}\n")
 
 
 def trec_id(text: str) -> str:

@@ -51,6 +51,9 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
 class NoTracker:
     """Logs nothing (results.json and the console summary are still written)."""
 
+    def ui_link(self) -> str:
+        return ""
+
     logs_traces = False  # tracing=on: the run folder's traces.jsonl becomes MLflow traces
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
@@ -79,6 +82,20 @@ class NoTracker:
 
     def use_store(self, store: str | None) -> None:
         pass
+
+
+def runs_view_link(tracking_uri: str, experiment_id: str) -> str:
+    """The line that opens an experiment on its runs table: MLflow 3.17's UI opens an experiment on
+    its GenAI overview unless the page's URL says `workflowType=machine_learning` (its experiment
+    page reads that query parameter before the choice it keeps in localStorage); `/runs` is the runs
+    tab, shown as the table (`compareRunsMode` defaults to TABLE). A tracking server serves the UI
+    at its own address; a local store (sqlite:///mlflow.db, ./mlruns) needs `mlflow ui` over it."""
+    path = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"MLflow UI: {scrub_url(tracking_uri.rstrip('/'))}/{path}"
+    if tracking_uri.startswith("databricks"):
+        return ""
+    return f"MLflow UI: mlflow ui --backend-store-uri {tracking_uri} --port 5000, then open http://127.0.0.1:5000/{path}"
 
 
 def process_alive(pid: str | None) -> bool:
@@ -131,7 +148,7 @@ def artifacts_beside(uri: str) -> str | None:
 
 # What earlier MLflow 3.x UIs read to choose an experiment's first page: a sweep is runs to compare
 # first (each run's traces are in its Traces tab). MLflow 3.17's UI ignores it and follows its own
-# GenAI / Model training switch (README: "What the MLflow UI opens on"). A kind set by hand is kept.
+# GenAI / Model training switch (docs/how-to/tracing.md, "What the MLflow UI opens on"). A kind set by hand is kept.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 
@@ -173,6 +190,13 @@ class MlflowTracker(NoTracker):
         import mlflow
 
         return f"mlflow experiment {self.experiment!r} at {scrub_url(mlflow.get_tracking_uri())}"
+
+    def ui_link(self) -> str:
+        """How to open this experiment's runs table in MLflow's UI (empty before anything was logged)."""
+        import mlflow
+
+        experiment_id = getattr(self, "_experiment_id", None)
+        return runs_view_link(mlflow.get_tracking_uri(), experiment_id) if experiment_id else ""
 
     def store(self) -> str | None:
         """None for a URI with credentials: it is not written to sweep.json; jobs find it as the launcher did."""

@@ -1,4 +1,4 @@
-"""`python -m ragexp.synth`: a synthetic test set from any corpus (README, "Synthetic test sets").
+"""`python -m ragexp.synth`: a synthetic test set from any corpus (docs/how-to/synthetic.md).
 
 - `sources`: chunks sampled stratified by document and section, multi-hop pairs by embedding neighbourhood;
 - `cloze`: the offline generator (`synth/generator=cloze`): questions from the corpus's own sentences;

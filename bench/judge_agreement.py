@@ -1,0 +1,535 @@
+"""Bench group judge_agreement: how far ragexp's judges agree with people who labelled answers
+and summaries as supported by their context or not (docs/judge-agreement.md).
+
+Per labelled set, on its held-out part (nothing was tuned on it): ROC AUC of the faithfulness
+score (people's "fully supported" as the positive class), balanced accuracy and false-alarm rate
+(share of the supported items flagged) of the hallucination flag, for
+- the offline judge (ragexp.judges.offline, MiniLM as in a default run);
+- judge=llm and judge=triad against the local OpenAI-protocol server (tests/openai_server.py)
+  whose scripted replies repeat the people's verdict: a figure below 1 there means the request
+  path or the reply parser lost or garbled a verdict on real texts, not anything about an LLM.
+
+The sets are read from the public repositories at the commits named in SOURCES, from a folder
+holding their git snapshots (`--sources`, default $RAGEXP_AGREEMENT_SOURCES or /work/.mirror,
+laid out as <owner>+<name>/repo), or from the copy shipped in bench/data/judge_agreement/ where
+the licence allows. A set that cannot be read is reported as missing, with where to get it.
+Each item goes to the tuning or the held-out part by a hash of its group (the question or the
+source document, so both parts never share one): TUNE_SHARE of the groups tune.
+
+    python bench/run.py judge_agreement          # the figures, into bench/results.json
+    python bench/judge_agreement.py tune         # the grid of offline-judge settings on the tuning part
+    python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
+    python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data" / "judge_agreement"
+TUNE_SHARE = 0.4
+SUMMARY_QUESTION = "Summarise the document."
+
+
+@dataclass(frozen=True)
+class Item:
+    """One labelled answer: its context passages and whether people judged it fully supported."""
+
+    set: str
+    id: str
+    group: str  # items of one group (question or source document) stay in one part
+    question: str
+    passages: tuple[str, ...]
+    answer: str
+    supported: bool
+
+    @property
+    def part(self) -> str:
+        digest = int(hashlib.sha256(f"{self.set}/{self.group}".encode()).hexdigest()[:8], 16)
+        return "tune" if digest / 0xFFFFFFFF < TUNE_SHARE else "heldout"
+
+    def row(self) -> dict:
+        return {"set": self.set, "id": self.id, "group": self.group, "question": self.question,
+                "passages": list(self.passages), "answer": self.answer, "supported": self.supported, "part": self.part}
+
+
+def from_row(row: dict) -> Item:
+    return Item(row["set"], row["id"], row["group"], row["question"], tuple(row["passages"]), row["answer"], row["supported"])
+
+
+Reader = Callable[[str], bytes]  # path in the repository at the source's commit -> its bytes
+
+
+@dataclass(frozen=True)
+class Source:
+    repo: str
+    commit: str
+    licence: str
+    kind: str
+    labels: str  # how the people's labels became one verdict per item
+    load: Callable[[Reader], list[Item]]
+    shipped: str = ""  # file under bench/data/judge_agreement/ holding the whole set, when the licence allows
+
+
+def majority(labels: Sequence[str]) -> str:
+    """The label most annotators gave, "" when no label has two votes or more."""
+    label, votes = Counter(labels).most_common(1)[0]
+    return label if votes >= 2 else ""
+
+
+def group_of(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+LFQA_SYSTEMS = ("webgpt", "gpt3_wdoc", "gpt3_whudoc", "alpaca_wdoc", "gpt3", "alpaca")
+
+
+def lfqa(read: Reader) -> list[Item]:
+    """Chen et al. 2023, answers of 6 systems to ELI5 questions, every sentence labelled by 3 people
+    against the WebGPT documents (the pairing of the authors' src/Automatic/input_file.json)."""
+    docs = {d["question_id"]: tuple(doc["text"] for doc in d["docs"]) for d in json.loads(read("data/docs/docs-webgpt.json"))}
+    items = []
+    for system in LFQA_SYSTEMS:
+        for entry in json.loads(read(f"data/annotations/annotations-{system}.json")):
+            sentences = [a["answer"].strip() for a in entry["annotations"]]
+            supported = all(majority(a["labels"]) == "supported" for a in entry["annotations"])
+            items.append(Item("lfqa", f"{system}-{entry['question_id']}", str(entry["question_id"]), entry["question"],
+                              docs[entry["question_id"]], " ".join(sentences), supported))
+    return items
+
+
+def qags(variant: str) -> Callable[[Reader], list[Item]]:
+    def load(read: Reader) -> list[Item]:
+        """Wang et al. 2020, model summaries of news articles, every sentence judged supported or not
+        by 3 people."""
+        items = []
+        for n, line in enumerate(read(f"data/mturk_{variant}.jsonl").decode().splitlines()):
+            row = json.loads(line)
+            sentences = row["summary_sentences"]
+            supported = all(majority([r["response"] for r in s["responses"]]) == "yes" for s in sentences)
+            items.append(Item(f"qags_{variant}", f"{variant}-{n}", group_of(row["article"]), SUMMARY_QUESTION,
+                              (row["article"],), " ".join(s["sentence"].strip() for s in sentences), supported))
+        return items
+    return load
+
+
+FAITHBENCH_BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
+
+
+def faithbench(read: Reader) -> list[Item]:
+    """Bao et al. 2025, summaries by modern LLMs, hallucinated spans marked by several people."""
+    items = []
+    for batch in FAITHBENCH_BATCHES:
+        for sample in json.loads(read(f"data_for_release/batch_{batch}.json"))["samples"]:
+            unwanted = any(label.startswith("Unwanted") for a in sample["annotations"] for label in a["label"])
+            items.append(Item("faithbench", f"b{batch}-{sample['sample_id']}", group_of(sample["source"]), SUMMARY_QUESTION,
+                              (sample["source"],), sample["summary"].strip(), not unwanted))
+    return items
+
+
+SOURCES = {
+    "lfqa": Source("timchen0618/LFQA-Verification", "4e905be93fbe919082d62faa77ee32c68e90237c", "none stated (not shipped)",
+                   "long-form QA answers (ELI5) with retrieved web documents",
+                   "3 people per answer sentence (supported / partially / not supported); an answer is supported "
+                   "when every sentence's majority label is supported", lfqa),
+    "qags_cnndm": Source("W4ngatang/qags", "47798e9b63344e2d3fb4df2def6edc18e9402d30", "none stated (not shipped)",
+                         "news summaries (CNN/DailyMail)",
+                         "3 people per summary sentence (yes / no); a summary is supported when every sentence has a "
+                         "majority of yes", qags("cnndm")),
+    "qags_xsum": Source("W4ngatang/qags", "47798e9b63344e2d3fb4df2def6edc18e9402d30", "none stated (not shipped)",
+                        "news summaries (XSum, one sentence)",
+                        "3 people per summary sentence (yes / no); a summary is supported when every sentence has a "
+                        "majority of yes", qags("xsum")),
+    "faithbench": Source("vectara/FaithBench", "cf89797d82812c23b5d5e5c121f1d9b8983bbbce", "CC BY-NC-SA 4.0 (shipped)",
+                         "summaries by 10 modern LLMs, chosen where detectors disagree (hard cases)",
+                         "spans marked by 2+ people; a summary is unsupported when anyone marked an Unwanted "
+                         "(intrinsic or extrinsic) hallucination; Benign and Questionable count as supported "
+                         "(the authors' 'worst' pooling)", faithbench, shipped="faithbench.jsonl"),
+}
+
+
+def snapshot_reader(sources_dir: Path, source: Source) -> Reader | None:
+    git_dir = sources_dir / source.repo.replace("/", "+") / "repo"
+    if not git_dir.is_dir():
+        return None
+
+    def read(path: str) -> bytes:
+        return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{source.commit}:{path}"],
+                              capture_output=True, check=True).stdout
+    return read
+
+
+def load_set(name: str, sources_dir: Path) -> list[Item] | None:
+    source = SOURCES[name]
+    read = snapshot_reader(sources_dir, source)
+    if read is not None:
+        return source.load(read)
+    if source.shipped and (DATA / source.shipped).exists():
+        return [from_row(json.loads(line)) for line in (DATA / source.shipped).read_text().splitlines()]
+    return None
+
+
+def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
+    """Probability that a positive item scores above a negative one (ties count half): the
+    Mann-Whitney statistic over average ranks. None without both classes."""
+    s, y = np.asarray(scores, dtype=float), np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if not n_pos or not n_neg:
+        return None
+    order = np.argsort(s, kind="stable")
+    ranks = np.empty(len(s))
+    sorted_scores = s[order]
+    start = 0
+    while start < len(s):  # average ranks over ties
+        end = start
+        while end + 1 < len(s) and sorted_scores[end + 1] == sorted_scores[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def flag_figures(flags: Sequence[bool], supported: Sequence[bool]) -> dict:
+    """Balanced accuracy of the hallucination flag against people's verdicts and its false-alarm
+    rate (share of the supported items flagged)."""
+    f, ok = np.asarray(flags, dtype=bool), np.asarray(supported, dtype=bool)
+    caught = float(f[~ok].mean()) if (~ok).any() else float("nan")
+    false_alarm = float(f[ok].mean()) if ok.any() else float("nan")
+    return {"balanced_accuracy": round((caught + 1 - false_alarm) / 2, 3), "false_alarm": round(false_alarm, 3),
+            "caught": round(caught, 3)}
+
+
+def figures(verdicts: Sequence[tuple[float, bool]], items: Sequence[Item]) -> dict:
+    supported = [item.supported for item in items]
+    auc = roc_auc([score for score, _ in verdicts], supported)
+    return {"items": len(items), "supported": sum(supported), "roc_auc": None if auc is None else round(auc, 3),
+            **flag_figures([flag for _, flag in verdicts], supported)}
+
+
+class Memo:
+    """An embedder that embeds each distinct text once, made only when a text is not known yet; with
+    `path`, the vectors are kept in that .npz file between runs (the before/after and tuning runs
+    then embed each text once between them)."""
+
+    def __init__(self, make: Callable[[], object], name: str, path: Path | None = None):
+        self.make, self.model, self.name, self.path = make, None, name, path
+        self.vectors: dict[str, np.ndarray] = {}
+        if path is not None and path.exists():
+            with np.load(path) as stored:
+                self.vectors = dict(zip(json.loads(str(stored["keys"])), stored["vectors"]))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if missing:
+            if self.model is None:
+                self.model = self.make()
+            self.vectors.update(zip(missing, self.model.embed(missing)))  # type: ignore[attr-defined]
+        if not texts:
+            return np.zeros((0, self.dimension()))
+        return np.stack([self.vectors[t] for t in texts])
+
+    def dimension(self) -> int:
+        return len(next(iter(self.vectors.values()))) if self.vectors else len(self.embed(["x"])[0])
+
+    def save(self) -> None:
+        if self.path is not None and self.vectors:
+            keys = list(self.vectors)
+            np.savez(self.path, keys=np.array(json.dumps(keys)), vectors=np.stack([self.vectors[k] for k in keys]))
+
+
+def hits_of(item: Item) -> list:
+    from ragexp.types import Chunk, Hit
+
+    return [Hit(Chunk(f"{item.id}#{n}", f"{item.id}/{n}", text), 1.0, n + 1) for n, text in enumerate(item.passages)]
+
+
+def offline_verdicts(judge, items: Iterable[Item]) -> list[tuple[float, bool]]:
+    from ragexp.types import Answer, Question
+
+    verdicts = []
+    for item in items:
+        j = judge.judge(Question(item.id, item.question, ()), hits_of(item), Answer(item.answer))
+        verdicts.append((j.scores["faithfulness"], bool(j.hallucination)))
+    return verdicts
+
+
+def scoring_embedder(path: Path | None = None) -> Memo:
+    """MiniLM, the default scoring embedder of a run (conf/embedder/minilm.yaml)."""
+    try:
+        from ragexp.components.embedders import SentenceTransformerEmbedder
+    except ImportError:  # a checkout from before the layout by stage (PYTHONPATH=it for the "before" figures)
+        from ragexp.embedders import SentenceTransformerEmbedder  # type: ignore[no-redef]
+
+    def make():
+        import torch
+
+        torch.set_num_threads(1)  # one core of the shared two: two threads ran 3x slower under load here
+        return SentenceTransformerEmbedder()
+
+    return Memo(make, "minilm", path)
+
+
+def compose_judge(option: str):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        from ragexp.run.pipeline import build
+    except ImportError:  # a checkout from before the layout by stage
+        from ragexp.pipeline import build  # type: ignore[no-redef]
+
+    import ragexp
+
+    conf = Path(ragexp.__file__).resolve().parents[1] / "conf"  # the conf of the checkout whose code runs
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf if conf.is_dir() else ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"judge={option}"])
+    return build(cfg.judge) if option != "offline" else cfg.judge
+
+
+def offline_judge(embedder, **settings):
+    """The offline judge with conf/judge/offline.yaml's settings (those this checkout's judge takes),
+    `settings` over them."""
+    import inspect
+
+    from ragexp.judges.offline import OfflineJudge
+
+    node = compose_judge("offline")
+    takes = inspect.signature(OfflineJudge).parameters
+    yaml = {k: node[k] for k in node if k in takes and k not in ("embedder", "name")}
+    return OfflineJudge(embedder, **{**yaml, **settings})
+
+
+def scripted_server(items: Sequence[Item]):
+    """The test server, replying to each judge prompt with the people's verdict on the answer it
+    carries (found by its text): judge=llm gets faithfulness 9 / hallucination false for a supported
+    answer and 2 / true otherwise; the triad gets the answer's sentences as its claims, each
+    verified as the people judged the answer."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_server import OpenAIServer, auto_reply, judge_json, numbered, prompt_text, task, user_text
+
+    from ragexp.text import split_sentences
+
+    by_answer = {item.answer.strip(): item for item in items}
+    def claims_of(text: str) -> tuple[str, ...]:  # as the triad reads them: whitespace normalised
+        return tuple(" ".join(s.split()) for s in split_sentences(text))
+
+    by_claims = {claims_of(item.answer): item.supported for item in items}  # one item's claims, in order
+
+    def carried(text: str) -> Item | None:
+        found = [answer for answer in by_answer if answer and answer in text]
+        return by_answer[max(found, key=len)] if found else None  # the longest: one answer may hold another
+
+    def chat(body: dict):
+        kind, text = task(body), prompt_text(body)
+        if kind == "judge":
+            item = carried(text)
+            ok = item is not None and item.supported
+            return judge_json(faithfulness=9 if ok else 2, hallucination=not ok)
+        if kind == "claims":
+            item = carried(text)
+            return json.dumps({"claims": split_sentences(item.answer) if item else ["unknown"]})
+        if kind == "verification":
+            user = user_text(body)
+            claims = tuple(" ".join(line.split("] ", 1)[1].split()) for line in user.splitlines()
+                           if line.startswith("[") and line.split("] ", 1)[0][1:].isdigit() and "] " in line)
+            ok = by_claims.get(claims, False)
+            return json.dumps({"verdicts": [{"claim": n, "supported": ok, "reason": "scripted"} for n in numbered(user)]})
+        return auto_reply(body)
+
+    return OpenAIServer(chat=chat)
+
+
+def llm_verdicts(option: str, items: Sequence[Item], work_dir: Path) -> tuple[list[tuple[float, bool]], int]:
+    """judge=llm or judge=triad against the scripted server: (faithfulness, flag) per item, and how
+    many items failed (their verdict counts as (0, True))."""
+    from ragexp.errors import QuestionFailed
+    from ragexp.llm.endpoint import Endpoint
+    from ragexp.llm.session import LLMSession
+    from ragexp.types import Answer, Question
+
+    judge = compose_judge(option)
+    verdicts, failed = [], 0
+    with scripted_server(items) as server:
+        judge.endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None, backoff_s=0.01)
+        session = LLMSession(cache_dir=str(work_dir / f"llm-{option}"))
+        session.connect(judge=judge)
+        for item in items:
+            try:
+                j = judge.judge(Question(item.id, item.question, ()), hits_of(item), Answer(item.answer))
+            except QuestionFailed:
+                failed += 1
+                verdicts.append((0.0, True))
+                continue
+            verdicts.append((j.scores["faithfulness"], float(j.hallucination) > 0))
+    return verdicts, failed
+
+
+def capped(items: Sequence[Item], limit: int | None) -> list[Item]:
+    """At most `limit` items, the same ones every time (the first by a hash of their id)."""
+    if limit is None or len(items) <= limit:
+        return list(items)
+    return sorted(items, key=lambda i: hashlib.sha256(i.id.encode()).hexdigest())[:limit]
+
+
+def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "heldout", limit: int | None = None,
+              vectors: Path | None = None) -> dict:
+    """The figures per set on `part` (at most `limit` items of it; see the module's docstring)."""
+    embedder = scoring_embedder(vectors)
+    judge = offline_judge(embedder)
+    out: dict = {}
+    for name, source in SOURCES.items():
+        items = load_set(name, sources_dir)
+        if items is None:
+            out[name] = {"missing": f"fetch github:{source.repo} at {source.commit} into {sources_dir}"}
+            continue
+        chosen = capped([item for item in items if item.part == part], limit)
+        started = time.perf_counter()
+        entry = {"part": part, "offline": figures(offline_verdicts(judge, chosen), chosen)}
+        entry["offline"]["seconds"] = round(time.perf_counter() - started, 1)
+        embedder.save()
+        if llm:
+            for option in ("llm", "triad"):
+                verdicts, failed = llm_verdicts(option, chosen, work_dir)
+                entry[option] = {**figures(verdicts, chosen), "failed": failed}
+        out[name] = entry
+    return out
+
+
+# the grid the offline judge's defaults were chosen from, on the tuning part only
+GRID = {"support_threshold": (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9),
+        "overlap_threshold": (None, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
+
+
+def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = None) -> list[dict]:
+    """Every setting of GRID on the tuning part of every set that can be read: per-set figures and
+    their mean, best mean balanced accuracy first (ties: fewer false alarms). Each claim's evidence
+    (OfflineJudge.claims) is computed once; each setting applies its thresholds to it."""
+    import itertools
+
+    from ragexp.judges.offline import to_scale
+    from ragexp.types import Answer, Question
+
+    embedder = scoring_embedder(vectors)
+    base = offline_judge(embedder)
+    evidence: dict[str, list] = {}
+    sets = {}
+    for name in SOURCES:
+        items = load_set(name, sources_dir)
+        if not items:
+            continue
+        sets[name] = capped([i for i in items if i.part == "tune"], limit)
+        evidence[name] = [[e for _, e in base.claims(Question(i.id, i.question, ()), hits_of(i), Answer(i.answer))]
+                          for i in sets[name]]
+        embedder.save()
+        print(f"{name}: evidence of {len(sets[name])} tuning items", file=sys.stderr, flush=True)
+    rows = []
+    for values in itertools.product(*GRID.values()):
+        settings = dict(zip(GRID, values))
+        judge = offline_judge(embedder, **settings)
+        per_set = {}
+        for name, items in sets.items():
+            verdicts = []
+            for claims in evidence[name]:
+                supported = [judge.supports(e) for e in claims]
+                verdicts.append((to_scale(sum(supported) / len(supported) if supported else 1.0), judge.hallucinates(supported)))
+            per_set[name] = figures(verdicts, items)
+        mean = {k: round(float(np.mean([f[k] for f in per_set.values()])), 3)
+                for k in ("roc_auc", "balanced_accuracy", "false_alarm")}
+        rows.append({"settings": settings, "mean": mean, "sets": per_set})
+    return sorted(rows, key=lambda r: (-r["mean"]["balanced_accuracy"], r["mean"]["false_alarm"]))
+
+
+def sources_dir_of(args) -> Path:
+    return Path(getattr(args, "sources", None) or os.environ.get("RAGEXP_AGREEMENT_SOURCES") or "/work/.mirror")
+
+
+def measure(work_dir: Path, args) -> dict:
+    """bench/run.py's entry: the held-out figures of every judge, per set."""
+    limit = getattr(args, "agreement_limit", None)
+    return {**agreement(sources_dir_of(args), work_dir, limit=limit), "tune_share": TUNE_SHARE, "limit": limit}
+
+
+def write_shipped(sources_dir: Path) -> None:
+    """bench/data/judge_agreement/<set>.jsonl for the sets whose licence allows it (the whole set,
+    each row with its part), and tests/data/judge_agreement_sample.jsonl: 36 tuning items of them."""
+    sample = []
+    for source in SOURCES.values():
+        if not source.shipped:
+            continue
+        read = snapshot_reader(sources_dir, source)
+        if read is None:
+            raise SystemExit(f"judge_agreement: no snapshot of {source.repo} under {sources_dir}")
+        items = source.load(read)
+        DATA.mkdir(parents=True, exist_ok=True)
+        (DATA / source.shipped).write_text("".join(json.dumps(i.row()) + "\n" for i in items))
+        tuning = [i for i in items if i.part == "tune"]
+        sample += [i for i in tuning if i.supported][:18] + [i for i in tuning if not i.supported][:18]
+    target = ROOT / "tests" / "data" / "judge_agreement_sample.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json.dumps(i.row()) + "\n" for i in sample))
+
+
+def markdown(after: dict, before: dict | None = None) -> str:
+    """The figures as a Markdown table, one row per set and judge (offline: before -> after when
+    `before`, the figures of another checkout, is given)."""
+    lines = ["| set | held-out items (supported) | judge | ROC AUC | balanced accuracy | false alarms | caught |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, entry in after.items():
+        if not isinstance(entry, dict):
+            continue
+        if "missing" in entry:
+            lines.append(f"| {name} | missing: {entry['missing']} | | | | | |")
+            continue
+        for judge in ("offline", "llm", "triad"):
+            if judge not in entry:
+                continue
+            now = entry[judge]
+            old = (before or {}).get(name, {}).get(judge) if judge == "offline" else None
+            cells = " | ".join(f"{old[k]} -> {now[k]}" if old else str(now[k])
+                               for k in ("roc_auc", "balanced_accuracy", "false_alarm", "caught"))
+            label = "offline (before -> after)" if old else judge + (" (scripted path)" if judge != "offline" else "")
+            lines.append(f"| {name} | {now['items']} ({now['supported']}) | {label} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("figures", "tune", "ship", "table"))
+    parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
+    parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
+    parser.add_argument("--no-llm", action="store_true", help="figures: the offline judge only")
+    parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
+    parser.add_argument("--limit", type=int, help="at most this many items per set and part (the same ones every time)")
+    parser.add_argument("--vectors", type=Path, help="an .npz file keeping MiniLM's vectors between runs")
+    args = parser.parse_args()
+    if args.command == "tune":
+        rows = tune(sources_dir_of(args), args.limit, args.vectors)
+        print(json.dumps(rows, indent=1))
+    elif args.command == "table":
+        after, *before = [json.loads(f.read_text()) for f in args.files]
+        print(markdown(after, before[0] if before else None), end="")
+    elif args.command == "ship":
+        write_shipped(sources_dir_of(args))
+    else:
+        print(json.dumps(agreement(sources_dir_of(args), Path(tempfile.mkdtemp(prefix="ragexp-agreement-")),
+                                   llm=not args.no_llm, part=args.part, limit=args.limit, vectors=args.vectors), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The documentation's examples run (and the README's commands compose): every block marked ```bash title="runnable"``` or
+```python title="runnable"``` in docs/. The fast tier composes the config of every ragexp command
+line in them (a renamed option or group fails here, in milliseconds); the process tier runs the
+blocks for real, page by page in a fresh folder, in order (a page's later blocks see what its
+earlier ones made)."""
+import importlib
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CONF, ROOT, cli_env
+
+DOCS = ROOT / "docs"
+FENCE = re.compile(r'^```(bash|python) title="runnable"\n(.*?)^```', re.M | re.S)
+HYDRA_COMMANDS = {"ragexp": "config", "ragexp.synth": "synth", "ragexp.monitor": "monitor"}
+
+
+def runnable_blocks() -> dict[str, list[tuple[str, str]]]:
+    """page (relative to docs/) -> its runnable blocks (language, code), in order."""
+    pages = {}
+    for page in sorted(DOCS.rglob("*.md")):
+        blocks = FENCE.findall(page.read_text(encoding="utf-8"))
+        if blocks:
+            pages[str(page.relative_to(DOCS))] = blocks
+    return pages
+
+
+def command_lines(code: str) -> list[list[str]]:
+    """The `python -m ragexp...` commands of a shell block, as argument lists (comments, pipes and
+    `|| ...` dropped, continuation lines joined)."""
+    commands = []
+    for line in code.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        cut = next((i for i, w in enumerate(words) if w in ("|", "||", "&&", ";")), len(words))
+        words = words[:cut]
+        if words[:2] == ["python", "-m"] and words[2].startswith("ragexp"):
+            commands.append(words[2:])
+    return commands
+
+
+def first_values(overrides: list[str]) -> list[str]:
+    """A sweep's `key=a,b` as its first point, `key=a`; the flags (-m, --help, --cfg job) dropped."""
+    points = []
+    for arg in overrides:
+        if arg.startswith("-") or "=" not in arg or arg.startswith("hydra."):
+            continue
+        key, _, value = arg.partition("=")
+        if "," in value and not value.startswith(("[", "{", "'", '"')):
+            value = value.split(",")[0]
+        points.append(f"{key}={value}")
+    return points
+
+
+PAGES = runnable_blocks()
+README_BLOCKS = re.findall(r"^```bash\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.M | re.S)
+COMMANDS = [(page, command) for page, blocks in PAGES.items() for lang, code in blocks if lang == "bash"
+            for command in command_lines(code)] + [("README.md", c) for code in README_BLOCKS for c in command_lines(code)]
+
+
+def test_the_docs_have_runnable_blocks_and_the_tour_is_among_them():
+    assert "get-started/tour.md" in PAGES
+    assert len(COMMANDS) >= 8 and any(page == "README.md" for page, _ in COMMANDS)
+
+
+@pytest.mark.parametrize("page,command", COMMANDS, ids=[f"{p}:{' '.join(c)[:60]}" for p, c in COMMANDS])
+def test_every_documented_command_line_is_accepted(page, command):
+    """Hydra commands: their config composes with the overrides (a renamed key, group or option
+    fails); argparse tools: their parser accepts the arguments."""
+    module, args = command[0], command[1:]
+    if module in HYDRA_COMMANDS:
+        from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            compose(config_name=HYDRA_COMMANDS[module], overrides=first_values(args))
+        return
+    tool = importlib.import_module(f"{module}.__main__" if (ROOT / module.replace(".", "/")).is_dir() else module)
+    if hasattr(tool, "parser"):
+        tool.parser().parse_args(args)
+    else:
+        assert callable(tool.main), f"{page}: python -m {module}: no such command"
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("page", list(PAGES))
+def test_the_runnable_blocks_of_a_page_run(page, tmp_path):
+    env = cli_env({"PATH": f"{Path(sys.executable).parent}:{cli_env()['PATH']}", "NO_COLOR": "1"})
+    for number, (lang, code) in enumerate(PAGES[page], 1):
+        argv = ["bash", "-e", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"{page}, runnable block {number}:\n{code}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+GLOSSARY = DOCS / "concepts" / "glossary.md"
+
+
+def glossary_rows() -> dict[str, list[str]]:
+    """metric name -> the cells of its glossary row (a row may name several: `conciseness`, `coherence`)."""
+    rows = {}
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| `"):
+            for name in re.findall(r"`([^`]+)`", cells[0]):
+                rows[name] = cells
+    return rows
+
+
+@pytest.mark.parametrize("judge", ["offline", "llm", "triad"])
+def test_the_glossary_gives_each_judge_metric_its_scale_and_judge(judge):
+    from ragexp.judges.llm import LLMJudge
+    from ragexp.judges.offline import OfflineJudge
+    from ragexp.judges.triad import TriadJudge
+
+    cls = {"offline": OfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
+    rows = glossary_rows()
+    for metric in cls.metrics:
+        assert metric in rows, f"{metric} ({judge}) is not in the glossary"
+        _, scale, _, _, judges = rows[metric]
+        low, high = cls.scales[metric]
+        assert f"{low:g}-{high:g}" in scale and judge in judges, f"{metric}: {judge} gives it on {low:g}-{high:g}"
+
+
+def test_every_aggregate_of_a_run_is_in_the_glossary(tmp_path):
+    import json
+
+    from conftest import HASH, run_app
+
+    proc = run_app("dataset.limit=3", "tracker=none", "retriever=bm25", *HASH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [values] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
+    rows = glossary_rows()
+    names = {re.sub(r"_at_\d+$", "@k", key.removeprefix("avg_")) for key in values if key != "judge"}
+    assert names - set(rows) == set()
