@@ -90,19 +90,31 @@ def session_processes(sid: int) -> list[int]:
     return alive
 
 
-def run_sweep(args: list[str], cwd: Path, log: Path, llm: OpenAIServer, kill: bool = False) -> tuple[int, int | None]:
-    """The sweep as a command. With `kill`, once a job has finished and the endpoint has answered
-    KILL_AFTER more chat requests (the next jobs are mid-run), the worker busiest running a job is
-    SIGKILLed.
-    Returns the exit status and the pid killed; no process of the sweep outlives it."""
+def finished_children(url: str) -> int:
+    """Child runs the store at `url` holds as FINISHED (0 while the experiment does not exist)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(url)
+    experiment = client.get_experiment_by_name("ragexp")
+    if experiment is None:
+        return 0
+    runs = client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'")
+    return sum("mlflow.parentRunId" in r.data.tags for r in runs)
+
+
+def run_sweep(args: list[str], cwd: Path, log: Path, llm: OpenAIServer, store: str | None = None) -> tuple[int, int | None]:
+    """The sweep as a command. With `store` (the MLflow URL), once a job's child run is FINISHED
+    there and the endpoint has answered KILL_AFTER more chat requests (the next jobs are mid-run),
+    the worker busiest running a job is SIGKILLed. Returns the exit status and the pid killed; no
+    process of the sweep outlives it."""
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=cli_env({"RAGEXP_TEST_LLM_KEY": "k"}),
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         killed, finished_at = None, None
         try:
             deadline = time.monotonic() + 300
-            while kill and proc.poll() is None and time.monotonic() < deadline:
-                if finished_at is None and list(cwd.glob("multirun/*/*/*/results.json")):
+            while store and proc.poll() is None and time.monotonic() < deadline:
+                if finished_at is None and list(cwd.glob("multirun/*/*/*/results.json")) and finished_children(store):
                     finished_at = len(llm.chat_requests())
                 workers = loky_workers(proc.pid)
                 if finished_at is not None and len(llm.chat_requests()) >= finished_at + KILL_AFTER and workers:
@@ -110,7 +122,7 @@ def run_sweep(args: list[str], cwd: Path, log: Path, llm: OpenAIServer, kill: bo
                     if killed is not None:
                         os.kill(killed, signal.SIGKILL)
                         break
-                time.sleep(0.05)
+                time.sleep(0.2)
             code = proc.wait(timeout=600)
             deadline = time.monotonic() + 60
             while session_processes(proc.pid) and time.monotonic() < deadline:
@@ -135,7 +147,7 @@ def test_a_parallel_sweep_through_faults_and_a_kill_accounts_for_every_question_
                                   "judge.endpoint.max_retries": 3, "generator.endpoint.max_retries": 3,
                                   "judge.endpoint.max_concurrency": 4, "generator.endpoint.max_concurrency": 4}),
                 "max_failed_share=1", f"tracker.tracking_uri={url}"]
-        first_code, killed = run_sweep(args, work, tmp_path / "first.log", llm, kill=True)
+        first_code, killed = run_sweep(args, work, tmp_path / "first.log", llm, store=url)
         assert killed is not None, (tmp_path / "first.log").read_text()[-3000:]
         while llm.in_flight:  # the killed sweep's last requests are answered before the resumed sweep starts
             time.sleep(0.05)
@@ -166,9 +178,10 @@ def test_a_parallel_sweep_through_faults_and_a_kill_accounts_for_every_question_
         first_children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == dead.info.run_id]
         finished_first = {k: v for p in first_sweep.glob("*/results.json") for k, v in json.loads(p.read_text()).items()}
         assert 1 <= len(finished_first) < JOBS, "the kill landed after a job had finished and before the last"
-        assert {c.info.run_name for c in first_children if c.info.status == "FINISHED"} == set(finished_first), \
-            [(c.info.run_name, c.info.status) for c in first_children]
-        assert all(c.info.status == "KILLED" for c in first_children if c.info.run_name not in finished_first)
+        logged_first = {c.info.run_name for c in first_children if c.info.status == "FINISHED"}
+        assert logged_first and logged_first <= set(finished_first), [(c.info.run_name, c.info.status) for c in first_children]
+        # a job killed while it was being logged left its run RUNNING: the resumed sweep closed it
+        assert all(c.info.status == "KILLED" for c in first_children if c.info.run_name not in logged_first)
 
         statuses, reasons, partial = Counter(), Counter(), 0
         for child in children:
@@ -193,6 +206,6 @@ def test_a_parallel_sweep_through_faults_and_a_kill_accounts_for_every_question_
         counted = sum(r["llm_requests"] + r["llm_retries"] for r in merged.values())
         assert seen == counted, (seen, {n: (r["llm_requests"], r["llm_retries"]) for n, r in merged.items()})
     print(f"\nsoak: killed pid {killed} mid-run (first sweep exit {first_code}, "
-          f"{len(finished_first)} jobs finished before it, {partial} judgements of the cut-short jobs kept); first sweep {before} chat requests, "
+          f"{len(finished_first)} jobs finished before it ({len(logged_first)} logged), {partial} judgements of the cut-short jobs kept); first sweep {before} chat requests, "
           f"resumed sweep {seen} = counters {counted}; injected {injected}; questions {dict(statuses)}; "
           f"failed by reason {dict(reasons)}")
