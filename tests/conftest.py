@@ -26,7 +26,7 @@ RUN_LEFTOVERS = ("outputs", "multirun", "mlflow.db", "mlruns", "mlartifacts", ".
 
 # the optional extras' modules (pyproject's [optuna], [ray], [backends]): installed in .venv-engines, where
 # `make test-engines` runs the tests marked `engines` with RAGEXP_REQUIRE_ENGINES=1
-ENGINE_MODULES = {"optuna": "hydra_plugins.hydra_optuna_sweeper", "ray": "hydra_plugins.hydra_ray_launcher",
+ENGINE_MODULES = {"optuna": "hydra_plugins.hydra_optuna_sweeper", "ray": "hydra_plugins.hydra_ray_launcher", "ray_data": "ray.data",
                   "onnx": "onnxruntime", "openvino": "openvino"}
 ENGINE_OPTIONS = {"+cluster=ray": "ray", "+search=optuna": "optuna"}  # conf/ options that need an extra
 

@@ -5,13 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import require_engine, run_cli
 
 from ragexp.store.cache import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
-pytestmark = pytest.mark.process
+# the engines tier (.venv-engines has the ray extra; make test's .venv does not): skipped elsewhere, required there
+pytestmark = [pytest.mark.process, pytest.mark.engines]
+ray = require_engine("ray_data")
 
 HASH = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64}
 TEXTS = [f"component {n} listens on port {7400 + n} and retries {n % 7} times" for n in range(300)]
