@@ -4,8 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+# the engines tier's own venv: hydra-optuna-sweeper pins optuna 2.x (and its old dependencies), kept out of .venv
+ENGINES_VENV := .venv-engines
+ENGINES_PY := $(ENGINES_VENV)/bin/python
+ENGINES_STAMP := $(ENGINES_VENV)/.installed
 
-.PHONY: help install run test test-process test-full lint bench clean docs docs-serve docs-screenshots
+.PHONY: help install run test test-process test-engines test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -25,14 +29,23 @@ run: install  ## run the default experiment (offline: bundled sample, MiniLM, ex
 	$(PY) -m ragexp
 
 test: install  ## the fast test tier: in-process, no timing, on both cores (pytest-xdist; what CI runs first)
-	$(PY) -m pytest -m "not slow and not process" -n 2
+	$(PY) -m pytest -m "not slow and not process and not engines" -n 2
 
-test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks (marker `process`; CI runs them)
-	$(PY) -m pytest -m "process and not slow"
+test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, the soak test (marker `process`; CI runs them)
+	$(PY) -m pytest -m "process and not slow and not engines"
 
-test-full: install  ## every tier, slow tests and the optuna, ray and backends extras included
-	$(PIP) install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
-	$(PY) -m pytest
+$(ENGINES_STAMP): pyproject.toml constraints.txt
+	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)
+	$(ENGINES_PY) -m pip install --quiet --upgrade pip
+	$(ENGINES_PY) -m pip install --quiet -c constraints.txt torch
+	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
+	touch $(ENGINES_STAMP)
+
+test-engines: $(ENGINES_STAMP)  ## the engines (Ray launcher, Optuna, ONNX/OpenVINO, submitit) in .venv-engines with the extras (marker `engines`; CI runs them)
+	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest -m "engines and not slow" --durations=0
+
+test-full: $(ENGINES_STAMP)  ## every tier, in .venv-engines (the optuna, ray and backends extras)
+	RAGEXP_REQUIRE_ENGINES=1 $(ENGINES_PY) -m pytest
 
 lint: install  ## ruff (style and bugs) and mypy (types) on the code; settings in pyproject.toml
 	$(PY) -m ruff check .

@@ -28,6 +28,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
+- bm25s (bench/bm25_compare.py): retriever.impl=bm25s vs rank_bm25, ndcg@10 on HotpotQA and speed at 10^5 chunks;
+- million (bench/million.py): BM25 (both impls), embedder=static and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
 
@@ -290,6 +292,8 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "own_system": lambda work_dir, args: __import__("own_system").measure(work_dir, args),
     "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
     "racing": lambda work_dir, args: racing_figures(work_dir, args),
+    "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
+    "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
 }
 
 

@@ -5,6 +5,11 @@ class RagexpError(Exception):
     """A problem with the user's input or settings; the message names what to fix."""
 
 
+class StoreUnreachable(RagexpError):
+    """The tracking store did not answer (unreachable, a server error) after retries: not the same
+    as an answer that a run is absent. Commands exit RUN_FAILED (4) on it."""
+
+
 class QuestionFailed(Exception):
     """One question cannot be completed (an LLM request failed after its retries, a reply that
     could not be read, the budget spent); the run goes on. `str(err)` is the reason shown."""

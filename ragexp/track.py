@@ -5,12 +5,16 @@ config.yaml, run.json, the per-question table questions.json and the audit trail
 folder. When the store could not take it (a tracking server gone away mid-sweep), the job says so
 and its folder stays complete; this command logs it later, exactly as the job would have: to the
 store of `--tracking-uri`, else the sweep's (its folder's ../sweep.json), else $MLFLOW_TRACKING_URI;
-nested under the sweep's parent run when that run is in the store."""
+nested under the sweep's parent run when that run is in the store. A store that cannot say whether
+the parent run is there (unreachable, a server error) is asked again, then the command stops with
+exit status 4, as `python -m ragexp` does when it cannot log: the folder is never logged unnested
+because of a transient error."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from ragexp.cli_settings import parse_args
@@ -28,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", help="MLflow store (default: the sweep's, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     parser.add_argument("--experiment", default="ragexp", help="MLflow experiment (default ragexp)")
     args = parse_args(parser, argv)  # also tracker.tracking_uri=URI tracker.experiment=NAME
-    from ragexp.errors import RagexpError
+    from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
     from ragexp.store.run_folder import RUN_META
     from ragexp.store.trackers import MlflowTracker
 
@@ -46,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             if parent and not exists(tracker, parent):
                 parent = None
             run_id = tracker.log_folder(folder, parent)
+        except StoreUnreachable as err:
+            print(f"ragexp.track: error: {err}", file=sys.stderr)
+            return RUN_FAILED
         except RagexpError as err:
             print(f"ragexp.track: error: {err}", file=sys.stderr)
             status = 2
@@ -54,12 +61,29 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+LOOKUP_ATTEMPTS, LOOKUP_WAIT_S = 3, 1.0  # a store that did not answer: asked again after 1 s, then 2 s
+
+
 def exists(tracker, run_id: str) -> bool:
-    try:
-        tracker.client().get_run(run_id)
-        return True
-    except Exception:  # noqa: BLE001 - not in this store: the run is logged on its own
-        return False
+    """Whether the store has the run: False only when the store answers that it has none
+    (RESOURCE_DOES_NOT_EXIST); any other error is asked `attempts` times, then StoreUnreachable."""
+    from ragexp.errors import StoreUnreachable
+    from ragexp.store.lookup import run_absent
+
+    attempts = LOOKUP_ATTEMPTS
+    for attempt in range(attempts):
+        try:
+            tracker.client().get_run(run_id)
+            return True
+        except Exception as err:  # noqa: BLE001 - sorted just below: absent, or the store did not answer
+            if run_absent(err):
+                return False
+            last = err
+        if attempt + 1 < attempts:
+            time.sleep(LOOKUP_WAIT_S * 2 ** attempt)
+    raise StoreUnreachable(f"cannot look up the sweep's parent run {run_id} in {tracker.where()} after {attempts} "
+                           f"attempts ({type(last).__name__}: {str(last).splitlines()[0][:200]}); nothing was logged, "
+                           "run the command again once the store answers")
 
 
 if __name__ == "__main__":

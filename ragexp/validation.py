@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import re
+import sys
 import typing
 from collections.abc import Mapping
 from functools import cache
@@ -32,24 +34,44 @@ OnError = Literal["stop", "skip"]
 
 HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
 REFERENCE = re.compile(r"\$\{([\w.]+)\}")  # a value that is exactly one other key, e.g. ${budget_usd}
+log = logging.getLogger("ragexp")
 
 
 def validate(cfg) -> None:
-    """Raises one RagexpError listing every problem of the composed config `cfg`."""
-    errors = problems(cfg)
+    """Raises one RagexpError listing every problem of the composed config `cfg`; a setting that
+    cannot be checked (its annotation cannot be read) is named in a warning, never skipped silently."""
+    found = findings(cfg)
+    for line in found:
+        if UNCHECKED in line:
+            log.warning("%s", line)
+    errors = [e for e in found if UNCHECKED not in e]
     if len(errors) == 1:
         raise RagexpError(errors[0])
     if errors:
         raise RagexpError(f"{len(errors)} problems in the config:\n  " + "\n  ".join(errors))
 
 
-def problems(cfg) -> list[str]:
-    """One line per problem, `full.key: what is wrong`, in config order; [] when valid."""
+UNCHECKED = "not checked: "  # how a line about a setting that cannot be checked starts, after its key
+
+
+def findings(cfg) -> list[str]:
+    """Every line the check finds, problems and settings it cannot check, in config order."""
     from ragexp.components.systems import corpus_side_problems
 
     errors: list[str] = corpus_side_problems(cfg)
     walk(cfg, "", errors)
     return list(dict.fromkeys(errors))
+
+
+def problems(cfg) -> list[str]:
+    """One line per problem, `full.key: what is wrong`, in config order; [] when valid."""
+    return [e for e in findings(cfg) if UNCHECKED not in e]
+
+
+def unchecked(cfg) -> list[str]:
+    """One line per setting whose type cannot be checked (an annotation that cannot be evaluated
+    or that pydantic cannot validate), `full.key: not checked: why`."""
+    return [e for e in findings(cfg) if UNCHECKED in e]
 
 
 def walk(node, prefix: str, errors: list[str]) -> None:
@@ -147,25 +169,47 @@ def constraint_errors(cls, node, named: dict, arguments: dict, key: str) -> list
     return errors
 
 
+class Unreadable:
+    """An annotation that cannot be evaluated (e.g. a name imported only for type checkers)."""
+
+    def __init__(self, raw: Any, why: str):
+        self.raw, self.why = raw, why
+
+
 def init_annotations(cls) -> dict[str, Any]:
-    """The evaluated annotations of `cls.__init__`; one that cannot be evaluated is left unchecked."""
+    """The evaluated annotations of `cls.__init__`; one that cannot be evaluated is an Unreadable
+    (its setting is reported as not checked)."""
     init = cls.__init__
     try:
         return typing.get_type_hints(init, include_extras=True)
     except Exception:  # noqa: BLE001 - e.g. a name imported only for type checkers
-        hints = {}
+        hints: dict[str, Any] = {}
         for name, raw in getattr(init, "__annotations__", {}).items():
             try:
                 hints[name] = eval(raw, init.__globals__) if isinstance(raw, str) else raw  # noqa: S307 - source code
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as err:  # noqa: BLE001
+                hints[name] = Unreadable(raw, f"{type(err).__name__}: {err}")
         return hints
 
 
+def is_component(candidate) -> bool:
+    """A class that a `_target_` node builds: ragexp's or a user's (a class of any module outside the
+    standard library), not plain data (a TypedDict, an Enum, a pydantic model)."""
+    if not inspect.isclass(candidate) or hasattr(candidate, "__total__") or hasattr(candidate, "model_fields"):
+        return False
+    import enum
+
+    if issubclass(candidate, enum.Enum):
+        return False
+    module = candidate.__module__
+    return module.startswith("ragexp.") or module.split(".")[0] not in (*sys.stdlib_module_names, "builtins", "pydantic")
+
+
 def component_class(annotation) -> type | None:
-    """The ragexp class an annotation names (`endpoint: Endpoint`), which takes a `_target_` node."""
+    """The component class an annotation names (`endpoint: Endpoint`, `scorer: MyScorer`), which
+    takes a `_target_` node: ragexp's own and a user's are checked alike."""
     for candidate in (annotation, *typing.get_args(annotation)):
-        if inspect.isclass(candidate) and candidate.__module__.startswith("ragexp."):
+        if is_component(candidate):
             return candidate
     return None
 
@@ -175,8 +219,7 @@ def component_mapping(annotation) -> type | None:
     for candidate in (annotation, *typing.get_args(annotation)):
         if typing.get_origin(candidate) is dict:
             args = typing.get_args(candidate)
-            if (len(args) == 2 and inspect.isclass(args[1]) and args[1].__module__.startswith("ragexp.")
-                    and not hasattr(args[1], "__total__")):  # a TypedDict is plain data, not a component
+            if len(args) == 2 and is_component(args[1]):  # a TypedDict is plain data, not a component
                 return args[1]
     return None
 
@@ -210,11 +253,17 @@ def type_errors(annotation, value, key: str) -> list[str]:
 
     if annotation is None or annotation is Any:
         return []
+    if isinstance(annotation, Unreadable):
+        return [f"{key}: {UNCHECKED}its annotation {annotation.raw!r} cannot be evaluated ({annotation.why})"]
     if (component := component_class(annotation)) is not None:
         return [] if value is None and type(None) in typing.get_args(annotation) else \
             [f"{key}: expected a {component.__name__} config with a _target_, got {value!r}"]
     try:
-        adapter(annotation).validate_python(value, strict=True)
+        checker = adapter(annotation)
+    except Exception as err:  # noqa: BLE001 - a type pydantic cannot validate
+        return [f"{key}: {UNCHECKED}pydantic cannot validate its annotation {annotation!r} ({type(err).__name__})"]
+    try:
+        checker.validate_python(value, strict=True)
     except ValidationError as err:
         seen, lines = set(), []
         for error in err.errors():

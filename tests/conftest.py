@@ -24,6 +24,45 @@ HASH = ("embedder=hash", "embedder@scoring_embedder=hash")
 RUN_LEFTOVERS = ("outputs", "multirun", "mlflow.db", "mlruns", "mlartifacts", ".ragexp-cache", "ragexp-compare")
 
 
+# the optional extras' modules (pyproject's [optuna], [ray], [backends]): installed in .venv-engines, where
+# `make test-engines` runs the tests marked `engines` with RAGEXP_REQUIRE_ENGINES=1
+ENGINE_MODULES = {"optuna": "hydra_plugins.hydra_optuna_sweeper", "ray": "hydra_plugins.hydra_ray_launcher", "ray_data": "ray.data",
+                  "onnx": "onnxruntime", "openvino": "openvino"}
+ENGINE_OPTIONS = {"+cluster=ray": "ray", "+search=optuna": "optuna"}  # conf/ options that need an extra
+
+
+def require_engine(name: str):
+    """The module of the optional extra `name` (ENGINE_MODULES). A test of an engine is skipped
+    where its extra is not installed (`make test`'s .venv), but fails in the engines tier
+    (RAGEXP_REQUIRE_ENGINES=1): there a missing extra is a broken install, not a reason to skip."""
+    import importlib
+
+    module = ENGINE_MODULES[name]
+    if os.environ.get("RAGEXP_REQUIRE_ENGINES"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason=f"{module} is an optional extra ({name}), installed by `make test-engines`")
+
+
+def engine_option(option: str):
+    """A conf/ option as a test parameter, marked `engines` when it needs an optional extra."""
+    return pytest.param(option, marks=pytest.mark.engines) if option in ENGINE_OPTIONS else option
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On CI ($CI set, as .ci/run runs), a skipped test is a failure: every test of a tier CI runs
+    must run there. A skip whose reason starts with "CI cannot" (a condition stated in the test
+    that the CI machine cannot meet) stays a skip."""
+    outcome = yield
+    report = outcome.get_result()
+    if not (os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail")):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not reason.removeprefix("Skipped: ").startswith("CI cannot"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped on CI, where every test must run ({reason}); fix the test or its setup"
+
+
 def options(group: str) -> list[str]:
     """The options of a config group, as conf/ has them (e.g. the chunkers)."""
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))

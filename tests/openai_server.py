@@ -31,6 +31,7 @@ import json
 import math
 import random
 import re
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -146,6 +147,11 @@ def judge_fault(kind: str, body: dict) -> str:
 class Server(ThreadingHTTPServer):
     request_queue_size = 256  # many concurrent clients connect at once
     daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """A client killed mid-request (a SIGKILLed sweep job) is no error of the server's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class OpenAIServer:

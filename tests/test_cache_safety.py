@@ -1,6 +1,7 @@
 """A cache that cannot hurt: nothing read from the cache folder runs code, a damaged or foreign
 entry is a miss with one warning per stage, a code change is a miss, an unusable folder or SQLite
 file gives one warning and the run goes on, and failed LLM replies are never cached."""
+import contextlib
 import errno
 import json
 import logging
@@ -147,6 +148,101 @@ def test_editing_a_components_code_is_a_miss(tmp_path, monkeypatch):
     assert key_of({"_target_": "edited_chunker.EditedChunker"}) != key_of({"_target_": "ragexp.components.chunkers.RecursiveChunker"})
 
 
+HELPED_CHUNKER = """\
+from ragexp.components.chunkers import RecursiveChunker
+from chunk_rules import size_for
+
+
+class HelpedChunker(RecursiveChunker):
+    def __init__(self, chunk_size, chunk_overlap, **settings):
+        super().__init__(size_for(chunk_size), chunk_overlap, **settings)
+"""
+
+
+def test_editing_a_user_components_helper_module_is_a_miss(tmp_path, monkeypatch):
+    """The component's module is unchanged; the helper module it imports (a module of the user's,
+    outside the Python installation and outside ragexp) changes: its chunks are computed again."""
+    (tmp_path / "helped_chunker.py").write_text(HELPED_CHUNKER)
+    helper = tmp_path / "chunk_rules.py"
+    helper.write_text("def size_for(n):\n    return n\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    target = "chunker._target_=helped_chunker.HelpedChunker"
+    assert work(data, cache_dir, target).counters["chunks_computed"] == 1
+    code_hash.cache_clear()
+    assert work(data, cache_dir, target).counters["chunks_cached"] == 1
+    helper.write_text("def size_for(n):\n    return n // 2  # smaller chunks\n")
+    import importlib
+    import sys as system
+
+    importlib.reload(system.modules["chunk_rules"])  # a new process would import the edited helper
+    code_hash.cache_clear()
+    assert work(data, cache_dir, target).counters["chunks_computed"] == 1
+
+
+class VersionedService:
+    """A component whose results depend on a service's state its code does not show."""
+
+    version = "model-1"
+
+    def __init__(self, url: str):
+        self.url = url
+
+    @classmethod
+    def cache_token(cls, url: str) -> str:
+        return f"{url} serves {cls.version}"
+
+
+def test_a_cache_token_puts_outside_state_in_the_key(monkeypatch):
+    node = {"_target_": f"{__name__}.VersionedService", "url": "http://127.0.0.1:1/v1"}
+    before = key_of("answers", node)
+    assert key_of("answers", node) == before  # asked again: the same state, the same key
+    monkeypatch.setattr(VersionedService, "version", "model-2")
+    assert key_of("answers", node) != before  # the service changed: a miss
+    # a component without cache_token keeps the key it had before tokens existed
+    plain = {"_target_": "ragexp.components.chunkers.RecursiveChunker", "chunk_size": 100}
+    from ragexp.store.code_identity import code_hash as hashed
+
+    identity = {"ragexp": __import__("ragexp").__version__, "code": {plain["_target_"]: hashed(plain["_target_"])}}
+    import hashlib
+
+    expected = hashlib.sha256(json.dumps([("k", plain), identity], sort_keys=True, ensure_ascii=False,
+                                         default=str).encode()).hexdigest()
+    assert key_of("k", plain) == expected
+
+
+def test_a_failing_cache_token_is_one_clear_error(monkeypatch):
+    from ragexp.errors import RagexpError
+
+    def broken(cls, url):
+        raise ConnectionError("service down")
+
+    monkeypatch.setattr(VersionedService, "cache_token", classmethod(broken))
+    with pytest.raises(RagexpError, match=r"VersionedService.cache_token\(\) failed \(ConnectionError: service down\)"):
+        key_of({"_target_": f"{__name__}.VersionedService", "url": "u"})
+
+
+def test_the_git_commit_says_when_the_checkout_differs_from_it(tmp_path):
+    import subprocess
+
+    from ragexp.store.provenance import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    commit = git_commit(tmp_path)
+    assert len(commit) == 40 and not commit.endswith("-dirty")
+    (tmp_path / "notes.txt").write_text("untracked")  # not code that ran: still clean
+    assert git_commit(tmp_path) == commit
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == commit + "-dirty"
+    assert git_commit(tmp_path.parent / "nowhere") == "unknown"
+
+
 def test_an_unwritable_cache_folder_gives_one_message_and_the_run_goes_on(tmp_path, caplog):
     data = tiny_dataset(tmp_path)
     blocker = tmp_path / "a-file"
@@ -157,13 +253,52 @@ def test_an_unwritable_cache_folder_gives_one_message_and_the_run_goes_on(tmp_pa
     assert message.startswith(f"cache.dir: cannot write to {blocker / 'cache'}") and "uncached" in message
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+CAP_DAC_OVERRIDE = 1  # linux/capability.h: the capability that lets root write where the mode forbids it
+
+
+@contextlib.contextmanager
+def as_an_ordinary_user():
+    """Read-only means read-only for the block, also when the tests run as root (CI does): root's
+    CAP_DAC_OVERRIDE leaves this thread's effective set (threads started in the block inherit
+    that) and comes back after it (it stays in the permitted set)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+
+    def call(name):
+        if getattr(libc, name)(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), f"{name} failed")
+
+    call("capget")
+    saved = data[0].effective
+    data[0].effective = saved & ~(1 << CAP_DAC_OVERRIDE)
+    call("capset")
+    try:
+        yield
+    finally:
+        data[0].effective = saved
+        call("capset")
+
+
 def test_a_read_only_cache_folder_gives_one_message(tmp_path, caplog):
     data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
     cache_dir.mkdir()
     cache_dir.chmod(0o555)
     try:
-        result = work(data, cache_dir)
+        with as_an_ordinary_user():
+            with pytest.raises(PermissionError):  # the folder is read-only for this test, root or not
+                (cache_dir / "probe").write_text("x")
+            result = work(data, cache_dir)
     finally:
         cache_dir.chmod(0o755)
     assert result.aggregates["failed_questions"] == 0

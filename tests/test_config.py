@@ -3,7 +3,7 @@
 import pytest
 from hydra.utils import instantiate
 
-from conftest import CONF, compose
+from conftest import CONF, ENGINE_OPTIONS, compose, engine_option, require_engine
 
 GLOBAL = ("experiment", "cluster", "search")  # @package _global_ options, added with +group=option
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in GLOBAL)
@@ -46,16 +46,12 @@ def test_weights_that_do_not_sum_to_one_are_an_error():
         "the weights must sum to 1 (set weights.<metric>=...)"]
 
 
-PLUGIN = {"slurm": "hydra_plugins.hydra_submitit_launcher", "ray": "hydra_plugins.hydra_ray_launcher",
-          "optuna": "hydra_plugins.hydra_optuna_sweeper"}
-SCALE_OUT = [(group, p.stem) for group in ("cluster", "search") for p in sorted((CONF / group).glob("*.yaml"))]
+SCALE_OUT = [f"+{group}={p.stem}" for group in ("cluster", "search") for p in sorted((CONF / group).glob("*.yaml"))]
 
 
-@pytest.mark.parametrize("group,name", SCALE_OUT, ids=[f"+{g}={n}" for g, n in SCALE_OUT])
-def test_scale_out_configs_compose_with_their_plugin(group, name):
-    import importlib.util
-
-    if importlib.util.find_spec(PLUGIN[name]) is None:
-        pytest.skip(f"{PLUGIN[name]} is an optional extra, not installed here")
-    cfg = compose(f"+{group}={name}")
+@pytest.mark.parametrize("option", [engine_option(o) for o in SCALE_OUT])
+def test_scale_out_configs_compose_with_their_plugin(option):
+    if option in ENGINE_OPTIONS:  # submitit (+cluster=slurm) is in the default install
+        require_engine(ENGINE_OPTIONS[option])
+    cfg = compose(option)
     assert cfg.objective == "overall_score"

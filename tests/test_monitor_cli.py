@@ -243,3 +243,24 @@ def test_bad_settings_stop_before_the_log_is_read(tmp_path, logs):
     with pytest.raises(RagexpError, match="dry_run: not supported"):
         monitor(monitor_config(tmp_path, f"monitor.input={healthy}", "dry_run=true", "tracker=none"), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_store_that_does_not_answer_is_an_error_not_a_missing_baseline(tmp_path, logs, monkeypatch, capsys):
+    """Unreachable MLflow: a baseline run id cannot be looked up (status 4 from the command, not
+    "no such run"); without a baseline the windows are judged and written, the alerts go out, and
+    the command exits 4 because it could not log (as `python -m ragexp` does)."""
+    from ragexp.errors import StoreUnreachable
+
+    healthy, _ = logs
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    base = [f"monitor.input={healthy}", "monitor.judge_sample=2", f"tracker.tracking_uri={url}"]
+    with pytest.raises(StoreUnreachable, match=f"cannot .*{url}"):  # not BAD_INPUT's RagexpError: exit 4
+        monitor(monitor_config(tmp_path, *base, f"monitor.baseline={'a' * 32}"), tmp_path / "with-baseline")
+    out = tmp_path / "out"
+    assert monitor(monitor_config(tmp_path, *base), out) == 4
+    err = capsys.readouterr().err
+    assert "ragexp.monitor: error: MLflow logging failed" in err and f"the outputs are in {out}" in err
+    assert json.loads((out / "alerts.json").read_text())["mlflow_run"] is None
+    assert (out / "windows.json").exists() and (out / "report.md").exists()

@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from conftest import compose
+from conftest import compose, require_engine
 from ragexp.components import static_embedder
 from ragexp.store.cache import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder, SentenceTransformerEmbedder
@@ -114,9 +114,10 @@ def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, di
     assert compose("embedder=static").retriever.embedder._target_ == "ragexp.components.static_embedder.StaticEmbedder"
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("backend", ["onnx", "onnx-int8", "openvino"])
 def test_a_backend_gives_pytorchs_vectors(teacher, tmp_path, backend):
-    pytest.importorskip("openvino" if backend == "openvino" else "onnxruntime")
+    require_engine("openvino" if backend == "openvino" else "onnx")
     with EmbeddingCache(EmbeddingStore(str(tmp_path))).building():
         torch, other = (SentenceTransformerEmbedder(model_path=teacher, backend=b) for b in ("torch", backend))
     cosines = (torch.embed(TEXTS) * other.embed(TEXTS)).sum(axis=1)

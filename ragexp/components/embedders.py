@@ -41,6 +41,7 @@ class EmbeddingCache:
         self.store = store
         self.memo: dict[str, dict[str, np.ndarray]] = {}
         self.stats: Counter[str] = Counter(embedded_texts=0, index_embedded_texts=0)  # reported even when 0
+        self.embedders: list[Embedder] = []  # those built in `building()`: the run connects the remote ones
         self._lock = threading.Lock()
 
     @classmethod
@@ -76,6 +77,7 @@ class Embedder:
     def __new__(cls, *args, **kwargs):
         embedder = super().__new__(cls)
         embedder.cache = _BUILDING.get() or EmbeddingCache()
+        embedder.cache.embedders.append(embedder)
         return embedder
 
     def key(self) -> str:
@@ -199,44 +201,64 @@ def api_key(env_var: str, setting: str) -> str:
 
 class OpenAIEmbedder(Embedder):
     """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, a proxy). `endpoint` is
-    the same `ragexp.llm.endpoint.Endpoint` as the LLM components': its key comes from the variable
-    `api_key_env` names, requests time out after `timeout_s` and are retried up to `max_retries`
-    times (429, 5xx, timeouts, connection errors) by the openai client's backoff."""
+    the same `ragexp.llm.endpoint.Endpoint` as the LLM components', and its batches go out through
+    the same request path (`ragexp.llm.client.Sender`): `max_concurrency`, `requests_per_minute`,
+    Retry-After, `max_retries` with backoff from `backoff_s` up to `max_backoff_s`. Its requests,
+    retries, failures, tokens and cost (role `embedder`, priced from `llm.prices`) are counted with
+    the run's LLM traffic once the run's LLM session connects it; its key comes from the variable
+    `api_key_env` names."""
 
     setting = "embedder.endpoint"
 
     def __init__(self, endpoint, batch_size: PositiveInt = 128, name: str = "openai"):
+        from ragexp.llm.usage import Prices, Usage
+
         self.endpoint, self.batch_size, self.name = endpoint, batch_size, name
-        self._client = None
+        self.usage, self.prices = Usage(), Prices(None)  # its own tallies until a run connects it
+        self.usage.add_role("embedder")
+        self._sender = None
 
     def key(self) -> str:
         return f"openai:{self.endpoint.base_url}:{self.endpoint.model}"
 
-    def client(self):
-        if self._client is None:
-            from openai import OpenAI
+    def connect(self, usage, prices) -> None:
+        """Counts its traffic in the run's `usage`, priced from the run's `prices` (LLMSession)."""
+        self.usage, self.prices, self._sender = usage, prices, None
+        usage.add_role("embedder")
 
-            key = self.endpoint.api_key(self.setting)
-            self._client = OpenAI(base_url=self.endpoint.connect_url, api_key=key, timeout=self.endpoint.timeout_s,
-                                  max_retries=self.endpoint.max_retries)
-        return self._client
+    def sender(self):
+        if self._sender is None:
+            from ragexp.llm.client import Sender
+
+            url = self.endpoint.base_url
+
+            def give_up(why: str) -> RagexpError:
+                if why.startswith("connection error"):
+                    return RagexpError(f"{self.setting}.base_url: cannot reach {url} ({why})")
+                return RagexpError(f"{self.setting}: {url} (model {self.endpoint.model!r}) did not return embeddings: {why}")
+
+            self._sender = Sender(self.endpoint, self.setting, self.endpoint.api_key(self.setting), self.usage, give_up)
+        return self._sender
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        import openai
-
         url, model = self.endpoint.base_url, self.endpoint.model
         where = f"{self.setting}: {url} (model {model!r})"
-        try:
-            response = self.client().embeddings.create(model=model, input=texts)
-            data = sorted(response.data or [], key=lambda d: d.index)
-            vectors = [list(d.embedding) for d in data]
-        except openai.APIConnectionError as err:
-            raise RagexpError(f"{self.setting}.base_url: cannot reach {url} ({err})") from None
-        except openai.APIStatusError as err:
-            raise RagexpError(f"{where} answered HTTP {err.status_code}: {err.message}") from None
-        except Exception as err:  # a 200 whose body is not an embeddings response
-            raise RagexpError(f"{where} did not return embeddings ({type(err).__name__}: {err}); "
-                              f"check {self.setting}.base_url and .model") from None
+
+        def read(reply) -> tuple[list[list[float]], int]:
+            try:
+                data = sorted(reply["data"] or [], key=lambda d: d["index"])
+                vectors = [list(d["embedding"]) for d in data]
+            except (KeyError, TypeError) as err:  # a 200 whose body is not an embeddings response
+                self.usage.count("failures")
+                raise RagexpError(f"{where} did not return embeddings ({type(err).__name__}: {err}); "
+                                  f"check {self.setting}.base_url and .model") from None
+            usage = reply.get("usage") if isinstance(reply, dict) else None
+            used = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
+            return vectors, used if isinstance(used, int) and used >= 0 else 0
+
+        # (no budget check here: a run's embeddings are not cut off half-way; their cost counts toward budget_usd)
+        vectors, used = self.sender().post("/embeddings", lambda: {"model": model, "input": texts}, read)
+        self.usage.spend("embedder", used, 0, self.prices.cost(model, used, 0))
         if len(vectors) != len(texts) or any(not v for v in vectors) or len({len(v) for v in vectors}) != 1:
             raise RagexpError(f"{where} returned {len(vectors)} usable embeddings for {len(texts)} texts; "
                               f"check {self.setting}.base_url and .model")

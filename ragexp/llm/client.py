@@ -82,21 +82,97 @@ def retry_after(err) -> float | None:
     return None
 
 
-class ChatClient:
-    """Thread-safe; one per LLM component of a run (`role` is "generator" or "judge")."""
+class Sender:
+    """One endpoint's request path, the same for every kind of request ragexp makes to it (chat
+    completions, embeddings): up to `max_concurrency` requests in flight, each waiting its turn
+    (`requests_per_minute`, one pace for every process on this machine, and a Retry-After pause
+    that holds every thread's requests to the endpoint), retried on 429, 5xx, timeouts,
+    connection errors and truncated bodies with exponential backoff and jitter, and counted in
+    the run's `usage` (requests, retries, failures). `give_up(reason)` is the error raised when a
+    request cannot be answered (a failed question for chat; a stopped run for embeddings)."""
 
-    def __init__(self, endpoint: Endpoint, role: str, api_key: str, usage, prices, cache=None):
+    def __init__(self, endpoint: Endpoint, setting: str, api_key: str, usage, give_up):
         from openai import OpenAI
 
         for noisy in ("httpx", "httpx2", "openai"):  # one INFO line per request otherwise
             logging.getLogger(noisy).setLevel(logging.WARNING)
-        self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
-        self.setting = f"{role}.endpoint"
+        self.endpoint, self.setting, self.usage, self.give_up = endpoint, setting, usage, give_up
         self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
         self._openai.default_headers  # noqa: B018 (computed once here, not on the first request: it probes the platform)
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
         self._not_before = 0.0  # no request starts before this time (a Retry-After pause)
+
+    def post(self, path: str, body, read, rejected=None):
+        """What `read` makes of the JSON reply to `body()` posted to `path` (the body is made
+        again for each attempt). `rejected(status)` may take a 400/422 in hand: it returns True
+        to send again at once (after changing what `body()` makes)."""
+        import openai
+
+        self.usage.count("requests")
+        attempt = 0
+        error: openai.OpenAIError | json.JSONDecodeError
+        while True:
+            self._wait_turn()
+            with self._slots:
+                try:
+                    # the body as plain JSON, the reply as parsed JSON (cast_to=object): none of the SDK's
+                    # typed request transform and reply models, which cost more CPU than the rest of the path
+                    return read(self._openai.post(path, body=body(), cast_to=object))
+                except openai.APIStatusError as err:
+                    error, status = err, err.status_code
+                except openai.APIConnectionError as err:  # includes timeouts
+                    error, status = err, None
+                except json.JSONDecodeError as err:  # a 200 whose JSON body is cut short: retried as a transient fault
+                    error, status = err, None
+                except openai.OpenAIError as err:  # a reply the client cannot read
+                    self.usage.count("failures")
+                    raise self.give_up(f"{self.endpoint.base_url} sent an unreadable response "
+                                       f"({type(err).__name__}: {err})") from None
+            if status in (401, 403):
+                raise RagexpError(f"{self.setting}.api_key_env: {self.endpoint.base_url} refused the key from "
+                                  f"${self.endpoint.api_key_env} (HTTP {status})") from None
+            if status == 404:
+                raise RagexpError(f"{self.setting}.model: {self.endpoint.base_url} has no model {self.endpoint.model!r} "
+                                  f"at {path} (HTTP 404); check {self.setting}.base_url and .model") from None
+            if status in (400, 422) and rejected is not None and rejected(status):
+                continue
+            if not (status is None or status in RETRY_STATUS or status >= 500) or attempt >= self.endpoint.max_retries:
+                self.usage.count("failures")
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise self.give_up(f"{describe(error)}{tries}") from None
+            attempt += 1
+            self.usage.count("retries")
+            self._back_off(attempt, retry_after(error) if status is not None else None, describe(error))
+
+    def _wait_turn(self) -> None:
+        with self._lock:
+            delay = self._not_before - time.monotonic()
+        if self.endpoint.requests_per_minute:  # one pace for every process on this machine
+            key = hashlib.sha256(f"{self.endpoint.base_url}\0{self.endpoint.model}".encode()).hexdigest()[:24]
+            delay = max(delay, reserve_turn(key, 60.0 / self.endpoint.requests_per_minute) - time.time())
+        if delay > 0:
+            time.sleep(delay)
+
+    def _back_off(self, attempt: int, server_wait: float | None, why: str) -> None:
+        if server_wait is not None:  # the server said how long: every request to it waits
+            delay = min(server_wait, self.endpoint.max_backoff_s)
+            with self._lock:
+                self._not_before = max(self._not_before, time.monotonic() + delay)
+        else:
+            delay = min(self.endpoint.max_backoff_s, self.endpoint.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        log.debug("%s: %s; retry %d in %.2fs", self.setting, why, attempt, delay)
+        time.sleep(delay)
+
+
+class ChatClient:
+    """Thread-safe; one per LLM component of a run (`role` is "generator" or "judge"). Requests
+    go out through the endpoint's `Sender`."""
+
+    def __init__(self, endpoint: Endpoint, role: str, api_key: str, usage, prices, cache=None):
+        self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
+        self.setting = f"{role}.endpoint"
+        self.sender = Sender(endpoint, self.setting, api_key, usage, lambda why: QuestionFailed(f"{role}: {why}"))
         self._json_format = True  # json_mode "auto": cleared when the endpoint rejects response_format
 
     def count(self, name: str, n: int = 1) -> None:
@@ -124,7 +200,6 @@ class ChatClient:
                 self.usage.count("cache_hits")
                 return Reply(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True), 0.0
         self.usage.check_budget()
-        self.usage.count("requests")
         reply = self._send(request)
         cost = self.prices.cost(self.endpoint.model, reply.input_tokens, reply.output_tokens)
         self.usage.spend(self.role, reply.input_tokens, reply.output_tokens, cost)
@@ -149,48 +224,25 @@ class ChatClient:
             params["response_format"] = {"type": "json_object"}
         return params
 
-    def _send(self, request: ChatRequest) -> Reply:
-        import openai
+    def _json_wanted(self, request: ChatRequest) -> bool:
+        return request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
 
-        attempt = 0
-        error: openai.OpenAIError | json.JSONDecodeError
-        while True:
-            json_format = request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
-            self._wait_turn()
-            with self._slots:
-                try:
-                    # the body as plain JSON, the reply as parsed JSON (cast_to=object): none of the SDK's
-                    # typed request transform and reply models, which cost more CPU than the rest of the path
-                    return self._read(self._openai.post("/chat/completions", body=self._params(request, json_format),
-                                                        cast_to=object))
-                except openai.APIStatusError as err:
-                    error, status = err, err.status_code
-                except openai.APIConnectionError as err:  # includes timeouts
-                    error, status = err, None
-                except json.JSONDecodeError as err:  # a 200 whose JSON body is cut short: retried as a transient fault
-                    error, status = err, None
-                except openai.OpenAIError as err:  # a reply the client cannot read
-                    self.usage.count("failures")
-                    raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent an unreadable response "
-                                         f"({type(err).__name__}: {err})") from None
-            if status in (401, 403):
-                raise RagexpError(f"{self.setting}.api_key_env: {self.endpoint.base_url} refused the key from "
-                                  f"${self.endpoint.api_key_env} (HTTP {status})") from None
-            if status == 404:
-                raise RagexpError(f"{self.setting}.model: {self.endpoint.base_url} has no chat model "
-                                  f"{self.endpoint.model!r} (HTTP 404); check {self.setting}.base_url and .model") from None
-            if status in (400, 422) and json_format and request.json_mode == "auto":
-                log.warning("%s: %s rejected response_format=json_object (HTTP %s); asking without it from now on",
-                            self.setting, self.endpoint.base_url, status)
-                self._json_format = False
-                continue
-            if not (status is None or status in RETRY_STATUS or status >= 500) or attempt >= self.endpoint.max_retries:
-                self.usage.count("failures")
-                tries = f" after {attempt + 1} attempts" if attempt else ""
-                raise QuestionFailed(f"{self.role}: {describe(error)}{tries}") from None
-            attempt += 1
-            self.usage.count("retries")
-            self._back_off(attempt, retry_after(error) if status is not None else None, describe(error))
+    def _send(self, request: ChatRequest) -> Reply:
+        sent = {"json": False}  # whether the attempt being answered asked for a JSON reply
+
+        def body() -> dict:
+            sent["json"] = self._json_wanted(request)
+            return self._params(request, sent["json"])
+
+        def rejected(status: int) -> bool:  # an endpoint without JSON mode: asked again without it
+            if not (sent["json"] and request.json_mode == "auto"):
+                return False
+            log.warning("%s: %s rejected response_format=json_object (HTTP %s); asking without it from now on",
+                        self.setting, self.endpoint.base_url, status)
+            self._json_format = False
+            return True
+
+        return self.sender.post("/chat/completions", body, self._read, rejected)
 
     def _read(self, completion) -> Reply:
         """The reply's text and token counts from the completion's JSON (a str when the endpoint
@@ -204,25 +256,6 @@ class ChatClient:
             raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent no chat completion") from None
         usage = completion.get("usage")
         return Reply(text, tokens(usage, "prompt_tokens"), tokens(usage, "completion_tokens"))
-
-    def _wait_turn(self) -> None:
-        with self._lock:
-            delay = self._not_before - time.monotonic()
-        if self.endpoint.requests_per_minute:  # one pace for every process on this machine
-            key = hashlib.sha256(f"{self.endpoint.base_url}\0{self.endpoint.model}".encode()).hexdigest()[:24]
-            delay = max(delay, reserve_turn(key, 60.0 / self.endpoint.requests_per_minute) - time.time())
-        if delay > 0:
-            time.sleep(delay)
-
-    def _back_off(self, attempt: int, server_wait: float | None, why: str) -> None:
-        if server_wait is not None:  # the server said how long: every request to it waits
-            delay = min(server_wait, self.endpoint.max_backoff_s)
-            with self._lock:
-                self._not_before = max(self._not_before, time.monotonic() + delay)
-        else:
-            delay = min(self.endpoint.max_backoff_s, self.endpoint.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-        log.debug("%s: %s; retry %d in %.2fs", self.setting, why, attempt, delay)
-        time.sleep(delay)
 
 
 def tokens(usage, name: str) -> int:

@@ -29,6 +29,7 @@ class LLMSession:
         self.prices = Prices(prices)
         self.usage = Usage(budget_usd)
         self.components: dict[str, UsesLLM] = {}
+        self.embedders: list = []  # remote embedders (embedder=openai): their traffic is the run's too
         self._cache: ResponseCache | None = None
 
     def connect(self, **components) -> None:
@@ -51,6 +52,14 @@ class LLMSession:
             for name in component.counters:
                 self.usage.count(name, role, 0)
 
+    def connect_embedders(self, embedders) -> None:
+        """The run's embedders that send requests (those with `connect`, e.g. embedder=openai) count
+        their requests, tokens and cost in this session's usage, priced from its price table."""
+        for embedder in embedders:
+            if hasattr(embedder, "connect") and not self.dry_run:
+                embedder.connect(self.usage, self.prices)
+                self.embedders.append(embedder)
+
     def cache(self) -> ResponseCache | None:
         if self.cache_dir and self._cache is None:
             self._cache = ResponseCache(Path(self.cache_dir))
@@ -59,7 +68,7 @@ class LLMSession:
 
     def stats(self) -> dict[str, float]:
         """Tokens, cost and request counts of the run: only when some component uses an LLM."""
-        return self.usage.stats() if self.components else {}
+        return self.usage.stats() if self.components or self.embedders else {}
 
     def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]],
                  role_hits: dict[str, Sequence[Sequence[Hit]]] | None = None) -> Estimate:

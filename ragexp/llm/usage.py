@@ -74,7 +74,8 @@ class Usage:
             self.counts[(role, name) if role else name] += n
 
     def stats(self) -> dict[str, float]:
-        """The run's aggregates: <role>_input_tokens, <role>_output_tokens, <role>_cost_usd,
+        """The run's aggregates: <role>_input_tokens, <role>_output_tokens, <role>_cost_usd (role
+        `embedder` too, once a remote embedder is connected),
         llm_requests, llm_retries, llm_failures, llm_cache_hits, and <role>_<counter>."""
         with self._lock:
             stats: dict[str, float] = {}

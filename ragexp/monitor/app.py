@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.errors import BAD_INPUT, GATE_FAILED, RagexpError
+from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
 
 log = logging.getLogger("ragexp.monitor")
 ALERTS_FIRED = GATE_FAILED  # exit status when an alert fires: the same as a failed quality gate
@@ -21,13 +21,18 @@ def execute(cfg: DictConfig) -> int:
 
     try:
         return monitor(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except StoreUnreachable as err:  # not the user's input: the store did not answer
+        print(f"ragexp.monitor: error: {err}", file=sys.stderr)
+        return RUN_FAILED
     except RagexpError as err:
         print(f"ragexp.monitor: error: {err}", file=sys.stderr)
         return BAD_INPUT
 
 
 def monitor(cfg: DictConfig, out: Path) -> int:
-    """Everything one invocation does; returns the exit status (0, or ALERTS_FIRED)."""
+    """Everything one invocation does; returns the exit status (0, ALERTS_FIRED, or RUN_FAILED when
+    MLflow logging failed: the alerts still went out and the outputs are on disk, as with
+    `python -m ragexp`, which exits 4 when it cannot log)."""
     from ragexp.monitor import alerts as alerting
     from ragexp.monitor.records import Columns, LogReader, Malformed
     from ragexp.monitor.report import console, plot, write_json, write_reports
@@ -102,14 +107,15 @@ def monitor(cfg: DictConfig, out: Path) -> int:
             "judge": sample_judge.judge.name if sample_judge else "none", **git_tags()}
     if baseline:
         tags["monitor.baseline"] = baseline["run_id"]
+    logging_failed = None
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
         if config["monitor"].get("webhook_url"):  # a webhook URL often carries its token: never logged
             config["monitor"]["webhook_url"] = shown(config["monitor"]["webhook_url"])
         parent = store.log(name, config, windows, totals, tags)
-    except Exception as err:  # the alerts still go out: printed, in alerts.json, to the webhook
-        parent = None
-        print(f"ragexp.monitor: warning: MLflow logging failed ({err}); the outputs are in {out}", file=sys.stderr)
+    except Exception as err:  # noqa: BLE001 - the alerts still go out (printed, alerts.json, webhook); exit 4 at the end
+        parent, logging_failed = None, str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+        print(f"ragexp.monitor: error: MLflow logging failed ({logging_failed}); the outputs are in {out}", file=sys.stderr)
     run_of = {w["window"]: w["run_id"] for w in windows}
     for alert in found:
         alert["run_id"] = run_of.get(alert["window"])
@@ -132,8 +138,9 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         print(f"ragexp.monitor: {len(found)} alert(s) fired; written to {alerts_file}", file=sys.stderr)
         if m.get("webhook_url"):
             notify(m, payload, alerts_file)
-        return ALERTS_FIRED
-    return 0
+    if logging_failed:
+        return RUN_FAILED
+    return ALERTS_FIRED if found else 0
 
 
 def prepare_judge(cfg: DictConfig, llm):

@@ -40,9 +40,15 @@ class MonitorStore:
         client, spec = self.client(), str(spec)
         run = None
         if RUN_ID.fullmatch(spec):
+            from ragexp.errors import StoreUnreachable
+            from ragexp.store.lookup import run_absent
+
             try:
                 run = client.get_run(spec)
-            except Exception:
+            except Exception as err:  # noqa: BLE001 - absent (then looked up by name), or the store did not answer
+                if not run_absent(err):
+                    raise StoreUnreachable(f"monitor.baseline: cannot look up run {spec} in {self.where()} "
+                                           f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
                 run = None
         if run is None:
             if "'" in spec:

@@ -118,6 +118,7 @@ def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
         c = components(cfg)
     try:
         c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
+        c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
@@ -174,12 +175,14 @@ def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Datase
     queries = [q.text for q in dataset.questions]
     # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
     depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
-    hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth)
+    # a retriever over an index ragexp does not own (retriever=qdrant_collection) searches every run
+    cacheable = c.retriever.cacheable
+    hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth) if cacheable else None
     retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
     # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
     # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
     search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
-    question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth)
+    question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth) if cacheable else None
     ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
                         question_key)
     if work.traces is not None:

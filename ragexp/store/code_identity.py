@@ -1,6 +1,9 @@
 """The code's identity in the stage cache's keys: ragexp's version, the source of every
-component a config names (`_target_`) with the ragexp modules it uses, and the stage's own code.
-Editing the code that computes an entry changes the entry's key."""
+component a config names (`_target_`) with the modules it uses (ragexp's, the component's own
+package's, and any other module that is not part of the Python installation: a user's helper
+modules), the stage's own code, and what a component's `cache_token()` says of the state outside
+its code (a service's version, a file's content). Editing the code that computes an entry, or a
+change `cache_token()` reports, changes the entry's key."""
 from __future__ import annotations
 
 import hashlib
@@ -15,12 +18,50 @@ from ragexp import __version__
 
 
 def key_of(*parts: Any) -> str:
-    """A stable hash of JSON-able parts (configs, texts, other keys), of ragexp's version and of
-    the code of every class a config in `parts` names (`_target_`, see `code_hash`)."""
+    """A stable hash of JSON-able parts (configs, texts, other keys), of ragexp's version, of
+    the code of every class a config in `parts` names (`_target_`, see `code_hash`) and of the
+    `cache_token` of each such component that declares one (see `cache_tokens`)."""
     targets = sorted(set(find_targets(parts)))
-    identity = {"ragexp": __version__, "code": {t: code_hash(t) for t in targets}}
+    identity: dict[str, Any] = {"ragexp": __version__, "code": {t: code_hash(t) for t in targets}}
+    tokens = cache_tokens(parts)
+    if tokens:  # only when a component declares one: the keys of every other component stay as they were
+        identity["tokens"] = tokens
     text = json.dumps([parts, identity], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def find_nodes(value: Any):
+    """Every config node (a dict) with a `_target_` string, in nested dicts and lists."""
+    if isinstance(value, dict):
+        if isinstance(value.get("_target_"), str):
+            yield value
+        for item in value.values():
+            yield from find_nodes(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from find_nodes(item)
+
+
+def cache_tokens(parts: Any) -> list[list[str]]:
+    """[target, token] for each component in `parts` whose class declares `cache_token` (a
+    classmethod or staticmethod, called with the component's settings as keyword arguments:
+    nested components as their configs) for state its code does not show: a service behind a URL
+    (its version, its model), a file behind an unchanged path (its content hash). Asked at each key
+    (not remembered), so a change of that state is a miss."""
+    from ragexp.errors import RagexpError
+
+    tokens = []
+    for node in find_nodes(parts):
+        declared = getattr(locate(node["_target_"]), "cache_token", None)
+        if not callable(declared):
+            continue
+        settings = {k: v for k, v in node.items() if k != "_target_"}
+        try:
+            tokens.append([node["_target_"], str(declared(**settings))])
+        except Exception as err:  # noqa: BLE001 - the user's code: one line that names it
+            raise RagexpError(f"{node['_target_']}.cache_token() failed ({type(err).__name__}: {err}); "
+                              "the stage cache cannot tell whether its entries still hold") from None
+    return tokens
 
 
 def find_targets(value: Any):
@@ -38,13 +79,14 @@ def find_targets(value: Any):
 @cache
 def code_hash(target: str) -> str:
     """The hash of the source files of the module that defines `target` (a dotted class or
-    function name) and of every ragexp module it uses, directly or through others: editing any
-    code a component runs changes its entries' keys. Sources are read once per process."""
+    function name) and of every module it uses, directly or through others, that is ragexp's, of
+    the target's own package, or outside the Python installation (`tracked`): editing any code a
+    component runs changes its entries' keys. Sources are read once per process."""
     obj = locate(target)
     roots = {getattr(obj, "__module__", None) or target}
     roots.update(c.__module__ for c in getattr(obj, "__mro__", ()) if c.__module__ != "builtins")
     digest = hashlib.sha256()
-    for name in sorted(module_closure(roots)):
+    for name in sorted(module_closure(roots, own_package=target.split(".")[0])):
         digest.update(name.encode() + b"\0" + module_source(name) + b"\0")
     return digest.hexdigest()[:16]
 
@@ -69,8 +111,32 @@ def ragexp_module(name: Any) -> TypeGuard[str]:
     return isinstance(name, str) and (name == "ragexp" or name.startswith("ragexp."))
 
 
-def module_closure(roots: set[str]) -> set[str]:
-    """`roots` and the ragexp modules their globals come from, transitively."""
+@cache
+def installed_folders() -> tuple[str, ...]:
+    """The Python installation's folders (standard library, site-packages): code there is the
+    environment's, pinned by its versions, not the user's."""
+    import site
+    import sysconfig
+
+    folders = {sysconfig.get_path(p) for p in ("stdlib", "platstdlib", "purelib", "platlib")}
+    folders.update(site.getsitepackages() + [site.getusersitepackages()])
+    return tuple(str(Path(f).resolve()) + "/" for f in folders if f)
+
+
+def tracked(name: Any, own_package: str = "ragexp") -> TypeGuard[str]:
+    """Whether module `name` is part of a component's code: ragexp's, the component's own
+    package's (`own_package`), or any module whose file is outside the Python installation
+    (a user's helper module next to their component)."""
+    if not isinstance(name, str):
+        return False
+    if ragexp_module(name) or name == own_package or name.startswith(own_package + "."):
+        return True
+    path = getattr(sys.modules.get(name), "__file__", None)
+    return isinstance(path, str) and not str(Path(path).resolve()).startswith(installed_folders())
+
+
+def module_closure(roots: set[str], own_package: str = "ragexp") -> set[str]:
+    """`roots` and the tracked modules (`tracked`) their globals come from, transitively."""
     seen, todo = set(), [r for r in roots if r]
     while todo:
         name = todo.pop()
@@ -79,7 +145,7 @@ def module_closure(roots: set[str]) -> set[str]:
         seen.add(name)
         for value in list(vars(sys.modules[name]).values()):
             used = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
-            if ragexp_module(used) and used not in seen:
+            if used not in seen and tracked(used, own_package):
                 todo.append(used)
     return seen
 

@@ -181,7 +181,13 @@ class MlflowTracker(NoTracker):
             if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
                 client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
         except Exception as err:
-            raise RagexpError(f"tracker.tracking_uri: cannot use MLflow store {mlflow.get_tracking_uri()} ({err})") from None
+            from ragexp.errors import StoreUnreachable
+
+            uri = mlflow.get_tracking_uri()
+            unanswered = uri.startswith(("http://", "https://")) and getattr(err, "error_code", None) in (
+                None, "INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE")  # no answer, or a server error: not the setting
+            raise (StoreUnreachable if unanswered else RagexpError)(
+                f"tracker.tracking_uri: cannot use MLflow store {uri} ({err})") from None
         return client
 
     def where(self) -> str:

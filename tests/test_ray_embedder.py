@@ -1,0 +1,75 @@
+"""embedder=ray on a local Ray cluster: Ray Data actors run the inner embedder's model, the vectors
+land in the run's embedding store under the inner embedder's key, rounds are stored as they end."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import require_engine, run_cli
+
+from ragexp.store.cache import EmbeddingStore
+from ragexp.components.embedders import EmbeddingCache, HashEmbedder
+
+# the engines tier (.venv-engines has the ray extra; make test's .venv does not): skipped elsewhere, required there
+pytestmark = [pytest.mark.process, pytest.mark.engines]
+ray = require_engine("ray_data")
+
+HASH = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64}
+TEXTS = [f"component {n} listens on port {7400 + n} and retries {n % 7} times" for n in range(300)]
+
+
+@pytest.fixture
+def local_ray():
+    # address="local": a new instance of this test's own, never a cluster another process started here
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def test_ray_data_embeds_into_the_same_store_in_rounds(tmp_path, local_ray):
+    from ragexp.components.ray_embedder import RayEmbedder
+
+    store = EmbeddingStore(str(tmp_path / "cache"))
+    with EmbeddingCache(store).building():
+        embedder = RayEmbedder(HASH, batch_size=120, ray_batch_size=50, concurrency=1)
+    vectors = embedder.embed(TEXTS)
+    assert embedder.rounds == 3  # 300 texts in rounds of 120, each stored as it ended
+    expected = HashEmbedder(dimension=64).embed(TEXTS)
+    assert vectors.shape == (300, 64) and np.allclose(vectors, expected, atol=1e-6)
+    assert embedder.key() == HashEmbedder(dimension=64).key()
+    assert len(store.get(embedder.key(), TEXTS)) == 300
+    with EmbeddingCache(EmbeddingStore(str(tmp_path / "cache"))).building():
+        again = RayEmbedder(HASH, batch_size=120)
+    assert np.allclose(again.embed(TEXTS[:10]), expected[:10]) and again.rounds == 0  # from the store, no Ray job
+    with EmbeddingCache(EmbeddingStore(str(tmp_path / "cache"))).building():
+        local = HashEmbedder(dimension=64)
+    local.embed_batch = lambda texts: pytest.fail("a local run re-embedded what Ray stored")
+    assert np.allclose(local.embed(TEXTS), expected)
+
+
+def sample_data(root: Path) -> Path:
+    data = root / "data"
+    (data / "docs").mkdir(parents=True)
+    for n in range(4):
+        (data / "docs" / f"doc{n}.txt").write_text(f"Component {n} listens on port {7400 + n}. " * 3)
+    rows = [{"id": str(n), "question": f"Which port does component {n} use?", "answer": f"Port {7400 + n}.",
+             "golden_docs": [f"doc{n}"]} for n in range(4)]
+    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
+def test_a_run_with_embedder_ray_retrieves_like_the_local_embedder(tmp_path):
+    data = sample_data(tmp_path)
+    common = [f"dataset.path={data}", "retriever=dense", "embedder@scoring_embedder=hash", "tracker=none",
+              f"cache.dir={tmp_path / 'cache'}"]
+    on_ray = run_cli(*common, "embedder=ray", "embedder@embedder.inner=hash", "embedder.concurrency=1", "embedder.address=local",
+                     f"hydra.run.dir={tmp_path / 'ray-run'}", cwd=tmp_path)  # a local Ray of the run's own
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert "embedded by Ray Data" in (tmp_path / "ray-run" / "ragexp.log").read_text()
+    local = run_cli(*common, "embedder=hash", f"hydra.run.dir={tmp_path / 'local-run'}", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr[-3000:]
+    [ray_values] = json.loads((tmp_path / "ray-run" / "results.json").read_text()).values()
+    [local_values] = json.loads((tmp_path / "local-run" / "results.json").read_text()).values()
+    assert ray_values["ndcg_at_10"] == local_values["ndcg_at_10"]
