@@ -84,14 +84,10 @@ def read(path: str | Path, run: JudgedRun) -> list[Label]:
                 problems.append(f"{where}: metric {metric!r} is not a metric of judge {run.judge!r} "
                                 f"({', '.join(run.scales)})")
                 continue
-            lo, hi = run.scales[metric]
             try:
-                number_value = label_value(value)
-            except (TypeError, ValueError):
-                problems.append(f"{where}: {metric} label {value!r} is not a number")
-                continue
-            if not math.isfinite(number_value) or not lo <= number_value <= hi:
-                problems.append(f"{where}: {metric} label {value} is off the judge's scale {lo:g}-{hi:g}")
+                number_value = on_scale(value, metric, run.scales[metric])
+            except ValueError as err:
+                problems.append(f"{where}: {err}")
                 continue
             labels.append(Label(qid, metric, annotator, number_value))
     if problems:
@@ -114,6 +110,18 @@ def label_value(value) -> float:
     if text in YES or text in NO:
         return float(text in YES)
     return float(text)
+
+
+def on_scale(value, metric: str, scale: tuple[float, float]) -> float:
+    """A label of `metric` as a number on the judge's `scale`; ValueError saying why it is not one."""
+    try:
+        number = label_value(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{metric} label {value!r} is not a number") from None
+    lo, hi = scale
+    if not math.isfinite(number) or not lo <= number <= hi:
+        raise ValueError(f"{metric} label {value} is off the judge's scale {lo:g}-{hi:g}")
+    return number
 
 
 def band(value: float, scale: tuple[float, float]) -> str:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.calibrate.labels import INFO, MAX_SHOWN, label_value, rows
+from ragexp.calibrate.labels import INFO, MAX_SHOWN, on_scale, rows
 from ragexp.calibrate.ppi import MeanEstimate, estimates
 from ragexp.compare.source import Run
 from ragexp.errors import RagexpError
@@ -99,14 +99,10 @@ def read(path: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, flo
                     problems.append(f"{where}: {metric!r} is not a metric of run {run.name}'s judge "
                                     f"({', '.join(scales[run.run_id])})")
                     continue
-                lo, hi = scales[run.run_id][metric]
                 try:
-                    number_value = label_value(value)
-                except (TypeError, ValueError):
-                    problems.append(f"{where}: {metric} label {value!r} is not a number")
-                    continue
-                if not math.isfinite(number_value) or not lo <= number_value <= hi:
-                    problems.append(f"{where}: {metric} label {value} is off the scale {lo:g}-{hi:g}")
+                    number_value = on_scale(value, metric, scales[run.run_id][metric])
+                except ValueError as err:
+                    problems.append(f"{where}: {err}")
                     continue
                 given[run.run_id][metric][qid].append(number_value)
     if problems:
