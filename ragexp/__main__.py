@@ -14,6 +14,10 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
+    from ragexp.run.swept_groups import under_swept_groups
+
+    sys.argv[1:] = under_swept_groups(sys.argv[1:])  # -m judge=llm,triad judge.endpoint.base_url=URL
+
     @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
     def evaluate(cfg: DictConfig) -> float | None:
         from ragexp.run.app import execute

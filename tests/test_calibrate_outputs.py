@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import call_in
-from ragexp.calibrate.outputs import read_outputs
+from ragexp.calibrate.outputs import compose, labelled_rows
 from ragexp.calibrate.thresholds import balanced_accuracy, best_cut, roc_auc, split
 from ragexp.judges.offline import OfflineJudge
 
@@ -91,14 +91,25 @@ def test_ragas_columns_in_csv_and_bad_rows_named_by_line(tmp_path):
         writer.writerow(["user_input", "retrieved_contexts", "response", "reference", "supported"])
         writer.writerow(["Which port?", json.dumps(["Quarry listens on 7400."]), "7400.", "7400", "yes"])
         writer.writerow(["Which language?", json.dumps(["Quarry is written in Go."]), "Rust.", "Go", "no"])
-    first, second = read_outputs(path)
+    (first, second), skipped = labelled_rows(path, compose([]))  # read as dataset=outputs reads it
+    assert skipped == [] and first.where == f"{path.resolve()}:2" and second.where == f"{path.resolve()}:3"
     assert first.question.text == "Which port?" and first.hits[0].chunk.text == "Quarry listens on 7400."
     assert first.answer.text == "7400." and first.question.answers == ("7400",) and second.extra == {"supported": "no"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q", "contexts": [], "answer": "a"}) + "\n" + json.dumps({"answer": "a"}) + "\n")
     proc = calibrate("--outputs", str(bad), *HASH, cwd=tmp_path)
-    assert proc.returncode == 2 and f"{bad}:2: no question (column question or user_input)" in proc.stderr
+    assert proc.returncode == 2 and f"{bad.resolve()}:2: no question (column question or user_input;" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # the loader's settings are overrides: on_error=skip leaves the bad row out, and the report says so
+    labelled = labelled_outputs(tmp_path / "with_a_bad_row.jsonl", rows=10)
+    with labelled.open("a") as out:
+        out.write(json.dumps({"answer": "a", "hallucination": "no"}) + "\n")
+    proc = calibrate("--outputs", str(labelled), *HASH, "dataset.on_error=skip", "--out", "skipped", "--resamples", "10",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "skipped" / "calibration.json").read_text())
+    assert report["rows"] == 10
+    assert f"1 malformed rows skipped (first: {labelled.resolve()}:11: no question" in " ".join(report["notes"])
 
 
 def test_the_threshold_statistics_are_their_definitions():

@@ -377,3 +377,39 @@ def test_llm_judges_over_recorded_outputs_judge_the_unreferenced_without_a_refer
     prompts = [m["content"] for r in server.chat_requests() for m in r["body"]["messages"] if m["role"] == "user"]
     unreferenced = [p for p in prompts if "<expected_answer>" in p and "Which port does quarryd listen on?" in p]
     assert unreferenced and all("(no reference answer given" in p for p in unreferenced)
+
+
+def test_a_judge_sweep_over_recorded_outputs_is_one_child_run_per_judge(tmp_path, server):
+    from conftest import TEST_KEY_ENV
+
+    rows = [json.loads(line) for line in RECORDED.read_text().splitlines()[:3]]
+    recorded = tmp_path / "recorded.jsonl"
+    recorded.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the endpoint settings are spelled as for one judge, though the sweep first composes the default judge
+    proc = run_app("-m", "judge=llm,triad", f"judge.endpoint.base_url={server.base_url}",
+                   f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "dataset=outputs", f"dataset.path={recorded}", SCORING,
+                   # weights both judges produce (weights=default needs the single-call judge's answer_similarity)
+                   "weights=triad", "~weights.answer_relevance", "weights.context_relevance=0.5",
+                   cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
+    assert proc.returncode == 0, proc.stderr
+    client, runs = mlflow_runs(tmp_path)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(c.info.run_name for c in children) == ["judge=llm", "judge=triad"]
+    assert all(c.data.metrics["failed_questions"] == 0 and c.data.metrics["total_questions"] == 3 for c in children)
+    [sweep] = [json.loads(p.read_text()) for p in tmp_path.glob("multirun/*/*/results.json")]
+    assert {point: r["judge"] for point, r in sweep.items()} == {"judge=llm": "llm-gpt-4o-mini",
+                                                                 "judge=triad": "triad-gpt-4o-mini"}
+    assert "avg_answer_similarity" in sweep["judge=llm"] and "avg_answer_relevance" in sweep["judge=triad"]
+
+
+def test_only_plain_settings_under_a_group_swept_by_choices_are_forced():
+    from ragexp.run.swept_groups import under_swept_groups
+
+    args = ["-m", "judge=llm,triad", "judge.endpoint.base_url=U", "judge.temperature=0,0.5", "+judge.name=x",
+            "embedder@scoring_embedder=hash,minilm", "scoring_embedder.batch_size=8", "retriever.top_k=5,10",
+            "retriever.bm25_k1=1.2", "dataset.path=judge.jsonl"]
+    assert under_swept_groups(args) == ["-m", "judge=llm,triad", "++judge.endpoint.base_url=U", "judge.temperature=0,0.5",
+                                        "+judge.name=x", "embedder@scoring_embedder=hash,minilm",
+                                        "++scoring_embedder.batch_size=8", "retriever.top_k=5,10", "retriever.bm25_k1=1.2",
+                                        "dataset.path=judge.jsonl"]
+    assert under_swept_groups(args[1:]) == args[1:]  # a single run composes the chosen option itself

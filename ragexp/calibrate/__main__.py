@@ -22,7 +22,9 @@ judge's scale; `hallucination` as 1/0 (yes/no).
 --outputs FILE: recorded outputs (question, contexts, answer[, reference, id], or ragas' user_input,
 retrieved_contexts, response) with labels as further columns (a judge metric, hallucination, any
 yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
-label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part."""
+label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part.
+FILE is read as dataset=outputs reads it (also .tsv and .parquet), its settings as overrides:
+dataset.columns.question=prompt, dataset.preset=mlflow, dataset.on_error=skip."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -199,10 +201,12 @@ def on_outputs(args) -> int:
         from ragexp.calibrate import outputs, verdicts
         from ragexp.calibrate.agreement import measure
 
-        rows = outputs.read_outputs(args.outputs)
-        judge, judged = outputs.judge_rows(rows, [*args.targets, *([f"cache.dir={args.dir}"] if args.dir else [])])
+        cfg = outputs.compose([*args.targets, *([f"cache.dir={args.dir}"] if args.dir else [])])
+        rows, skipped = outputs.labelled_rows(args.outputs, cfg)
+        judge, judged = outputs.judge_rows(rows, cfg)
         run = outputs.as_run(Path(args.outputs).stem, judge, rows, judged)
         labels, binary, notes = outputs.labels_of(rows, run)
+        notes += [f"{len(skipped)} malformed rows skipped (first: {skipped[0]})"] if skipped else []
     except RagexpError as err:
         print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
         return 2

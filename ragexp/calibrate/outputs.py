@@ -9,126 +9,69 @@ any other yes/no column (e.g. `supported`). The configured judge (Hydra override
 session; the judged rows are then a run like any other for `agreement`, and each yes/no label gets
 the threshold analysis of `thresholds`.
 
-`read_outputs` is the one place that knows the file format: it can be swapped for the
-`dataset=outputs` loader (`ragexp.datasets.outputs`) without touching the rest."""
+The file is read by the `dataset=outputs` loader (`ragexp.datasets.outputs.OutputsDataset`), so
+both accept the same files (its `dataset.columns.*`, `dataset.preset`, `dataset.on_error` settings
+too) and name a bad row the same way (file:line); the labels are the row's other columns."""
 from __future__ import annotations
 
-import csv
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from ragexp.calibrate.labels import Label, label_value
 from ragexp.calibrate.source import JudgedRun
 from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.types import Answer, Hit, Judgement, Output, Question
 
-# ragexp's field -> the column names it is found under (ragexp's, then ragas')
-NAMES: dict[str, tuple[str, ...]] = {
-    "question": ("question", "user_input"),
-    "contexts": ("contexts", "retrieved_contexts"),
-    "answer": ("answer", "response"),
-    "reference": ("reference", "ground_truth", "references"),
-    "golden_docs": ("golden_docs", "reference_context_ids"),
-    "answerable": ("answerable",),
-    "question_id": ("id", "question_id", "qid"),
-}
-NOT_LABELS = {name for names in NAMES.values() for name in names} | {
-    "context_ids", "retrieved_context_ids", "kind", "source", "annotator", "part", "set", "group"}
+# the loader keeps every other scalar column with the question: these are not labels
+NOT_LABELS = {"annotator", "part", "set", "group"}
 YES_NO = {"true", "false", "yes", "no", "y", "n", "1", "0", "1.0", "0.0"}
 
 
 @dataclass(frozen=True)
-class OutputRow:
-    """One recorded output: what the judge sees, and the other columns (the labels among them)."""
+class LabelledRow:
+    """One recorded output as the loader read it: where its row is (file:line), the question, the
+    output the judge sees, and the row's other columns (the labels among them)."""
 
-    where: str  # file:line
+    where: str
     question: Question
-    hits: tuple[Hit, ...]
-    answer: Answer
-    extra: dict[str, Any] = field(default_factory=dict)
+    output: Output
+
+    @property
+    def hits(self) -> tuple[Hit, ...]:
+        return self.output.hits
+
+    @property
+    def answer(self) -> Answer:
+        return self.output.answer or Answer("")  # a retrieval-only row: judged as an empty answer
+
+    @property
+    def extra(self) -> dict[str, str]:
+        return {k: v for k, v in self.question.attributes.items() if k not in NOT_LABELS}
 
 
-def file_rows(path: Path):
-    """(line number, dict) of each row of a JSONL or CSV file (cells holding JSON lists read as lists)."""
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8-sig") as handle:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as err:
-                        raise RagexpError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-                    if not isinstance(row, dict):
-                        raise RagexpError(f"{path}:{number}: expected a JSON object")
-                    yield number, row
-        return
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
-        for row in reader:
-            yield reader.line_num, {k: listed(v) for k, v in row.items() if k is not None}
+def labelled_rows(path: str | Path, cfg) -> tuple[list[LabelledRow], list[str]]:
+    """The rows of the recorded-outputs file at `path`, read by the `dataset=outputs` loader with the
+    composed `cfg.dataset` settings (columns, preset, on_error, limit); and the rows it skipped."""
+    from ragexp.datasets.outputs import OutputsDataset
+    from ragexp.run.pipeline import build
 
-
-def listed(value: Any) -> Any:
-    if isinstance(value, str) and value.strip()[:1] == "[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def first(row: dict, name: str) -> Any:
-    return next((row[c] for c in NAMES[name] if c in row and row[c] not in (None, "")), None)
-
-
-def read_outputs(path: str | Path) -> list[OutputRow]:
-    """The rows of a recorded-outputs file, every problem named with file:line, all at once."""
-    from ragexp.monitor.judging import hits_of
-
-    path = Path(path)
-    if not path.is_file() or path.suffix.lower() not in (".jsonl", ".ndjson", ".csv"):
-        raise RagexpError(f"--outputs: {path} is not a .jsonl or .csv file of recorded outputs")
-    rows, problems, seen = [], [], set()
-    for number, row in file_rows(path):
-        where = f"{path}:{number}"
-        text, answer, contexts = first(row, "question"), first(row, "answer"), first(row, "contexts")
-        if not isinstance(text, str) or not text.strip():
-            problems.append(f"{where}: no question (column {' or '.join(NAMES['question'])})")
-            continue
-        if answer is not None and not isinstance(answer, str):
-            problems.append(f"{where}: the answer is not text: {answer!r}"[:200])
-            continue
-        contexts = [] if contexts is None else [contexts] if isinstance(contexts, str) else contexts
-        if not isinstance(contexts, list):
-            problems.append(f"{where}: contexts must be a list of texts or of objects with a text")
-            continue
-        reference = first(row, "reference")
-        answers = tuple(str(a) for a in (reference if isinstance(reference, list) else [reference] if reference else []))
-        try:
-            answerable = label_value(first(row, "answerable") if first(row, "answerable") is not None else True) == 1.0
-        except ValueError:
-            problems.append(f"{where}: answerable {first(row, 'answerable')!r} is not true or false")
-            continue
-        qid = str(first(row, "question_id") or f"row-{number}")
-        if qid in seen:
-            problems.append(f"{where}: question id {qid!r} given twice")
-            continue
-        seen.add(qid)
-        extra = {k: v for k, v in row.items() if k not in NOT_LABELS}
-        rows.append(OutputRow(where, Question(qid, text, answers, answerable=answerable, kind=str(row.get("kind") or "")),
-                              hits_of(contexts), Answer(answer or ""), extra))
-    if problems:
-        raise RagexpError(f"--outputs: {len(problems)} problems:\n  " + "\n  ".join(problems[:20]))
+    cfg.dataset.path = str(path)
+    loader = build(cfg.dataset)
+    if not isinstance(loader, OutputsDataset):
+        raise RagexpError(f"--outputs reads recorded outputs (dataset=outputs), not dataset {cfg.dataset._target_}")
+    dataset = loader.load()
+    rows = [LabelledRow(loader.places[q.qid], q, dataset.outputs[q.qid]) for q in dataset.questions]
     if not rows:
-        raise RagexpError(f"--outputs: {path} holds no row")
-    return rows
+        raise RagexpError(f"--outputs: {path} holds no row" + (f" ({len(dataset.skipped_rows)} skipped)"
+                                                                if dataset.skipped_rows else ""))
+    return rows, list(dataset.skipped_rows)
 
 
 def compose(overrides: Sequence[str]):
-    """The packaged config with `overrides` (as `python -m ragexp` composes it)."""
+    """The packaged config with `dataset=outputs` and `overrides` (as `python -m ragexp` composes it)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
@@ -138,12 +81,12 @@ def compose(overrides: Sequence[str]):
 
     try:
         with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=list(overrides))
+            return hydra_compose(config_name="config", overrides=["dataset=outputs", *overrides])
     except (HydraException, OmegaConfBaseException) as err:
         raise RagexpError(f"overrides: {str(err).splitlines()[0]}") from None
 
 
-def judge_rows(rows: Sequence[OutputRow], overrides: Sequence[str]) -> tuple[Any, list[Judgement | str]]:
+def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | str]]:
     """The configured judge, and its judgement of each row (or why the row failed: an endpoint
     error, an unreadable reply), through the stage cache and the LLM session as in a run."""
     from omegaconf import OmegaConf
@@ -152,14 +95,13 @@ def judge_rows(rows: Sequence[OutputRow], overrides: Sequence[str]) -> tuple[Any
     from ragexp.run.pipeline import Work, build
     from ragexp.store.cache import key_of
 
-    cfg = compose(overrides)
     work = Work(build(cfg.cache))
     with work.embeddings.building():
         judge = build(cfg.judge)
     llm = build(cfg.llm)
     settings = OmegaConf.to_container(cfg.judge, resolve=True)
 
-    def one(row: OutputRow) -> Judgement | str:
+    def one(row: LabelledRow) -> Judgement | str:
         q = row.question
         key = key_of("judgement", settings, q.text, q.answers, [(h.chunk.chunk_id, h.chunk.text) for h in row.hits],
                       row.answer.text)
@@ -175,7 +117,7 @@ def judge_rows(rows: Sequence[OutputRow], overrides: Sequence[str]) -> tuple[Any
         llm.close()
 
 
-def as_run(name: str, judge, rows: Sequence[OutputRow], judged: Sequence[Judgement | str]) -> JudgedRun:
+def as_run(name: str, judge, rows: Sequence[LabelledRow], judged: Sequence[Judgement | str]) -> JudgedRun:
     """The judged rows as a run's per-question table, for ragexp.calibrate.agreement."""
     import pandas as pd
 
@@ -209,7 +151,7 @@ def yes_no(values: Sequence[Any]) -> bool:
     return bool(given) and all(isinstance(v, bool) or str(v).strip().lower() in YES_NO for v in given)
 
 
-def labels_of(rows: Sequence[OutputRow], run: JudgedRun) -> tuple[list[Label], dict[str, dict[str, float]], list[str]]:
+def labels_of(rows: Sequence[LabelledRow], run: JudgedRun) -> tuple[list[Label], dict[str, dict[str, float]], list[str]]:
     """People's labels in the rows: (labels of judge metrics and hallucination, for the agreement
     table; every yes/no column: column -> question id -> 1/0; notes on columns left aside)."""
     columns = list(dict.fromkeys(c for row in rows for c in row.extra))

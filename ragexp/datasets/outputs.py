@@ -139,6 +139,7 @@ class OutputsDataset(Loader):
         self.columns = {k: v for k, v in dict(columns or {}).items() if v}
         self.preset, self.list_separator = preset, list_separator
         self.rows: list[dict] | None = None  # rows given in memory (from_rows)
+        self.places: dict[str, str] = {}  # question id -> where its row is (file:line), filled by load()
 
     @classmethod
     def constraints(cls, columns: Mapping | None = None, **_) -> list[str]:
@@ -201,6 +202,7 @@ class OutputsDataset(Loader):
         questions: list[Question] = []
         outputs: dict[str, Output] = {}
         ids = Unique("question", rows)
+        self.places = {}
         for where, row in self.records(rows):
             if self.full(questions):
                 break
@@ -212,6 +214,7 @@ class OutputsDataset(Loader):
             if ids.new(question.qid, where):
                 questions.append(question)
                 outputs[question.qid] = output
+                self.places[question.qid] = where
         return Dataset(self.name, (), tuple(questions), outputs=outputs)
 
     def parse(self, row: Mapping, where: str, number: int) -> tuple[Question, Output]:
