@@ -10,9 +10,9 @@ from conftest import require_engine, run_cli
 from ragexp.store.cache import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 
-# the engines tier (.venv-engines has the ray extra; make test's .venv does not): skipped elsewhere, required there
+# the engines tier (.venv-engines has the ray extra; make test's .venv does not): skipped elsewhere, required
+# there; asked for inside the tests, so that collecting this file in another tier skips nothing
 pytestmark = [pytest.mark.process, pytest.mark.engines]
-ray = require_engine("ray_data")
 
 HASH = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64}
 TEXTS = [f"component {n} listens on port {7400 + n} and retries {n % 7} times" for n in range(300)]
@@ -20,6 +20,9 @@ TEXTS = [f"component {n} listens on port {7400 + n} and retries {n % 7} times" f
 
 @pytest.fixture
 def local_ray():
+    require_engine("ray_data")
+    import ray
+
     # address="local": a new instance of this test's own, never a cluster another process started here
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
@@ -61,6 +64,7 @@ def sample_data(root: Path) -> Path:
 
 
 def test_a_run_with_embedder_ray_retrieves_like_the_local_embedder(tmp_path):
+    require_engine("ray_data")
     data = sample_data(tmp_path)
     common = [f"dataset.path={data}", "retriever=dense", "embedder@scoring_embedder=hash", "tracker=none",
               f"cache.dir={tmp_path / 'cache'}"]
