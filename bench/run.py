@@ -420,7 +420,18 @@ def markdown(r: dict, before: dict) -> str:
 
         lines += ["", f"Embedding on the HotpotQA dev500 paragraphs ({r['embedding'].get('date')}, `python bench/run.py embedding`):",
                   "", embedding_table(r["embedding"]).rstrip("\n")]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + group_pages()
+
+
+def group_pages() -> str:
+    """The figure groups that keep their own page (bench/results/GROUP.md: the command, the load, the
+    tables and how to read them), listed at the end of results.md with each page's first heading."""
+    pages = sorted((Path(__file__).parent / "results").glob("*.md"))
+    lines = ["", "Figure groups with a page of their own (the commands, the load and the tables):", ""]
+    for page in pages:
+        title = next((line.lstrip("# ").strip() for line in page.read_text().splitlines() if line.startswith("#")), page.stem)
+        lines.append(f"- [{title}](results/{page.name})")
+    return "\n".join(lines) + "\n" if pages else ""
 
 
 if __name__ == "__main__":
