@@ -4,6 +4,7 @@ endpoint errors, unreadable replies, missing fields, the budget) fail only their
 import json
 import sys
 
+from ragexp.components.rerankers import Reranker
 from ragexp.errors import QuestionFailed
 from ragexp.judges.offline import OfflineJudge
 from ragexp.types import Answer
@@ -33,6 +34,15 @@ class JudgeWithABug(OfflineJudge):
 
     def judge(self, question, hits, answer):
         return 1 / 0
+
+
+class RerankerWithABug(Reranker):
+    """A reranker with a bug on every question (no model needed)."""
+
+    candidates = 5
+
+    def rerank(self, question, hits):
+        return [hits[len(hits)]]  # IndexError: a bug in the component
 
 
 def ragexp(monkeypatch, tmp_path, *args: str) -> int:
@@ -69,3 +79,11 @@ def test_an_expected_failure_fails_its_question_only(monkeypatch, tmp_path, caps
     [results] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
     assert results["failed_questions"] == 1 and results["total_questions"] == 4
     assert "failed (1): generator: HTTP 503 after 3 attempts" in out
+
+
+def test_a_bug_in_the_reranker_ends_the_run_with_1(monkeypatch, tmp_path, capsys):
+    code = ragexp(monkeypatch, tmp_path, *FAST, f"reranker._target_={HERE}.RerankerWithABug")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" in err and "IndexError" in err and "RerankerWithABug" in err
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -47,10 +47,8 @@ def rerank_question(work, reranker, key_parts: dict, score: Callable[..., Questi
             reranked = replace(score(question, final), first_stage=first)
         except RagexpError:
             raise
-        except QuestionFailed as err:  # its message names the stage ("reranker: ...")
+        except QuestionFailed as err:  # its message names the stage ("reranker: ..."); any other exception is a bug: exit 1
             reranked = failed(result, first, str(err))
-        except Exception as err:
-            reranked = failed(result, first, f"reranking failed: {type(err).__name__}: {err}")
         reranked = replace(reranked, rerank_s=round(time.perf_counter() - started, 6))
         return ended(span, reranked, documents(reranked.hits) if not reranked.failure else None)
 
