@@ -62,7 +62,7 @@ def connected(server, prices=None, **settings):
     from ragexp.llm.usage import Prices, Usage
 
     embedder = OpenAIEmbedder(Endpoint(server.base_url, "emb", "K", backoff_s=0.01, **settings), batch_size=2)
-    embedder.connect(Usage(), Prices(prices or {"emb": {"input": 2.0, "output": 0.0}}))
+    embedder.count_usage(Usage(), Prices(prices or {"emb": {"input": 2.0, "output": 0.0}}))
     return embedder
 
 

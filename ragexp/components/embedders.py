@@ -221,7 +221,7 @@ class OpenAIEmbedder(Embedder):
     def key(self) -> str:
         return f"openai:{self.endpoint.base_url}:{self.endpoint.model}"
 
-    def connect(self, usage, prices) -> None:
+    def count_usage(self, usage, prices) -> None:
         """Counts its traffic in the run's `usage`, priced from the run's `prices` (LLMSession)."""
         self.usage, self.prices, self._sender = usage, prices, None
         usage.add_role("embedder")

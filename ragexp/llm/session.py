@@ -53,11 +53,11 @@ class LLMSession:
                 self.usage.count(name, role, 0)
 
     def connect_embedders(self, embedders) -> None:
-        """The run's embedders that send requests (those with `connect`, e.g. embedder=openai) count
+        """The run's embedders that send requests (those with `count_usage`, e.g. embedder=openai) count
         their requests, tokens and cost in this session's usage, priced from its price table."""
         for embedder in embedders:
-            if hasattr(embedder, "connect") and not self.dry_run:
-                embedder.connect(self.usage, self.prices)
+            if hasattr(embedder, "count_usage") and not self.dry_run:
+                embedder.count_usage(self.usage, self.prices)
                 self.embedders.append(embedder)
 
     def cache(self) -> ResponseCache | None:
