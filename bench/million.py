@@ -124,7 +124,6 @@ def part_bm25(impl: str, chunks_n: int, queries_n: int) -> dict:
 def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
     """embedder=static and retriever=dense (Qdrant local mode, in memory) as the pipeline runs
     them: embedding every chunk, indexing, then `queries_n` queries."""
-    from ragexp.store.cache import EmbeddingStore  # noqa: F401 (the embedder's store is memory-only here)
     from ragexp.components.embedders import EmbeddingCache
     from ragexp.components.retrievers import DenseRetriever
     from ragexp.components.static_embedder import StaticEmbedder

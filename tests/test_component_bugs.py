@@ -1,8 +1,9 @@
-"""Bugs are bugs (README, "Exit status"): an unexpected exception in a component ends the run with
+"""Bugs are bugs (docs/concepts/failures.md): an unexpected exception in a component ends the run with
 exit status 1 and its traceback; the expected per-question failures (the `QuestionFailed` family:
 endpoint errors, unreadable replies, missing fields, the budget) fail only their question."""
 import json
-import sys
+
+from conftest import run_app
 
 from ragexp.components.rerankers import Reranker
 from ragexp.errors import QuestionFailed
@@ -45,45 +46,38 @@ class RerankerWithABug(Reranker):
         return [hits[len(hits)]]  # IndexError: a bug in the component
 
 
-def ragexp(monkeypatch, tmp_path, *args: str) -> int:
-    from ragexp.__main__ import main
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["ragexp", *args, f"hydra.run.dir={tmp_path}/run", f"cache.dir={tmp_path}/cache"])
-    try:
-        main()
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else 1
-    return 0
+def ragexp(tmp_path, *args: str):
+    """`python -m ragexp ARGS` in `tmp_path`, in this process (conftest.run_app): its exit status and output."""
+    return run_app(*args, f"hydra.run.dir={tmp_path}/run", f"cache.dir={tmp_path}/cache", cwd=tmp_path)
 
 
-def test_a_bug_in_the_generator_ends_the_run_with_1_and_its_traceback(monkeypatch, tmp_path, capsys):
-    code = ragexp(monkeypatch, tmp_path, *FAST, f"generator._target_={HERE}.GeneratorWithABug")
-    err = capsys.readouterr().err
+def test_a_bug_in_the_generator_ends_the_run_with_1_and_its_traceback(tmp_path):
+    done = ragexp(tmp_path, *FAST, f"generator._target_={HERE}.GeneratorWithABug")
+    code, err = done.returncode, done.stderr
     assert code == 1
     assert "Traceback" in err and "KeyError: 'missing'" in err and "GeneratorWithABug" in err
     assert not (tmp_path / "run" / "results.json").exists()  # no numbers from a run with a bug
 
 
-def test_a_bug_in_the_judge_ends_the_run_with_1(monkeypatch, tmp_path, capsys):
-    code = ragexp(monkeypatch, tmp_path, *FAST, f"judge._target_={HERE}.JudgeWithABug")
-    err = capsys.readouterr().err
+def test_a_bug_in_the_judge_ends_the_run_with_1(tmp_path):
+    done = ragexp(tmp_path, *FAST, f"judge._target_={HERE}.JudgeWithABug")
+    code, err = done.returncode, done.stderr
     assert code == 1 and "ZeroDivisionError" in err and "Traceback" in err
     assert not (tmp_path / "run" / "results.json").exists()
 
 
-def test_an_expected_failure_fails_its_question_only(monkeypatch, tmp_path, capsys):
-    code = ragexp(monkeypatch, tmp_path, *FAST, f"generator._target_={HERE}.GeneratorWithABug", "+generator.error=expected")
-    out = capsys.readouterr().out
+def test_an_expected_failure_fails_its_question_only(tmp_path):
+    done = ragexp(tmp_path, *FAST, f"generator._target_={HERE}.GeneratorWithABug", "+generator.error=expected")
+    code, out = done.returncode, done.stdout
     assert code == 0  # 1 of 4 failed: within max_failed_share
     [results] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
     assert results["failed_questions"] == 1 and results["total_questions"] == 4
     assert "failed (1): generator: HTTP 503 after 3 attempts" in out
 
 
-def test_a_bug_in_the_reranker_ends_the_run_with_1(monkeypatch, tmp_path, capsys):
-    code = ragexp(monkeypatch, tmp_path, *FAST, f"reranker._target_={HERE}.RerankerWithABug")
-    err = capsys.readouterr().err
+def test_a_bug_in_the_reranker_ends_the_run_with_1(tmp_path):
+    done = ragexp(tmp_path, *FAST, f"reranker._target_={HERE}.RerankerWithABug")
+    code, err = done.returncode, done.stderr
     assert code == 1
     assert "Traceback" in err and "IndexError" in err and "RerankerWithABug" in err
     assert not (tmp_path / "run" / "results.json").exists()

@@ -1,4 +1,4 @@
-"""The exit status a CI can trust (README, "Exit status"), through the real entry point
+"""The exit status a CI can trust (docs/concepts/failures.md), through the real entry point
 (`ragexp.__main__.main`, in this process): 0 success, 2 bad input or config (Hydra's own config
 errors included, and a secret on the command line), 3 quality gate failed, 4 run failed."""
 import sys
