@@ -152,6 +152,79 @@ def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
             "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
 
 
+def rss_mb() -> int:
+    """This process's peak RSS so far (ru_maxrss), MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def part_exact(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
+    """embedder=static and retriever=dense_exact as the pipeline runs them: `index` embeds every
+    chunk (the matrix is the embedder's output), then `queries_n` queries; the peak RSS after each step."""
+    from ragexp.components.embedders import EmbeddingCache
+    from ragexp.components.exact_dense import ExactDenseRetriever
+    from ragexp.components.static_embedder import StaticEmbedder
+
+    chunks = build_corpus(chunks_n)
+    texts, golden = queries()
+    texts, golden = texts[:queries_n], golden[:queries_n]
+    rss_corpus = rss_mb()
+    with EmbeddingCache().building():
+        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+    embedder.embed(["warm up: distil or load the model"])
+    rss_model = rss_mb()
+    load = os.getloadavg()[0]
+    retriever = ExactDenseRetriever(embedder, top_k=5)
+    started, cpu = time.perf_counter(), time.process_time()
+    retriever.index(chunks)
+    index_s, index_cpu = time.perf_counter() - started, time.process_time() - cpu
+    rss_index = rss_mb()
+    started, cpu = time.perf_counter(), time.process_time()
+    results = retriever.search(texts, DEPTH)
+    search_s, search_cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"chunks": len(chunks), "queries": len(texts), "embed_and_index_s": round(index_s, 1),
+            "embed_and_index_cpu_s": round(index_cpu, 1), "search_s": round(search_s, 1),
+            "search_cpu_s": round(search_cpu, 1), "ms_per_query": round(1000 * search_s / len(texts), 1),
+            "hit_at_10": hit_at(results, golden), "matrix_mb": round(retriever.vectors.nbytes / 2**20),
+            "peak_rss_mb_after": {"corpus": rss_corpus, "model": rss_model, "index": rss_index, "search": rss_mb()},
+            "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
+
+
+def part_dense_memory(chunks_n: int, cache_dir: str, retriever_name: str) -> dict:
+    """Where a dense retriever's memory goes, by tracemalloc (Python objects and numpy arrays; MB
+    held after each step, and the highest point within it) on `chunks_n` chunks, 20 queries."""
+    import tracemalloc
+
+    from ragexp.components.embedders import EmbeddingCache
+    from ragexp.components.exact_dense import ExactDenseRetriever
+    from ragexp.components.retrievers import DenseRetriever
+    from ragexp.components.static_embedder import StaticEmbedder
+
+    with EmbeddingCache().building():
+        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+    embedder.embed(["warm up: distil or load the model"])
+    texts = queries()[0][:20]
+    tracemalloc.start()
+    steps: dict = {}
+
+    def step(name: str, work):
+        tracemalloc.reset_peak()
+        value = work()
+        current, peak = tracemalloc.get_traced_memory()
+        steps[name] = {"held_mb": round(current / 2**20), "peak_mb": round(peak / 2**20)}
+        return value
+
+    chunks = step("corpus (Chunk objects)", lambda: build_corpus(chunks_n))
+    if retriever_name == "dense":  # as part_static: the chunks embedded first (the memo), then indexed
+        step("embed (the run's memo)", lambda: embedder.embed([c.text for c in chunks]))
+        retriever = DenseRetriever(embedder, top_k=5)
+    else:
+        retriever = ExactDenseRetriever(embedder, top_k=5)
+    step("index", lambda: retriever.index(chunks))
+    step("20 queries", lambda: retriever.search(texts, DEPTH))
+    tracemalloc.stop()
+    return {"retriever": retriever_name, "chunks": chunks_n, "tracemalloc": steps}
+
+
 def part_minilm(sample: int) -> dict:
     from ragexp.components.embedders import SentenceTransformerEmbedder
 
@@ -168,7 +241,7 @@ def part_minilm(sample: int) -> dict:
             "load_1min_end": round(os.getloadavg()[0], 1)}
 
 
-PARTS = {"bm25s", "rank_bm25", "static", "minilm", "corpus"}
+PARTS = {"bm25s", "rank_bm25", "static", "exact", "dense_memory", "minilm", "corpus"}
 
 
 def child(part: str, *args: str) -> dict:
@@ -239,6 +312,9 @@ def measure(work_dir: Path, args) -> dict:
         "sweep_memory": lambda: sweep_memory(work_dir),
         "static_1e6": lambda: extrapolated(child("static", "--chunks", n, "--queries", str(DENSE_QUERY_SAMPLE),
                                                  "--cache-dir", str(work_dir / "cache"))),
+        "exact_1e6": lambda: child("exact", "--chunks", n, "--queries", "1000", "--cache-dir", str(work_dir / "cache")),
+        "dense_memory_1e5": lambda: {r: child("dense_memory", "--chunks", "100000", "--retriever", r,
+                                              "--cache-dir", str(work_dir / "cache")) for r in ("dense", "dense_exact")},
     }
     figures: dict = {}
     for name, part in plan.items():
@@ -264,12 +340,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--sample", type=int, default=MINILM_SAMPLE)
     parser.add_argument("--cache-dir", default=".ragexp-cache")
+    parser.add_argument("--retriever", choices=["dense", "dense_exact"], default="dense_exact",
+                        help="dense_memory: the retriever whose memory is traced")
     parser.add_argument("--work-dir", type=Path, default=Path("million-work"))
     args = parser.parse_args()
     if args.part in ("bm25s", "rank_bm25"):
         figures = part_bm25(args.part, args.chunks, args.queries)
     elif args.part == "static":
         figures = part_static(args.chunks, args.queries, args.cache_dir)
+    elif args.part == "exact":
+        figures = part_exact(args.chunks, args.queries, args.cache_dir)
+    elif args.part == "dense_memory":
+        figures = part_dense_memory(args.chunks, args.cache_dir, args.retriever)
     elif args.part == "minilm":
         figures = part_minilm(args.sample)
     elif args.part == "sweep_memory":
