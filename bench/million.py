@@ -157,18 +157,22 @@ def rss_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
-def part_exact(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
+def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None = None) -> dict:
     """embedder=static and retriever=dense_exact as the pipeline runs them: `index` embeds every
-    chunk (the matrix is the embedder's output), then `queries_n` queries; the peak RSS after each step."""
+    chunk (the matrix is the embedder's output), then `queries_n` queries; the peak RSS after each
+    step. With `store` (a folder), the run's on-disk embedding store is there, as with the stage
+    cache on: a first run writes every vector to it, a later one reads them instead of embedding."""
     from ragexp.components.embedders import EmbeddingCache
     from ragexp.components.exact_dense import ExactDenseRetriever
     from ragexp.components.static_embedder import StaticEmbedder
+    from ragexp.store.cache import EmbeddingStore
 
     chunks = build_corpus(chunks_n)
     texts, golden = queries()
     texts, golden = texts[:queries_n], golden[:queries_n]
     rss_corpus = rss_mb()
-    with EmbeddingCache().building():
+    embeddings = EmbeddingCache(EmbeddingStore(store) if store else None)
+    with embeddings.building():
         embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
     embedder.embed(["warm up: distil or load the model"])
     rss_model = rss_mb()
@@ -185,6 +189,7 @@ def part_exact(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
             "embed_and_index_cpu_s": round(index_cpu, 1), "search_s": round(search_s, 1),
             "search_cpu_s": round(search_cpu, 1), "ms_per_query": round(1000 * search_s / len(texts), 1),
             "hit_at_10": hit_at(results, golden), "matrix_mb": round(retriever.vectors.nbytes / 2**20),
+            "store": store, "embedded_texts": embeddings.stats["embedded_texts"],
             "peak_rss_mb_after": {"corpus": rss_corpus, "model": rss_model, "index": rss_index, "search": rss_mb()},
             "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
 
@@ -340,6 +345,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--sample", type=int, default=MINILM_SAMPLE)
     parser.add_argument("--cache-dir", default=".ragexp-cache")
+    parser.add_argument("--store", default=None, help="exact: keep the vectors in an embedding store in this folder")
     parser.add_argument("--retriever", choices=["dense", "dense_exact"], default="dense_exact",
                         help="dense_memory: the retriever whose memory is traced")
     parser.add_argument("--work-dir", type=Path, default=Path("million-work"))
@@ -349,7 +355,7 @@ def main() -> None:
     elif args.part == "static":
         figures = part_static(args.chunks, args.queries, args.cache_dir)
     elif args.part == "exact":
-        figures = part_exact(args.chunks, args.queries, args.cache_dir)
+        figures = part_exact(args.chunks, args.queries, args.cache_dir, args.store)
     elif args.part == "dense_memory":
         figures = part_dense_memory(args.chunks, args.cache_dir, args.retriever)
     elif args.part == "minilm":

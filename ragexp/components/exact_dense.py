@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 
 from ragexp.components.retrievers import Retriever, best_first
 from ragexp.errors import RagexpError
@@ -53,4 +52,5 @@ class ExactDenseRetriever(Retriever):
             for row in scores:
                 best = best_first(row, limit)
                 results.append([Hit(self.chunks[i], float(row[i]), rank) for rank, i in enumerate(best, 1)])
+            del scores, row  # freed before the next block is computed: one block of scores in memory, not two
         return results
