@@ -20,6 +20,11 @@ prints one JSON line), so its peak RSS (os.wait4) is that part's alone:
 - static: embedder=static (the pipeline's DenseRetriever in Qdrant local mode) on 10^6 chunks:
   embedding, indexing, and DENSE_QUERY_SAMPLE queries extrapolated to 1,000 (local mode searches
   exhaustively, seconds per query at 10^6; a Qdrant server searches an HNSW graph instead);
+- exact: embedder=static and retriever=dense_exact (the chunk vectors as one matrix) on 10^6 chunks:
+  embedding (= indexing), all 1,000 queries, the peak RSS after each step; `--store DIR` with the
+  run's on-disk embedding store (a first run writes it, a later one reads it);
+- dense_memory: where dense retrieval's memory goes, by tracemalloc, at 10^5 chunks (`--retriever
+  dense|dense_exact`);
 - minilm: MiniLM's texts/s on a sample of MINILM_SAMPLE chunks, extrapolated to 10^6 (said so);
 - sweep_memory: peak RSS of `python -m ragexp -m retriever.top_k=...` with 1 and 3 jobs in one
   process (Hydra's basic launcher), retriever=bm25 and dense: a stage whose memory grows per job shows.

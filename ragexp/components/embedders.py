@@ -100,23 +100,19 @@ class Embedder:
         out: np.ndarray | None = None
         kept: list[str] = []  # texts whose memo entry becomes a row of `out`
 
-        def place(batch: Sequence[str], vectors: np.ndarray | list[np.ndarray]) -> None:
+        def place(batch: Sequence[str], vectors: np.ndarray) -> None:
             nonlocal out
             if out is None:
-                out = np.empty((len(texts), len(vectors[0])), dtype=np.float32)
-            if isinstance(vectors, np.ndarray):
-                out[[row[t] for t in batch]] = vectors
-            else:  # one stored vector at a time: no second copy of them all on the way
-                for text, vector in zip(batch, vectors):
-                    out[row[text]] = vector
+                out = np.empty((len(texts), vectors.shape[-1]), dtype=np.float32)
+            out[[row[t] for t in batch]] = vectors
             kept.extend(batch)
 
         if missing and store is not None:
-            stored = store.get(key, missing)
-            if stored:
-                place(list(stored), list(stored.values()))
-                missing = [t for t in missing if t not in stored]
-            del stored  # the stored blobs: their vectors are rows of `out` now
+            for text, vector in store.stored(key, missing):  # copied into `out` as read: never all held twice
+                place([text], vector)
+            if kept:
+                found = set(kept)
+                missing = [t for t in missing if t not in found]
         missing.sort(key=len, reverse=True)  # longest first: batches of similar length waste the least padding
         for start in progress(range(0, len(missing), self.batch_size), desc=f"embedding ({self.name})",
                               total=-(-len(missing) // self.batch_size)):

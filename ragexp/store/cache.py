@@ -27,7 +27,7 @@ import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -207,9 +207,13 @@ class EmbeddingStore:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
+        return dict(self.stored(model, texts))
+
+    def stored(self, model: str, texts: Sequence[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """(text, vector) of the `texts` the store holds, as they are read (500 texts per query),
+        so a caller can copy a million vectors where they belong without holding them all twice."""
         if not self.usable:
-            return found
+            return
         by_sha = {self.sha(t): t for t in texts}
         shas = list(by_sha)
         try:
@@ -218,14 +222,13 @@ class EmbeddingStore:
                 rows = self.db().execute(
                     f"SELECT text_sha, vector FROM vectors WHERE model = ? AND text_sha IN ({','.join('?' * len(batch))})",
                     [model, *batch],
-                )
+                ).fetchall()
                 for sha, blob in rows:
                     vector = vector_of(blob)
                     if vector is not None and sha in by_sha:
-                        found[by_sha[sha]] = vector
+                        yield by_sha[sha], vector
         except (sqlite3.Error, OSError) as err:
             self.bypass(err)
-        return found
 
     def put(self, model: str, texts: Sequence[str], vectors: np.ndarray) -> None:
         if not self.usable:
