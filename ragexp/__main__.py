@@ -14,9 +14,9 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from ragexp.run.swept_groups import under_swept_groups
+    from ragexp.run.overrides import for_hydra
 
-    sys.argv[1:] = under_swept_groups(sys.argv[1:])  # -m judge=llm,triad judge.endpoint.base_url=URL
+    sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
 
     @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
     def evaluate(cfg: DictConfig) -> float | None:

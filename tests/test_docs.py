@@ -77,7 +77,12 @@ def test_every_documented_command_line_is_accepted(page, command):
 
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            compose(config_name=HYDRA_COMMANDS[module], overrides=first_values(args))
+            overrides = first_values(args)
+            if module == "ragexp":  # as python -m ragexp spells them for Hydra (system.params.NAME=...)
+                from ragexp.run.overrides import with_user_params
+
+                overrides = with_user_params(overrides)
+            compose(config_name=HYDRA_COMMANDS[module], overrides=overrides)
         return
     tool = importlib.import_module(f"{module}.__main__" if (ROOT / module.replace(".", "/")).is_dir() else module)
     if hasattr(tool, "parser"):
