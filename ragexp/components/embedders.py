@@ -109,7 +109,11 @@ class Embedder:
 
         if missing and store is not None:
             for text, vector in store.stored(key, missing):  # copied into `out` as read: never all held twice
-                place([text], vector)
+                if out is None:
+                    place([text], vector)
+                else:
+                    out[row[text]] = vector
+                    kept.append(text)
             if kept:
                 found = set(kept)
                 missing = [t for t in missing if t not in found]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-
 from ragexp.components.retrievers import Retriever, best_first
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
