@@ -25,6 +25,8 @@ prints one JSON line), so its peak RSS (os.wait4) is that part's alone:
   run's on-disk embedding store (a first run writes it, a later one reads it);
 - dense_memory: where dense retrieval's memory goes, by tracemalloc, at 10^5 chunks (`--retriever
   dense|dense_exact`);
+- app: the whole `python -m ragexp` run with retriever=dense_exact and embedder=static on 10^6
+  documents and 1,000 questions (stage cache on, offline generator and judge): peak RSS, stage times;
 - minilm: MiniLM's texts/s on a sample of MINILM_SAMPLE chunks, extrapolated to 10^6 (said so);
 - sweep_memory: peak RSS of `python -m ragexp -m retriever.top_k=...` with 1 and 3 jobs in one
   process (Hydra's basic launcher), retriever=bm25 and dense: a stage whose memory grows per job shows.
@@ -276,19 +278,47 @@ def peak_rss_child(argv: list[str], cwd: Path) -> tuple[int, float, str]:
     return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err
 
 
-def sweep_memory(work_dir: Path, chunks_n: int = 30_000, jobs: tuple[int, ...] = (1, 3)) -> dict:
-    """Peak RSS of sweeps of 1 and 3 jobs in one process (Hydra's basic launcher runs them one
-    after the other in the same process), for retriever=bm25 and retriever=dense (embedder=hash),
-    stage cache off so every job does all its stages; 50 questions, `chunks_n` documents."""
-    folder = work_dir / "corpus"
+def write_dataset(folder: Path, chunks_n: int, questions_n: int) -> None:
+    """The corpus (one document per chunk of `build_corpus`) and `questions_n` questions as dataset=jsonl reads them."""
     folder.mkdir(parents=True, exist_ok=True)
     texts, golden = queries()
     with open(folder / "corpus.jsonl", "w") as out:
         for c in build_corpus(chunks_n):
             out.write(json.dumps({"doc_id": c.doc_id, "text": c.text}) + "\n")
     with open(folder / "questions.jsonl", "w") as out:
-        for i, (text, gold) in enumerate(zip(texts[:50], golden[:50])):
+        for i, (text, gold) in enumerate(zip(texts[:questions_n], golden[:questions_n])):
             out.write(json.dumps({"id": f"q{i}", "question": text, "answer": "x", "golden_docs": sorted(gold)}) + "\n")
+
+
+def app_run(work_dir: Path, chunks_n: int, questions_n: int, cache_dir: str) -> dict:
+    """The whole `python -m ragexp` run with retriever=dense_exact and embedder=static on `chunks_n`
+    documents of one chunk each and `questions_n` questions (dataset=jsonl, the stage cache on in a
+    fresh folder, the extractive generator, the offline judge with embedder@scoring_embedder=hash):
+    its peak RSS (os.wait4) and the stage times it logs in its run folder."""
+    folder = work_dir / f"app-{chunks_n}"
+    if not (folder / "questions.jsonl").exists():
+        write_dataset(folder, chunks_n, questions_n)
+    run_dir, stage_cache = work_dir / f"app-run-{chunks_n}", work_dir / f"app-cache-{chunks_n}"
+    argv = [sys.executable, "-m", "ragexp", "dataset=jsonl", f"dataset.path={folder}", "retriever=dense_exact",
+            "embedder=static", f"embedder.model_dir={Path(cache_dir).resolve() / 'models'}",
+            "embedder@scoring_embedder=hash", "tracker=none", f"cache.dir={stage_cache}", f"hydra.run.dir={run_dir}"]
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    code, rss, err = peak_rss_child(argv, work_dir)
+    if code != 0:
+        raise SystemExit(f"bench million: the app run failed ({code}):\n{err[-3000:]}")
+    run = json.loads((run_dir / "run.json").read_text())
+    return {"documents": chunks_n, "questions": questions_n, "peak_rss_mb": round(rss),
+            "wall_s": round(time.perf_counter() - started, 1), "timings_s": run.get("timings_s"), "work": run.get("work"),
+            "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
+
+
+def sweep_memory(work_dir: Path, chunks_n: int = 30_000, jobs: tuple[int, ...] = (1, 3)) -> dict:
+    """Peak RSS of sweeps of 1 and 3 jobs in one process (Hydra's basic launcher runs them one
+    after the other in the same process), for retriever=bm25 and retriever=dense (embedder=hash),
+    stage cache off so every job does all its stages; 50 questions, `chunks_n` documents."""
+    folder = work_dir / "corpus"
+    write_dataset(folder, chunks_n, 50)
     figures: dict = {"documents": chunks_n, "questions": 50}
     for retriever in ("bm25", "dense"):
         for n in jobs:
@@ -345,7 +375,7 @@ def extrapolated(figures: dict, to: int = 1000) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=sorted(PARTS | {"sweep_memory", "all"}))
+    parser.add_argument("part", choices=sorted(PARTS | {"sweep_memory", "app", "all"}))
     parser.add_argument("--chunks", type=int, default=MILLION)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--sample", type=int, default=MINILM_SAMPLE)
@@ -367,6 +397,8 @@ def main() -> None:
         figures = part_minilm(args.sample)
     elif args.part == "sweep_memory":
         figures = sweep_memory(args.work_dir)
+    elif args.part == "app":
+        figures = app_run(args.work_dir, args.chunks, args.queries, args.cache_dir)
     elif args.part == "all":
         figures = measure(args.work_dir, None)
     else:
