@@ -78,6 +78,20 @@ def decode(data: Any) -> Any:
     raise Unreadable(f"unknown data {json.dumps(data)[:60]}")
 
 
+def entry_pieces(stage: str, key: str, value: Any) -> Iterator[bytes]:
+    """A cache entry's JSON, {"format", "stage", "key", "value"}, in pieces: a list value one
+    element at a time, so a stage output of 10^6 chunks is never held as one encoded tree and one
+    string (at 10^6 chunks that was ~4 GB on top of the chunks, a whole run's peak memory)."""
+    head = {"format": FORMAT, "stage": stage, "key": key}
+    if not isinstance(value, (list, tuple)):
+        yield json.dumps({**head, "value": encode(value)}, ensure_ascii=False).encode()
+        return
+    yield json.dumps(head, ensure_ascii=False)[:-1].encode() + b', "value": ['
+    for i, item in enumerate(value):
+        yield (b", " if i else b"") + json.dumps(encode(item), ensure_ascii=False).encode()
+    yield b"]}"
+
+
 class StageCache:
     """Stage outputs as JSON under `<dir>/<stage>/<key[:2]>/<key>.json`. Counts hits and misses
     per stage (`stats`: `<stage>_cached`, `<stage>_computed`, and `<stage>_unreadable` for entries
@@ -140,14 +154,13 @@ class StageCache:
         if not (self.enabled and self.writable):
             return
         path = self.path(stage, key)
-        data = json.dumps({"format": FORMAT, "stage": stage, "key": key, "value": encode(value)},
-                          ensure_ascii=False).encode()
         tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
                 tmp = file.name
-                file.write(data)
+                for piece in entry_pieces(stage, key, value):
+                    file.write(piece)
             os.replace(tmp, path)
             tmp = None
         except OSError as err:
