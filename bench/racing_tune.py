@@ -61,7 +61,9 @@ def full(work: Path) -> None:
 
 def race(work: Path, grid: str, judge: str, settings: list[str]) -> dict:
     values, base, n = GRIDS[grid]
-    name = f"{grid}-{judge}-race-{abs(hash(tuple(settings))) % 10**6}"
+    import hashlib
+
+    name = f"{grid}-{judge}-race-{hashlib.sha256(repr(settings).encode()).hexdigest()[:8]}"
     result = bench.side(work, name, JUDGES[judge], racing=True, questions=n, grid=values, base=base, latency=LATENCY,
                         race_settings=settings)
     print(json.dumps(result), flush=True)
@@ -115,7 +117,8 @@ def replay(runs, names, keys, questions, rounds, min_questions=20, alpha=0.05, s
         if index == len(sizes):
             break
         ran = {c: subset(runs[c], chosen) for c in survivors}
-        decisions = decide(ran, {c: names[c] for c in ran}, "overall_score", alpha=look_level(alpha, sizes, options),
+        decisions = decide(ran, {c: names[c] for c in ran}, "overall_score",
+                           alpha=look_level(alpha, sizes, len(runs) - 1, options),
                            **race_options(options, index, sizes, len(ran)))
         dropped.append(sum(d.verdict == DROPPED for d in decisions))
         survivors = [d.config for d in decisions if d.verdict != DROPPED]
@@ -124,12 +127,12 @@ def replay(runs, names, keys, questions, rounds, min_questions=20, alpha=0.05, s
             "evaluations": sum(reached.values()), "judgements": len(judged)}
 
 
-def look_level(alpha: float, sizes: list[int], options: dict) -> float:
-    """`control`: "round" (each round at alpha, the old race) or "race" (every round at the level that
-    keeps the whole race at alpha: ragexp.racing.sequential)."""
+def look_level(alpha: float, sizes: list[int], comparisons: int, options: dict) -> float:
+    """`control`: "round" (each round at alpha) or "race" (every round at the level that keeps the
+    whole race at alpha: ragexp.racing.plan.Plan.round_alpha)."""
     from ragexp.racing.sequential import round_level
 
-    return round_level(tuple(sizes[:-1]), alpha) if options.get("control") == "race" else alpha
+    return round_level(tuple(sizes[:-1]), alpha, comparisons) if options.get("control") == "race" else alpha
 
 
 def race_options(options: dict, index: int, sizes: list[int], configurations: int) -> dict:
