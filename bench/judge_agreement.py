@@ -5,6 +5,9 @@ Per labelled set, on its held-out part (nothing was tuned on it): ROC AUC of the
 score (people's "fully supported" as the positive class), balanced accuracy and false-alarm rate
 (share of the supported items flagged) of the hallucination flag, for
 - the offline judge (ragexp.judges.offline, MiniLM as in a default run);
+- judge=offline_learned (ragexp.judges.learned): its learned verifier with the shipped threshold,
+  and with a threshold fitted on the set's own tuning part (what `calibrate --outputs` does on a
+  user's labelled answers of one kind);
 - judge=llm and judge=triad against the local OpenAI-protocol server (tests/openai_server.py)
   whose scripted replies repeat the people's verdict: a figure below 1 there means the request
   path or the reply parser lost or garbled a verdict on real texts, not anything about an LLM.
@@ -18,6 +21,7 @@ source document, so both parts never share one): TUNE_SHARE of the groups tune.
 
     python bench/run.py judge_agreement          # the figures, into bench/results.json
     python bench/judge_agreement.py tune         # the grid of offline-judge settings on the tuning part
+    python bench/judge_agreement.py learn        # fit the learned verifier on the tuning parts (the shipped JSON)
     python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
     python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
 """
@@ -264,6 +268,14 @@ def offline_verdicts(judge, items: Iterable[Item]) -> list[tuple[float, bool]]:
     return verdicts
 
 
+def learned_probabilities(judge, items: Iterable[Item]) -> list[float]:
+    """judge=offline_learned's hallucination_probability of each item."""
+    from ragexp.types import Answer, Question
+
+    return [judge.judge(Question(item.id, item.question, ()), hits_of(item), Answer(item.answer))
+            .scores["hallucination_probability"] for item in items]
+
+
 def scoring_embedder(path: Path | None = None) -> Memo:
     """MiniLM, the default scoring embedder of a run (conf/embedder/minilm.yaml)."""
     try:
@@ -413,8 +425,15 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
         entry["offline"]["seconds"] = round(time.perf_counter() - started, 1)
         if learned is not None:
             started = time.perf_counter()
-            entry["offline_learned"] = figures(offline_verdicts(learned, chosen), chosen)
+            probability = learned_probabilities(learned, chosen)
+            entry["offline_learned"] = figures([(1 - p, p > learned.hallucination_threshold) for p in probability], chosen)
             entry["offline_learned"]["seconds"] = round(time.perf_counter() - started, 1)
+            if part == "heldout":  # the threshold a user would fit on labelled answers of this kind (calibrate --outputs)
+                tuning = capped([item for item in items if item.part == "tune"], limit)
+                fitted, _ = best_threshold(np.array(learned_probabilities(learned, tuning)),
+                                           np.array([not i.supported for i in tuning]), np.array([name] * len(tuning)))
+                entry["offline_learned_set_threshold"] = {
+                    **figures([(1 - p, p > fitted) for p in probability], chosen), "threshold": fitted}
         embedder.save()
         if llm:
             for option in ("llm", "triad"):
@@ -497,7 +516,7 @@ def feature_table(sources_dir: Path, part: str, vectors: Path | None = None, lim
     return table
 
 
-LEARN_C = (0.01, 0.1, 1.0)  # the logistic model's inverse regularisation strengths tried on the tuning part
+LEARN_C = (0.01, 0.1, 1.0, 10.0)  # the logistic model's inverse regularisation strengths tried on the tuning part
 THRESHOLDS = tuple(round(t, 2) for t in np.linspace(0.05, 0.95, 91))
 
 
@@ -512,7 +531,8 @@ def best_threshold(probability: np.ndarray, unsupported: np.ndarray, sets: np.nd
 
 def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
     """The verifier fitted on the pooled tuning items of `table` (see feature_table): standardised
-    features, a logistic model (sklearn) whose C is chosen from LEARN_C and whose threshold is chosen
+    features, a logistic model (sklearn) with every set and class weighing the same, whose C is
+    chosen from LEARN_C and whose threshold is chosen
     by grouped cross-validation on the same tuning items (out-of-fold probabilities, the best mean
     balanced accuracy over the sets); then refitted on all of them. Returns the model as JSON (for
     ragexp.judges.verifier.Verifier) and what cross-validation saw."""
@@ -531,7 +551,11 @@ def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
     def fit(train: np.ndarray, c: float):
         mean, scale = x[train].mean(0), x[train].std(0)
         scale[scale < 1e-9] = 1.0
-        model = LogisticRegression(C=c, max_iter=5000).fit((x[train] - mean) / scale, unsupported[train])
+        # every set and class weighs the same, as in the criterion (the mean of per-set balanced accuracies)
+        cells = Counter(zip(sets[train], unsupported[train]))
+        weight = np.array([1.0 / cells[(s, u)] for s, u in zip(sets[train], unsupported[train])])
+        model = LogisticRegression(C=c, max_iter=5000).fit((x[train] - mean) / scale, unsupported[train],
+                                                           sample_weight=weight * len(weight) / weight.sum())
         return mean, scale, model
 
     seen = {}
@@ -548,7 +572,7 @@ def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
     mean, scale, model = fit(np.arange(len(rows)), c)
     about = {"fitted_on": {s: int((sets == s).sum()) for s in table}, "C": c, "folds": folds,
              "threshold_from": "out-of-fold probabilities on the tuning part (bench/judge_agreement.py learn)",
-             "embedder": "minilm"}
+             "embedder": "minilm", "weighting": "each set and class equally"}
     verifier = Verifier(names, mean, scale, model.coef_[0], float(model.intercept_[0]), seen[c]["threshold"], about)
     return verifier.to_json(), {"chosen_C": c, "cross_validation": {str(k): v for k, v in seen.items()}}
 
@@ -594,7 +618,7 @@ def markdown(after: dict, before: dict | None = None) -> str:
         if "missing" in entry:
             lines.append(f"| {name} | missing: {entry['missing']} | | | | | |")
             continue
-        for judge in ("offline", "offline_learned", "llm", "triad"):
+        for judge in ("offline", "offline_learned", "offline_learned_set_threshold", "llm", "triad"):
             if judge not in entry:
                 continue
             now = entry[judge]

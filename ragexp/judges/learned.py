@@ -47,7 +47,7 @@ class LearnedOfflineJudge(OfflineJudge):
     MiniLM as the scoring embedder: another embedder gives other cosines, so refit for it).
     """
 
-    metrics = OfflineJudge.metrics + ("hallucination_probability",)
+    metrics: tuple[str, ...] = OfflineJudge.metrics + ("hallucination_probability",)
     scales = {**OfflineJudge.scales, "hallucination_probability": (0.0, 1.0)}
     verdict_settings = {"hallucination": ("hallucination_probability", "hallucination_threshold")}
 

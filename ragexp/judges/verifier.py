@@ -43,7 +43,7 @@ class ContextIndex:
     tokens: frozenset[str]
 
     @classmethod
-    def of(cls, passages: Sequence[str]) -> "ContextIndex":
+    def of(cls, passages: Sequence[str]) -> ContextIndex:
         from ragexp.judges.offline import numbers
 
         text = "\n".join(passages)
@@ -115,7 +115,7 @@ class Verifier:
                 "bias": round(self.bias, 6), "threshold": round(self.threshold, 4), "about": self.about}
 
     @classmethod
-    def load(cls, path: str | Path, setting: str = "judge.weights") -> "Verifier":
+    def load(cls, path: str | Path, setting: str = "judge.weights") -> Verifier:
         """The model in `path` (plain JSON), checked: a RagexpError naming the setting and the file
         when it is missing, not JSON, or not a logistic model over the features computed here."""
         where = f"{setting}: {path}"
