@@ -500,12 +500,13 @@ def item_features(judge, item: Item) -> dict[str, float]:
     return verifier_features(judge, item.passages, sentences, item.answer, c, a)
 
 
-def feature_table(sources_dir: Path, part: str, vectors: Path | None = None, limit: int | None = None) -> dict:
-    """Per set: the items of `part` and their verifier features, {set: (items, [features])}."""
+def feature_table(sources_dir: Path, part: str, vectors: Path | None = None, limit: int | None = None,
+                  sets: Sequence[str] = tuple(SOURCES)) -> dict:
+    """Per set of `sets`: the items of `part` and their verifier features, {set: (items, [features])}."""
     embedder = scoring_embedder(vectors)
     judge = offline_judge(embedder)
     table = {}
-    for name in SOURCES:
+    for name in sets:
         items = load_set(name, sources_dir)
         if not items:
             continue
@@ -642,6 +643,8 @@ def main() -> None:
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
     parser.add_argument("--limit", type=int, help="at most this many items per set and part (the same ones every time)")
     parser.add_argument("--vectors", type=Path, help="an .npz file keeping MiniLM's vectors between runs")
+    parser.add_argument("--sets", help="learn: fit on the tuning parts of these sets only (comma-separated; "
+                        "default: all), e.g. to measure a set the verifier never saw")
     parser.add_argument("--weights", type=Path, help="learn: where to write the verifier (default: the shipped file); "
                         "figures: the verifier judge=offline_learned reads (default: the shipped file)")
     args = parser.parse_args()
@@ -651,7 +654,11 @@ def main() -> None:
     elif args.command == "learn":
         from ragexp.judges.verifier import SHIPPED
 
-        model, seen = learn(feature_table(sources_dir_of(args), "tune", args.vectors, args.limit))
+        chosen = args.sets.split(",") if args.sets else list(SOURCES)
+        unknown = sorted(set(chosen) - set(SOURCES))
+        if unknown:
+            parser.error(f"--sets: no set {', '.join(unknown)} (the sets: {', '.join(SOURCES)})")
+        model, seen = learn(feature_table(sources_dir_of(args), "tune", args.vectors, args.limit, chosen))
         target = args.weights or SHIPPED
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(model, indent=1) + "\n")
