@@ -530,17 +530,39 @@ def best_threshold(probability: np.ndarray, unsupported: np.ndarray, sets: np.nd
     return best, mean_balanced(best)
 
 
+def monotone_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, c: float,
+                      support: Sequence[bool]) -> tuple[np.ndarray, float]:
+    """A weighted logistic regression with an L2 penalty (1 / 2C) on its weights, fitted by
+    L-BFGS-B with the weight of every `support` feature at most 0: more support never raises the
+    probability of "not supported". Returns (weights, bias)."""
+    from scipy.optimize import minimize
+
+    y = y.astype(float)
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:-1], theta[-1]
+        z = b + x @ w
+        p = 1.0 / (1.0 + np.exp(-z))
+        value = float(np.sum(weight * (np.logaddexp(0.0, z) - y * z)) + w @ w / (2 * c))
+        residual = weight * (p - y)
+        return value, np.append(x.T @ residual + w / c, residual.sum())
+
+    bounds = [(None, 0.0) if s else (None, None) for s in support] + [(None, None)]
+    found = minimize(loss, np.zeros(x.shape[1] + 1), jac=True, method="L-BFGS-B", bounds=bounds,
+                     options={"maxiter": 5000})
+    return found.x[:-1], float(found.x[-1])
+
+
 def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
     """The verifier fitted on the pooled tuning items of `table` (see feature_table): standardised
-    features, a logistic model (sklearn) with every set and class weighing the same, whose C is
-    chosen from LEARN_C and whose threshold is chosen
+    features, a logistic model with every set and class weighing the same and monotone in the
+    support features (`monotone_logistic`), whose C is chosen from LEARN_C and whose threshold is chosen
     by grouped cross-validation on the same tuning items (out-of-fold probabilities, the best mean
     balanced accuracy over the sets); then refitted on all of them. Returns the model as JSON (for
     ragexp.judges.verifier.Verifier) and what cross-validation saw."""
-    from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold
 
-    from ragexp.judges.verifier import Verifier
+    from ragexp.judges.verifier import SUPPORT_FEATURES, Verifier
 
     rows = [(name, item, f) for name, (items, features) in table.items() for item, f in zip(items, features)]
     names = tuple(rows[0][2])
@@ -555,26 +577,30 @@ def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
         # every set and class weighs the same, as in the criterion (the mean of per-set balanced accuracies)
         cells = Counter(zip(sets[train], unsupported[train]))
         weight = np.array([1.0 / cells[(s, u)] for s, u in zip(sets[train], unsupported[train])])
-        model = LogisticRegression(C=c, max_iter=5000).fit((x[train] - mean) / scale, unsupported[train],
-                                                           sample_weight=weight * len(weight) / weight.sum())
-        return mean, scale, model
+        w, b = monotone_logistic((x[train] - mean) / scale, unsupported[train], weight * len(weight) / weight.sum(),
+                                 c, [n in SUPPORT_FEATURES for n in names])
+        return mean, scale, w, b
+
+    def predict(model, rows: np.ndarray) -> np.ndarray:
+        mean, scale, w, b = model
+        return 1.0 / (1.0 + np.exp(-(b + ((x[rows] - mean) / scale) @ w)))
 
     seen = {}
     for c in LEARN_C:
         out_of_fold = np.zeros(len(rows))
         for train, test in GroupKFold(folds).split(x, unsupported, groups):
-            mean, scale, model = fit(train, c)
-            out_of_fold[test] = model.predict_proba((x[test] - mean) / scale)[:, 1]
+            out_of_fold[test] = predict(fit(train, c), test)
         threshold, balanced = best_threshold(out_of_fold, unsupported, sets)
         per_set = {s: figures([(1 - p, p > threshold) for p in out_of_fold[sets == s]],
                               [item for name, item, _ in rows if name == s]) for s in table}
         seen[c] = {"threshold": float(threshold), "mean_balanced_accuracy": round(float(balanced), 3), "sets": per_set}
     c = max(LEARN_C, key=lambda k: (seen[k]["mean_balanced_accuracy"], -k))  # ties: the stronger regularisation
-    mean, scale, model = fit(np.arange(len(rows)), c)
+    mean, scale, w, b = fit(np.arange(len(rows)), c)
     about = {"fitted_on": {s: int((sets == s).sum()) for s in table}, "C": c, "folds": folds,
              "threshold_from": "out-of-fold probabilities on the tuning part (bench/judge_agreement.py learn)",
-             "embedder": "minilm", "weighting": "each set and class equally"}
-    verifier = Verifier(names, mean, scale, model.coef_[0], float(model.intercept_[0]), seen[c]["threshold"], about)
+             "embedder": "minilm", "weighting": "each set and class equally",
+             "monotone": "weights of the support features at most 0"}
+    verifier = Verifier(names, mean, scale, w, b, seen[c]["threshold"], about)
     return verifier.to_json(), {"chosen_C": c, "cross_validation": {str(k): v for k, v in seen.items()}}
 
 

@@ -105,3 +105,21 @@ def test_the_app_runs_the_option_and_refuses_a_missing_weights_file(tmp_path):
     bad = run_app("judge=offline_learned", f"judge.weights={missing}", *common, "hydra.run.dir=bad", cwd=tmp_path)
     assert bad.returncode == 2
     assert f"judge.weights: {missing} does not exist" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_calibrate_fits_the_threshold_and_prints_it_as_an_override(tmp_path):
+    """Answers with 0-4 invented sentences of 4, people calling 2 or more a hallucination: calibrate
+    --outputs judges them with judge=offline_learned and prints judge.hallucination_threshold=..., a
+    threshold on hallucination_probability that separates the held-out rows as well."""
+    from test_calibrate_outputs import calibrate, labelled_outputs
+
+    path = labelled_outputs(tmp_path / "labelled.jsonl")
+    proc = calibrate("--outputs", str(path), "judge=offline_learned", "embedder@scoring_embedder=hash", "--out", "report",
+                     "--resamples", "50", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    override = proc.stdout.rstrip().splitlines()[-1]
+    assert override.startswith("judge.hallucination_threshold=")
+    threshold = float(override.split("=")[1])
+    [verdict] = json.loads((tmp_path / "report" / "calibration.json").read_text())["yes_no"]
+    assert verdict["current"] == Verifier.load(SHIPPED).threshold and 0 <= threshold <= 1
+    assert verdict["roc_auc"]["hallucination_probability"] > 0.9 and verdict["held_out_balanced_accuracy"] >= 0.8

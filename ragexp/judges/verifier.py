@@ -29,6 +29,10 @@ CLAIM_SIGNALS = ("verbatim", "cosine_stating", "cosine_any", "overlap_stating", 
                  "anchor_cover", "anchors_in_one", "claim_words")
 
 
+# the answer features where a higher value means more support: the model's weight on each is at most 0
+SUPPORT_FEATURES = frozenset(f"{agg}_{s}" for s in CLAIM_SIGNALS if s != "claim_words" for agg in ("min", "mean"))
+
+
 def bigrams(text: str) -> set[tuple[str, str]]:
     tokens = _TOKEN.findall(text.lower())
     return set(zip(tokens, tokens[1:]))
@@ -55,10 +59,14 @@ def claim_signals(sentence: str, vector: np.ndarray, evidence, c: np.ndarray, in
     """One claim's signals (see CLAIM_SIGNALS): `evidence` is the offline judge's ClaimEvidence for it
     (verbatim, best cosine with a sentence of a passage stating its numbers and names, content-word
     overlap with such a passage); the rest look at the whole context: best cosine with any sentence,
-    shares of its content words, word pairs and numbers-and-names found anywhere in it."""
+    shares of its content words, word pairs and numbers-and-names found anywhere in it. A verbatim
+    claim (text of one passage that states its numbers) has the strongest support by definition:
+    every signal but its length is 1, whatever the name heuristics of `anchors` make of it."""
     from ragexp.judges.offline import anchors
 
     claim_words = set(words(sentence))
+    if evidence.verbatim:
+        return {**{s: 1.0 for s in CLAIM_SIGNALS}, "claim_words": float(len(claim_words))}
     pairs = bigrams(sentence)
     stated = anchors(sentence)
     return {
