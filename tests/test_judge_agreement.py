@@ -89,3 +89,18 @@ def test_learn_fits_a_verifier_the_judge_loads_from_the_features_that_tell_the_c
     assert all(v["mean_balanced_accuracy"] > 0.9 for v in seen["cross_validation"].values())
     low, high = ({**{k: 0.0 for k in names}, "min_cosine_any": c} for c in (0.4, 0.8))
     assert verifier.probability(low) > verifier.threshold > verifier.probability(high)
+
+
+def test_the_monotone_fit_never_lets_more_support_raise_the_probability():
+    """The same column, once as a support feature and once as a free one, where a higher value goes
+    with unsupported answers: the free copy gets a positive weight, the support feature's stays at 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    y = rng.random(400) < 0.5
+    column = y + rng.normal(0, 0.5, 400)
+    x = np.stack([column, column.copy()], axis=1)
+    w, _ = ja.monotone_logistic(x, y, np.ones(400), 1.0, [True, False])
+    assert w[0] == 0.0 and w[1] > 1.0
+    free, _ = ja.monotone_logistic(x, y, np.ones(400), 1.0, [False, False])
+    assert free[0] > 0.5  # unconstrained, the same column would have weighed in

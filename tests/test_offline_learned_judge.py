@@ -10,7 +10,7 @@ from conftest import HASH, run_app
 from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
 from ragexp.judges.learned import LearnedOfflineJudge
-from ragexp.judges.verifier import SHIPPED, Verifier, answer_features
+from ragexp.judges.verifier import SHIPPED, SUPPORT_FEATURES, Verifier, answer_features
 from ragexp.types import Answer, Chunk, Hit, Question
 
 QUARRY = [Hit(Chunk("quarry#0", "quarry", "The Quarry server listens on port 7400 by default. It is written in Go. "
@@ -32,6 +32,21 @@ def test_the_shipped_weights_load_and_use_only_features_computed_here():
     verifier = Verifier.load(SHIPPED)
     assert set(verifier.features) <= set(answer_features([], "")) and len(verifier.features) == len(verifier.weights)
     assert 0 < verifier.threshold < 1 and verifier.about["fitted_on"]  # fitted on the tuning parts, named in the file
+    # monotone: no support feature (cosines, shares of words found, verbatim) raises the probability of a hallucination
+    assert all(w <= 0 for name, w in zip(verifier.features, verifier.weights) if name in SUPPORT_FEATURES)
+
+
+def test_each_invented_sentence_raises_the_probability_of_a_hallucination():
+    """Answers of four sentences, 0 to 4 of them invented (the rest verbatim from the context): the
+    shipped verifier's probability rises with every invented sentence (hash vectors: lexical)."""
+    from test_calibrate_outputs import CONTEXT, INVENTED
+
+    judge = LearnedOfflineJudge(HashEmbedder())
+    context = [s.format(name="Quarry", port=7400) for s in CONTEXT]
+    hits = [Hit(Chunk("quarry#0", "quarry", " ".join(context)), 1.0, 1)]
+    p = [judge.judge(PORT, hits, Answer(" ".join(context[: 4 - n] + INVENTED[:n]))).scores["hallucination_probability"]
+         for n in range(5)]
+    assert p == sorted(p) and len(set(p)) == 5, p
 
 
 @pytest.mark.parametrize("content, problem", [
