@@ -364,7 +364,7 @@ def test_llm_judges_over_recorded_outputs_judge_the_unreferenced_without_a_refer
     endpoint = [f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}"]
     results = {}
     for judge in ("llm", "triad"):
-        proc = run_app(f"judge={judge}", *(["weights=triad"] if judge == "triad" else []), "dataset=outputs",
+        proc = run_app(f"judge={judge}", "dataset=outputs",
                        f"dataset.path={RECORDED}", SCORING, *endpoint, "tracker=none", f"run_name={judge}",
                        cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
         assert proc.returncode == 0, proc.stderr
@@ -388,8 +388,7 @@ def test_a_judge_sweep_over_recorded_outputs_is_one_child_run_per_judge(tmp_path
     # the endpoint settings are spelled as for one judge, though the sweep first composes the default judge
     proc = run_app("-m", "judge=llm,triad", f"judge.endpoint.base_url={server.base_url}",
                    f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "dataset=outputs", f"dataset.path={recorded}", SCORING,
-                   # weights both judges produce (weights=default needs the single-call judge's answer_similarity)
-                   "weights=triad", "~weights.answer_relevance", "weights.context_relevance=0.5",
+                   # no weights given: each judge weighs its own metrics (judge=triad brings weights=triad)
                    cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
     assert proc.returncode == 0, proc.stderr
     client, runs = mlflow_runs(tmp_path)
@@ -400,6 +399,8 @@ def test_a_judge_sweep_over_recorded_outputs_is_one_child_run_per_judge(tmp_path
     assert {point: r["judge"] for point, r in sweep.items()} == {"judge=llm": "llm-gpt-4o-mini",
                                                                  "judge=triad": "triad-gpt-4o-mini"}
     assert "avg_answer_similarity" in sweep["judge=llm"] and "avg_answer_relevance" in sweep["judge=triad"]
+    # each overall_score is its own judge's composite: the triad's on 0-1, the single-call judge's on 1-10
+    assert 0 <= sweep["judge=triad"]["overall_score"] <= 1 and "overall_score" in sweep["judge=llm"]
 
 
 def test_only_plain_settings_under_a_group_swept_by_choices_are_forced():
