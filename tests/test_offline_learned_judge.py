@@ -84,6 +84,8 @@ def test_the_flag_and_faithfulness_follow_the_verifier_and_its_threshold(tmp_pat
     good, bad = (judge.judge(PORT, QUARRY, Answer(a)) for a in (SUPPORTED, FABRICATED))
     assert good.scores["hallucination_probability"] < 0.5 < bad.scores["hallucination_probability"]
     assert not good.hallucination and bad.hallucination and "verifier:" in bad.reasoning
+    # the rule's own verdict is not stated beside the verifier's: one verdict, the one the flag follows
+    assert "hallucination" not in good.reasoning and bad.reasoning.count("hallucination") == 1
     for j in (good, bad):
         assert j.scores["faithfulness"] == pytest.approx(1 + 9 * (1 - j.scores["hallucination_probability"]), abs=1e-3)
     never = LearnedOfflineJudge(HashEmbedder(), weights=str(path), hallucination_threshold=1.0)
@@ -138,3 +140,17 @@ def test_calibrate_fits_the_threshold_and_prints_it_as_an_override(tmp_path):
     [verdict] = json.loads((tmp_path / "report" / "calibration.json").read_text())["yes_no"]
     assert verdict["current"] == Verifier.load(SHIPPED).threshold and 0 <= threshold <= 1
     assert verdict["roc_auc"]["hallucination_probability"] > 0.9 and verdict["held_out_balanced_accuracy"] >= 0.8
+
+
+def test_a_refit_at_the_same_path_changes_the_cache_key(tmp_path):
+    """The stage cache keys a judgement by the judge's config and code; the weights file's content
+    joins them through cache_token, so cached judgements of an older fit are not reused."""
+    from ragexp.store.code_identity import key_of
+
+    path = tmp_path / "verifier.json"
+    node = {"judge": {"_target_": "ragexp.judges.learned.LearnedOfflineJudge", "weights": str(path)}}
+    path.write_text(json.dumps(model()))
+    first = key_of(node)
+    assert key_of(node) == first
+    path.write_text(json.dumps(model(threshold=0.7)))
+    assert key_of(node) != first

@@ -72,6 +72,14 @@ class LearnedOfflineJudge(OfflineJudge):
             return [str(err)]
         return []
 
+    @classmethod
+    def cache_token(cls, weights: str | None = None, **_) -> str:
+        """The weights file's content (a refit at the same path is a cache miss, see ragexp.store.code_identity)."""
+        import hashlib
+
+        path = Path(weights) if weights else SHIPPED
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+
     def judged(self, question: Question, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: Answer,
                q: np.ndarray, c: np.ndarray, a: np.ndarray) -> Judgement:
         base = super().judged(question, passages, sentences, answer, q, c, a)

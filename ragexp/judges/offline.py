@@ -136,7 +136,7 @@ class OfflineJudge(Judge):
     """
 
     metrics: tuple[str, ...] = ("context_relevance", "answer_similarity", "faithfulness",
-               "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
+                                "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
     scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
