@@ -581,9 +581,9 @@ def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
                                  c, [n in SUPPORT_FEATURES for n in names])
         return mean, scale, w, b
 
-    def predict(model, rows: np.ndarray) -> np.ndarray:
+    def predict(model, index: np.ndarray) -> np.ndarray:
         mean, scale, w, b = model
-        return 1.0 / (1.0 + np.exp(-(b + ((x[rows] - mean) / scale) @ w)))
+        return 1.0 / (1.0 + np.exp(-(b + ((x[index] - mean) / scale) @ w)))
 
     seen = {}
     for c in LEARN_C:
