@@ -122,6 +122,8 @@ def test_the_app_runs_the_option_and_refuses_a_missing_weights_file(tmp_path):
     bad = run_app("judge=offline_learned", f"judge.weights={missing}", *common, "hydra.run.dir=bad", cwd=tmp_path)
     assert bad.returncode == 2
     assert f"judge.weights: {missing} does not exist" in bad.stderr and "Traceback" not in bad.stderr
+    above = run_app("judge=offline_learned", "judge.hallucination_threshold=1.5", *common, "hydra.run.dir=above", cwd=tmp_path)
+    assert above.returncode == 2 and "judge.hallucination_threshold" in above.stderr and "Traceback" not in above.stderr
 
 
 def test_calibrate_fits_the_threshold_and_prints_it_as_an_override(tmp_path):
