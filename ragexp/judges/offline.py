@@ -22,7 +22,7 @@ def numbers(text: str) -> set[str]:
     return set(_NUMBER.findall(text))
 
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*[A-Za-z]")
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*\w")  # a name ends in a letter or digit: Quarry0, GPT-4o, S3
 
 
 def anchors(text: str) -> set[str]:
