@@ -3,7 +3,7 @@
 
     python examples/http_service.py --port 8000 &
     python -m ragexp system=http system.url=http://127.0.0.1:8000/answer \
-        dataset=outputs dataset.path=examples/recorded_outputs.jsonl +system.params.top_k=2
+        dataset=outputs dataset.path=examples/recorded_outputs.jsonl system.params.top_k=2
 
 It listens on 127.0.0.1 only and stops by itself after `--idle-exit` seconds without a request."""
 import argparse

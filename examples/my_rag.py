@@ -1,7 +1,7 @@
 """A tiny RAG system of "your own", for `system=python` (and behind examples/http_service.py).
 
     cd examples && python -m ragexp system=python system.function=my_rag:answer \
-        dataset=outputs dataset.path=recorded_outputs.jsonl +system.params.top_k=2
+        dataset=outputs dataset.path=recorded_outputs.jsonl system.params.top_k=2
 
 `answer(question, params)` retrieves the `top_k` documents sharing the most words with the question
 and answers with the best one's first sentence: a stand-in for your retriever and LLM."""

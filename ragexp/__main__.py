@@ -14,9 +14,9 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from ragexp.run.swept_groups import under_swept_groups
+    from ragexp.run.overrides import for_hydra
 
-    sys.argv[1:] = under_swept_groups(sys.argv[1:])  # -m judge=llm,triad judge.endpoint.base_url=URL
+    sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
 
     @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
     def evaluate(cfg: DictConfig) -> float | None:
@@ -59,7 +59,7 @@ def guarded(app, config: str = "config") -> None:
 
 
 def main() -> None:
-    from ragexp.components.systems import refused_override
+    from ragexp.corpus_groups import refused_override
     from ragexp.errors import BAD_INPUT
 
     refused = refused_override(sys.argv[1:])

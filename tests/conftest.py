@@ -320,8 +320,6 @@ def llm_args(server, judge: str = "llm", model: str = "gpt-4o-mini", generator: 
     test server, key in $RAGEXP_TEST_LLM_KEY, fast backoff; `settings` are extra key=value overrides."""
     args = ["retriever=bm25", *HASH, f"judge={judge}", f"judge.endpoint.base_url={server.base_url}",
             f"judge.endpoint.model={model}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "judge.endpoint.backoff_s=0.01"]
-    if judge == "triad":
-        args.append("weights=triad")
     if generator:
         args += ["generator=openai", f"generator.endpoint.base_url={server.base_url}",
                  f"generator.endpoint.model={model}", f"generator.endpoint.api_key_env={TEST_KEY_ENV}",

@@ -46,6 +46,21 @@ def test_weights_that_do_not_sum_to_one_are_an_error():
         "the weights must sum to 1 (set weights.<metric>=...)"]
 
 
+def test_a_judge_option_brings_its_weights_unless_the_command_line_chooses_others():
+    from ragexp.validation import problems
+
+    def weighted(*overrides):
+        return {k: v for k, v in compose(*overrides).weights.items() if k != "_target_"}
+
+    triad = {"context_relevance": 0.25, "faithfulness": 0.5, "answer_relevance": 0.25, "hallucination_penalty": False}
+    single_call = {"context_relevance": 0.3, "answer_similarity": 0.4, "faithfulness": 0.3, "hallucination_penalty": True}
+    assert weighted("judge=triad") == triad
+    assert problems(compose("judge=triad")) == []
+    assert weighted("judge=llm") == weighted() == single_call
+    assert weighted("judge=triad", "weights=default") == single_call
+    assert weighted("judge=triad", "weights.faithfulness=0.4", "weights.answer_relevance=0.35")["faithfulness"] == 0.4
+
+
 SCALE_OUT = [f"+{group}={p.stem}" for group in ("cluster", "search") for p in sorted((CONF / group).glob("*.yaml"))]
 
 

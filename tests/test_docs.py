@@ -77,7 +77,12 @@ def test_every_documented_command_line_is_accepted(page, command):
 
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            compose(config_name=HYDRA_COMMANDS[module], overrides=first_values(args))
+            overrides = first_values(args)
+            if module == "ragexp":  # as python -m ragexp spells them for Hydra (system.params.NAME=...)
+                from ragexp.run.overrides import with_user_params
+
+                overrides = with_user_params(overrides)
+            compose(config_name=HYDRA_COMMANDS[module], overrides=overrides)
         return
     tool = importlib.import_module(f"{module}.__main__" if (ROOT / module.replace(".", "/")).is_dir() else module)
     if hasattr(tool, "parser"):
@@ -110,19 +115,20 @@ def glossary_rows() -> dict[str, list[str]]:
     return rows
 
 
-@pytest.mark.parametrize("judge", ["offline", "llm", "triad"])
+@pytest.mark.parametrize("judge", ["offline", "offline_learned", "llm", "triad"])
 def test_the_glossary_gives_each_judge_metric_its_scale_and_judge(judge):
+    from ragexp.judges.learned import LearnedOfflineJudge
     from ragexp.judges.llm import LLMJudge
     from ragexp.judges.offline import OfflineJudge
     from ragexp.judges.triad import TriadJudge
 
-    cls = {"offline": OfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
+    cls = {"offline": OfflineJudge, "offline_learned": LearnedOfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
     rows = glossary_rows()
     for metric in cls.metrics:
         assert metric in rows, f"{metric} ({judge}) is not in the glossary"
         _, scale, _, _, judges = rows[metric]
         low, high = cls.scales[metric]
-        assert f"{low:g}-{high:g}" in scale and judge in judges, f"{metric}: {judge} gives it on {low:g}-{high:g}"
+        assert f"{low:g}-{high:g}" in scale and judge in judges.split(", "), f"{metric}: {judge} gives it on {low:g}-{high:g}"
 
 
 def test_every_aggregate_of_a_run_is_in_the_glossary(tmp_path):

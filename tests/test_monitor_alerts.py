@@ -7,7 +7,7 @@ from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
 from ragexp.judges.offline import OfflineJudge
 from ragexp.monitor.alerts import evaluate, rules_from
-from ragexp.monitor.judging import SampleJudge, hits_of
+from ragexp.monitor.judging import SampleJudge
 from ragexp.monitor.records import Columns
 
 DEFAULTS = {
@@ -64,14 +64,6 @@ def test_bad_rules_name_the_setting(spec, message):
         rules_from(spec)
 
 
-def test_contexts_in_every_form_become_hits():
-    hits = hits_of(["plain text", {"text": "a", "doc_id": "d1", "score": 0.5}, {"page_content": "b", "source": "s"},
-                    {"content": "c", "score": True}])
-    assert [(h.chunk.doc_id, h.chunk.text, h.score, h.rank) for h in hits] == [
-        ("context-1", "plain text", 0.0, 1), ("d1", "a", 0.5, 2), ("s", "b", 0.0, 3), ("context-4", "c", 0.0, 4)]
-    assert len({h.chunk.chunk_id for h in hits}) == 4
-
-
 def test_csv_and_jsonl_rows_give_query_contexts_answer():
     columns = Columns({"query": "q", "answer": "a"})
     header = ["timestamp", "q", "contexts", "a"]
@@ -96,13 +88,18 @@ def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
         ("log:1", "When do backups run?", [context], "Backups run nightly at 02:00 UTC."),  # copied: supported
         ("log:2", "When do backups run?", [context], "The moon is made of green cheese."),  # unsupported
         ("log:3", "When do backups run?", [context], ""),                                    # no answer: fails
+        ("log:4", "When do backups run?", [{"content": context, "score": True}], "Nightly."),  # unreadable contexts
+        ("log:5", "When do backups run?", [{"page_content": context, "source": "ops.md", "score": 0.5}],
+         "Backups run nightly at 02:00 UTC."),                                               # a context object
     ])
-    assert [j.failure for j in judged] == ["", "", "no answer in the record"]
+    assert [j.failure for j in judged] == ["", "", "no answer in the record",
+                                           "contexts: context 1: score must be a number, got True", ""]
+    assert judged[4].judgement.scores == judged[0].judgement.scores
     assert judged[0].judgement.scores["faithfulness"] == 10.0 and judged[1].judgement.scores["faithfulness"] == 1.0
-    scores = sample.window_scores(judged)
+    scores = sample.window_scores(judged[:3])
     assert scores["judged_records"] == 2 and scores["judge_failures"] == 1
     assert scores["avg_faithfulness"] == 5.5 and scores["hallucination_rate"] == 0.5
     assert "avg_answer_similarity" not in scores and "avg_context_relevance" in scores
-    assert cache.stats["judgements_computed"] == 2
+    assert cache.stats["judgements_computed"] == 3
     sample.judge_all([("log:9", "When do backups run?", [context], "Backups run nightly at 02:00 UTC.")])
     assert cache.stats["judgements_cached"] == 1  # the same record again: from the stage cache

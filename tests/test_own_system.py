@@ -200,7 +200,7 @@ def test_an_http_sweep_is_one_child_run_per_point_and_a_comparison(tmp_path):
     server = example("http_service").serve(0)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/answer"
-        proc = run_app("-m", "system=http", f"system.url={url}", "+system.params.top_k=1,2", "dataset=outputs",
+        proc = run_app("-m", "system=http", f"system.url={url}", "system.params.top_k=1,2", "dataset=outputs",
                        f"dataset.path={RECORDED}", SCORING, cwd=tmp_path)
     finally:
         server.shutdown()
@@ -210,7 +210,7 @@ def test_an_http_sweep_is_one_child_run_per_point_and_a_comparison(tmp_path):
     client, runs = mlflow_runs(tmp_path)
     parents = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and {c.info.run_name for c in children} == {"+system.params.top_k=1", "+system.params.top_k=2"}
+    assert len(parents) == 1 and {c.info.run_name for c in children} == {"system.params.top_k=1", "system.params.top_k=2"}
     assert {c.data.params["system.params.top_k"] for c in children} == {"1", "2"}
     assert all(c.data.metrics["failed_questions"] == 0 and c.data.metrics["total_questions"] == n for c in children)
     assert "leaderboard (" in proc.stdout and list(tmp_path.glob("multirun/*/*/report/*.html"))
@@ -298,6 +298,22 @@ def test_evaluate_gives_the_same_aggregates_as_the_command_line(tmp_path):
     assert table["faithfulness"].notna().all() and table["answer_similarity"].notna().sum() == cli["n_answer_similarity"]
 
 
+def test_system_params_are_spelled_plainly_on_the_command_line_and_in_evaluate(tmp_path, monkeypatch):
+    import ragexp
+    from ragexp.run.overrides import for_hydra, point_name
+
+    # plain, swept, already prefixed, and a config-dir value left alone
+    assert for_hydra(["system.params.top_k=3", "-m", "system.params.mode=a,b", "+system.params.x=1",
+                      "-cd", "system.params.d=1"]) == [
+        "++system.params.top_k=3", "-m", "++system.params.mode=a,b", "+system.params.x=1", "-cd", "system.params.d=1"]
+    assert point_name(["++system.params.top_k=3", "retriever=bm25"], ["++system.params.top_k"]) == "system.params.top_k=3"
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    result = ragexp.evaluate(RECORDED, overrides=["system=python", "system.function=my_rag:answer", "system.params.top_k=1",
+                                                  SCORING, f"cache.dir={tmp_path / 'c'}"], output_dir=tmp_path / "api")
+    assert result.aggregates["failed_questions"] == 0
+    assert result.table["retrieved_chunk_ids"].map(lambda ids: len(json.loads(ids))).eq(1).all()  # top_k=1 reached it
+
+
 def test_evaluate_passes_the_gate_verdict_and_raises_settings_errors(tmp_path, monkeypatch):
     import ragexp
     from ragexp.errors import RagexpError
@@ -364,7 +380,7 @@ def test_llm_judges_over_recorded_outputs_judge_the_unreferenced_without_a_refer
     endpoint = [f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}"]
     results = {}
     for judge in ("llm", "triad"):
-        proc = run_app(f"judge={judge}", *(["weights=triad"] if judge == "triad" else []), "dataset=outputs",
+        proc = run_app(f"judge={judge}", "dataset=outputs",
                        f"dataset.path={RECORDED}", SCORING, *endpoint, "tracker=none", f"run_name={judge}",
                        cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
         assert proc.returncode == 0, proc.stderr
@@ -388,8 +404,7 @@ def test_a_judge_sweep_over_recorded_outputs_is_one_child_run_per_judge(tmp_path
     # the endpoint settings are spelled as for one judge, though the sweep first composes the default judge
     proc = run_app("-m", "judge=llm,triad", f"judge.endpoint.base_url={server.base_url}",
                    f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "dataset=outputs", f"dataset.path={recorded}", SCORING,
-                   # weights both judges produce (weights=default needs the single-call judge's answer_similarity)
-                   "weights=triad", "~weights.answer_relevance", "weights.context_relevance=0.5",
+                   # no weights given: each judge weighs its own metrics (judge=triad brings weights=triad)
                    cwd=tmp_path, env={TEST_KEY_ENV: "test-key"})
     assert proc.returncode == 0, proc.stderr
     client, runs = mlflow_runs(tmp_path)
@@ -400,10 +415,12 @@ def test_a_judge_sweep_over_recorded_outputs_is_one_child_run_per_judge(tmp_path
     assert {point: r["judge"] for point, r in sweep.items()} == {"judge=llm": "llm-gpt-4o-mini",
                                                                  "judge=triad": "triad-gpt-4o-mini"}
     assert "avg_answer_similarity" in sweep["judge=llm"] and "avg_answer_relevance" in sweep["judge=triad"]
+    # each overall_score is its own judge's composite: the triad's on 0-1, the single-call judge's on 1-10
+    assert 0 <= sweep["judge=triad"]["overall_score"] <= 1 and "overall_score" in sweep["judge=llm"]
 
 
 def test_only_plain_settings_under_a_group_swept_by_choices_are_forced():
-    from ragexp.run.swept_groups import under_swept_groups
+    from ragexp.run.overrides import under_swept_groups
 
     args = ["-m", "judge=llm,triad", "judge.endpoint.base_url=U", "judge.temperature=0,0.5", "+judge.name=x",
             "embedder@scoring_embedder=hash,minilm", "scoring_embedder.batch_size=8", "retriever.top_k=5,10",

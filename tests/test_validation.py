@@ -64,10 +64,11 @@ def test_every_problem_of_a_config_is_reported_at_once():
         "  chunker.chunk_size: 'abc' is not an integer",
         "  retriever.top_k: 2.5 is not a whole number",
         "  retriever.depth: unknown setting; DenseRetriever takes embedder, top_k, url, api_key_env, collection, batch_size, path",
-        "  judge.endpoint.max_concurrency: must be >= 1, got 0",
-        "  judge.repeats: must be >= 1, got 0",
+        # in the config's order: `weights` comes before `judge` (a judge option may choose its weights)
         "  weights: context_relevance=0.3 + answer_similarity=0.4 + faithfulness=0.5 = 1.2; "
         "the weights must sum to 1 (set weights.<metric>=...)",
+        "  judge.endpoint.max_concurrency: must be >= 1, got 0",
+        "  judge.repeats: must be >= 1, got 0",
     ]
 
 

@@ -184,8 +184,9 @@ def plan(config) -> Plan:
 
 def configuration_name(point: list[str], swept: list[str]) -> str:
     """The swept values, as a job of the sweep names its run (ragexp.run.app.run_name)."""
-    values = dict(o.split("=", 1) for o in point if "=" in o)
-    return ",".join(f"{k}={values[k]}" for k in swept if k in values) or " ".join(point)
+    from ragexp.run.overrides import point_name
+
+    return point_name(point, swept) or " ".join(point)
 
 
 def per_question_aggregates(job) -> set[str]:

@@ -31,8 +31,9 @@ def run_name(cfg: DictConfig) -> str:
     hydra = HydraConfig.get()
     swept = sweep_info().get("swept")
     if swept:
-        values = dict(o.split("=", 1) for o in hydra.overrides.task if "=" in o)
-        return scrub_url(",".join(f"{k}={values[k]}" for k in swept if k in values) or hydra.job.override_dirname)
+        from ragexp.run.overrides import point_name
+
+        return scrub_url(point_name(hydra.overrides.task, swept) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
     own = choices.get("system") in (None, "pipeline")  # else: recorded outputs, your function or service
     chosen = [choices.get(g) for g in (("dataset", "chunker", "embedder", "retriever", "generator") if own

@@ -1,0 +1,63 @@
+"""The command line's overrides as Hydra needs them spelled, so that users can spell them plainly.
+
+1. The user's own settings of the system under test, `system.params.NAME=value` (names only the
+   user knows, so no YAML declares them): Hydra refuses a key its config lacks unless spelled
+   `+system.params.NAME=...`, and refuses that spelling when the key exists (a user's own YAML set
+   it). They are passed as `++system.params.NAME=...`, which adds or sets.
+
+2. Settings under a swept config group: `-m judge=llm,triad judge.endpoint.base_url=URL`. Hydra
+   composes a multirun's sweep-level config once without the sweep overrides, so with the group's
+   default option (judge=offline), which may not have the setting (no `endpoint`): the command
+   would fail before any job although every job's option has it. Such a setting is passed to Hydra
+   as `++judge.endpoint.base_url=URL` instead: each job sets it on its own option as the plain
+   spelling would, and the sweep-level config (never built) merely carries it."""
+from __future__ import annotations
+
+MULTIRUN = ("-m", "--multirun")
+USER_PARAMS = "system.params."  # the system under test's own settings (conf/system/python.yaml, http.yaml)
+CONFIG_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
+
+
+def for_hydra(args: list[str]) -> list[str]:
+    """The command line `args` as Hydra takes them: both rewrites of the module."""
+    return under_swept_groups(with_user_params(args))
+
+
+def point_name(overrides, swept: list[str]) -> str:
+    """A sweep point's name: the values of its swept keys (`chunker=semantic,retriever.top_k=5`), the
+    keys without the `+`/`++` Hydra was given (`system.params.top_k=3`); "" when none is swept."""
+    values = dict(str(o).split("=", 1) for o in overrides if "=" in str(o))
+    return ",".join(f"{k.lstrip('+')}={values[k]}" for k in swept if k in values)
+
+
+def with_user_params(args: list[str]) -> list[str]:
+    """`args` with each plain `system.params.NAME=value` (also a sweep `=a,b`) spelled `++system.params.NAME=value`."""
+    return [f"++{arg}" if arg.startswith(USER_PARAMS) and "=" in arg and (i == 0 or args[i - 1] not in CONFIG_FLAGS)
+            else arg for i, arg in enumerate(args)]
+
+
+def under_swept_groups(args: list[str]) -> list[str]:
+    """`args` with each plain setting `GROUP.key=value` under a group swept by a choice list
+    (`GROUP=a,b`, also `GROUP@package=a,b`: settings under `package.`) spelled `++GROUP.key=value`;
+    `args` unchanged outside a multirun, and when an override does not parse (Hydra says why)."""
+    if not any(a in MULTIRUN for a in args):
+        return args
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("-") or "=" not in arg or (i > 0 and args[i - 1] in CONFIG_FLAGS):
+            continue
+        try:
+            parsed[i] = parser.parse_override(arg)
+        except HydraException:
+            return args
+    swept = {o.package or o.key_or_group for o in parsed.values()
+             if o.is_sweep_override() and o.type is OverrideType.CHANGE and "." not in o.key_or_group
+             and "/" not in o.key_or_group}
+    return [f"++{arg}" if i in parsed and parsed[i].type is OverrideType.CHANGE and not parsed[i].is_sweep_override()
+            and "." in parsed[i].key_or_group and parsed[i].key_or_group.split(".")[0] in swept else arg
+            for i, arg in enumerate(args)]
