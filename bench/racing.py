@@ -13,7 +13,9 @@ The grid is cheap on purpose (the machine is shared): BM25 retrieval, the hash e
 offline generator's and judge's scoring, 3 chunkers x 2 chunk sizes x 4 top_k, tracker=none. The
 LLM judge's replies come from `scripted_judge`: scores computed from the prompt's own tags (token
 overlap of answer, expected answer and context), so that configurations differ as they would with
-a real judge, at a real judge's request count and latency."""
+a real judge, at a real judge's request count and latency.
+
+The race's default rounds were chosen on other grids (bench/racing_tune.py), not on this one."""
 from __future__ import annotations
 
 import json
