@@ -5,6 +5,9 @@ Per labelled set, on its held-out part (nothing was tuned on it): ROC AUC of the
 score (people's "fully supported" as the positive class), balanced accuracy and false-alarm rate
 (share of the supported items flagged) of the hallucination flag, for
 - the offline judge (ragexp.judges.offline, MiniLM as in a default run);
+- judge=offline_learned (ragexp.judges.learned): its learned verifier with the shipped threshold,
+  and with a threshold fitted on the set's own tuning part (what `calibrate --outputs` does on a
+  user's labelled answers of one kind);
 - judge=llm and judge=triad against the local OpenAI-protocol server (tests/openai_server.py)
   whose scripted replies repeat the people's verdict: a figure below 1 there means the request
   path or the reply parser lost or garbled a verdict on real texts, not anything about an LLM.
@@ -18,6 +21,7 @@ source document, so both parts never share one): TUNE_SHARE of the groups tune.
 
     python bench/run.py judge_agreement          # the figures, into bench/results.json
     python bench/judge_agreement.py tune         # the grid of offline-judge settings on the tuning part
+    python bench/judge_agreement.py learn        # fit the learned verifier on the tuning parts (the shipped JSON)
     python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
     python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
 """
@@ -264,6 +268,14 @@ def offline_verdicts(judge, items: Iterable[Item]) -> list[tuple[float, bool]]:
     return verdicts
 
 
+def learned_probabilities(judge, items: Iterable[Item]) -> list[float]:
+    """judge=offline_learned's hallucination_probability of each item."""
+    from ragexp.types import Answer, Question
+
+    return [judge.judge(Question(item.id, item.question, ()), hits_of(item), Answer(item.answer))
+            .scores["hallucination_probability"] for item in items]
+
+
 def scoring_embedder(path: Path | None = None) -> Memo:
     """MiniLM, the default scoring embedder of a run (conf/embedder/minilm.yaml)."""
     try:
@@ -295,7 +307,7 @@ def compose_judge(option: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf if conf.is_dir() else ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"judge={option}"])
-    return build(cfg.judge) if option != "offline" else cfg.judge
+    return build(cfg.judge) if not option.startswith("offline") else cfg.judge
 
 
 def offline_judge(embedder, **settings):
@@ -309,6 +321,18 @@ def offline_judge(embedder, **settings):
     takes = inspect.signature(OfflineJudge).parameters
     yaml = {k: node[k] for k in node if k in takes and k not in ("embedder", "name")}
     return OfflineJudge(embedder, **{**yaml, **settings})
+
+
+def learned_judge(embedder, weights: Path | None = None):
+    """judge=offline_learned with conf/judge/offline_learned.yaml's settings (`weights` over its
+    file); None in a checkout without it (the "before" figures)."""
+    try:
+        from ragexp.judges.learned import LearnedOfflineJudge
+    except ImportError:
+        return None
+    node = compose_judge("offline_learned")
+    settings = {k: node[k] for k in node if k not in ("_target_", "embedder", "name")}
+    return LearnedOfflineJudge(embedder, **{**settings, **({"weights": str(weights)} if weights else {})})
 
 
 def scripted_server(items: Sequence[Item]):
@@ -384,10 +408,11 @@ def capped(items: Sequence[Item], limit: int | None) -> list[Item]:
 
 
 def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "heldout", limit: int | None = None,
-              vectors: Path | None = None) -> dict:
+              vectors: Path | None = None, weights: Path | None = None) -> dict:
     """The figures per set on `part` (at most `limit` items of it; see the module's docstring)."""
     embedder = scoring_embedder(vectors)
     judge = offline_judge(embedder)
+    learned = learned_judge(embedder, weights)
     out: dict = {}
     for name, source in SOURCES.items():
         items = load_set(name, sources_dir)
@@ -398,6 +423,17 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
         started = time.perf_counter()
         entry = {"part": part, "offline": figures(offline_verdicts(judge, chosen), chosen)}
         entry["offline"]["seconds"] = round(time.perf_counter() - started, 1)
+        if learned is not None:
+            started = time.perf_counter()
+            probability = learned_probabilities(learned, chosen)
+            entry["offline_learned"] = figures([(1 - p, p > learned.hallucination_threshold) for p in probability], chosen)
+            entry["offline_learned"]["seconds"] = round(time.perf_counter() - started, 1)
+            if part == "heldout":  # the threshold a user would fit on labelled answers of this kind (calibrate --outputs)
+                tuning = capped([item for item in items if item.part == "tune"], limit)
+                fitted, _ = best_threshold(np.array(learned_probabilities(learned, tuning)),
+                                           np.array([not i.supported for i in tuning]), np.array([name] * len(tuning)))
+                entry["offline_learned_set_threshold"] = {
+                    **figures([(1 - p, p > fitted) for p in probability], chosen), "threshold": fitted}
         embedder.save()
         if llm:
             for option in ("llm", "triad"):
@@ -452,6 +488,122 @@ def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = Non
     return sorted(rows, key=lambda r: (-r["mean"]["balanced_accuracy"], r["mean"]["false_alarm"]))
 
 
+def item_features(judge, item: Item) -> dict[str, float]:
+    """The learned verifier's features of one item (ragexp.judges.learned.verifier_features), through
+    `judge`'s embedder and claim evidence, as judge=offline_learned computes them."""
+    from ragexp.judges.learned import verifier_features
+    from ragexp.text import split_sentences
+
+    sentences = [split_sentences(p) for p in item.passages]
+    c = judge.embedder.embed([s for ss in sentences for s in ss])
+    a = judge.embedder.embed(split_sentences(item.answer))
+    return verifier_features(judge, item.passages, sentences, item.answer, c, a)
+
+
+def feature_table(sources_dir: Path, part: str, vectors: Path | None = None, limit: int | None = None,
+                  sets: Sequence[str] = tuple(SOURCES)) -> dict:
+    """Per set of `sets`: the items of `part` and their verifier features, {set: (items, [features])}."""
+    embedder = scoring_embedder(vectors)
+    judge = offline_judge(embedder)
+    table = {}
+    for name in sets:
+        items = load_set(name, sources_dir)
+        if not items:
+            continue
+        chosen = capped([i for i in items if i.part == part], limit)
+        table[name] = (chosen, [item_features(judge, i) for i in chosen])
+        embedder.save()
+        print(f"{name}: features of {len(chosen)} {part} items", file=sys.stderr, flush=True)
+    return table
+
+
+LEARN_C = (0.01, 0.1, 1.0, 10.0)  # the logistic model's inverse regularisation strengths tried on the tuning part
+THRESHOLDS = tuple(round(t, 2) for t in np.linspace(0.05, 0.95, 91))
+
+
+def best_threshold(probability: np.ndarray, unsupported: np.ndarray, sets: np.ndarray) -> tuple[float, float]:
+    """The flag threshold with the best mean balanced accuracy over the sets (ties: the lowest), and that mean."""
+    def mean_balanced(t: float) -> float:
+        return float(np.mean([flag_figures(probability[sets == s] > t, ~unsupported[sets == s])["balanced_accuracy"]
+                              for s in np.unique(sets)]))
+    best = max(THRESHOLDS, key=lambda t: (mean_balanced(t), -t))
+    return best, mean_balanced(best)
+
+
+def monotone_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, c: float,
+                      support: Sequence[bool]) -> tuple[np.ndarray, float]:
+    """A weighted logistic regression with an L2 penalty (1 / 2C) on its weights, fitted by
+    L-BFGS-B with the weight of every `support` feature at most 0: more support never raises the
+    probability of "not supported". Returns (weights, bias)."""
+    from scipy.optimize import minimize
+
+    y = y.astype(float)
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:-1], theta[-1]
+        z = b + x @ w
+        p = 1.0 / (1.0 + np.exp(-z))
+        value = float(np.sum(weight * (np.logaddexp(0.0, z) - y * z)) + w @ w / (2 * c))
+        residual = weight * (p - y)
+        return value, np.append(x.T @ residual + w / c, residual.sum())
+
+    bounds = [(None, 0.0) if s else (None, None) for s in support] + [(None, None)]
+    found = minimize(loss, np.zeros(x.shape[1] + 1), jac=True, method="L-BFGS-B", bounds=bounds,
+                     options={"maxiter": 5000})
+    return found.x[:-1], float(found.x[-1])
+
+
+def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
+    """The verifier fitted on the pooled tuning items of `table` (see feature_table): standardised
+    features, a logistic model with every set and class weighing the same and monotone in the
+    support features (`monotone_logistic`), whose C is chosen from LEARN_C and whose threshold is chosen
+    by grouped cross-validation on the same tuning items (out-of-fold probabilities, the best mean
+    balanced accuracy over the sets); then refitted on all of them. Returns the model as JSON (for
+    ragexp.judges.verifier.Verifier) and what cross-validation saw."""
+    from sklearn.model_selection import GroupKFold
+
+    from ragexp.judges.verifier import SUPPORT_FEATURES, Verifier
+
+    rows = [(name, item, f) for name, (items, features) in table.items() for item, f in zip(items, features)]
+    names = tuple(rows[0][2])
+    x = np.array([[f[n] for n in names] for _, _, f in rows])
+    unsupported = np.array([not item.supported for _, item, _ in rows])
+    sets = np.array([name for name, _, _ in rows])
+    groups = np.array([f"{name}/{item.group}" for name, item, _ in rows])
+
+    def fit(train: np.ndarray, c: float):
+        mean, scale = x[train].mean(0), x[train].std(0)
+        scale[scale < 1e-9] = 1.0
+        # every set and class weighs the same, as in the criterion (the mean of per-set balanced accuracies)
+        cells = Counter(zip(sets[train], unsupported[train]))
+        weight = np.array([1.0 / cells[(s, u)] for s, u in zip(sets[train], unsupported[train])])
+        w, b = monotone_logistic((x[train] - mean) / scale, unsupported[train], weight * len(weight) / weight.sum(),
+                                 c, [n in SUPPORT_FEATURES for n in names])
+        return mean, scale, w, b
+
+    def predict(model, index: np.ndarray) -> np.ndarray:
+        mean, scale, w, b = model
+        return 1.0 / (1.0 + np.exp(-(b + ((x[index] - mean) / scale) @ w)))
+
+    seen = {}
+    for c in LEARN_C:
+        out_of_fold = np.zeros(len(rows))
+        for train, test in GroupKFold(folds).split(x, unsupported, groups):
+            out_of_fold[test] = predict(fit(train, c), test)
+        threshold, balanced = best_threshold(out_of_fold, unsupported, sets)
+        per_set = {s: figures([(1 - p, p > threshold) for p in out_of_fold[sets == s]],
+                              [item for name, item, _ in rows if name == s]) for s in table}
+        seen[c] = {"threshold": float(threshold), "mean_balanced_accuracy": round(float(balanced), 3), "sets": per_set}
+    c = max(LEARN_C, key=lambda k: (seen[k]["mean_balanced_accuracy"], -k))  # ties: the stronger regularisation
+    mean, scale, w, b = fit(np.arange(len(rows)), c)
+    about = {"fitted_on": {s: int((sets == s).sum()) for s in table}, "C": c, "folds": folds,
+             "threshold_from": "out-of-fold probabilities on the tuning part (bench/judge_agreement.py learn)",
+             "embedder": "minilm", "weighting": "each set and class equally",
+             "monotone": "weights of the support features at most 0"}
+    verifier = Verifier(names, mean, scale, w, b, seen[c]["threshold"], about)
+    return verifier.to_json(), {"chosen_C": c, "cross_validation": {str(k): v for k, v in seen.items()}}
+
+
 def sources_dir_of(args) -> Path:
     return Path(getattr(args, "sources", None) or os.environ.get("RAGEXP_AGREEMENT_SOURCES") or "/work/.mirror")
 
@@ -493,14 +645,14 @@ def markdown(after: dict, before: dict | None = None) -> str:
         if "missing" in entry:
             lines.append(f"| {name} | missing: {entry['missing']} | | | | | |")
             continue
-        for judge in ("offline", "llm", "triad"):
+        for judge in ("offline", "offline_learned", "offline_learned_set_threshold", "llm", "triad"):
             if judge not in entry:
                 continue
             now = entry[judge]
             old = (before or {}).get(name, {}).get(judge) if judge == "offline" else None
             cells = " | ".join(f"{old[k]} -> {now[k]}" if old else str(now[k])
                                for k in ("roc_auc", "balanced_accuracy", "false_alarm", "caught"))
-            label = "offline (before -> after)" if old else judge + (" (scripted path)" if judge != "offline" else "")
+            label = "offline (before -> after)" if old else judge + (" (scripted path)" if judge in ("llm", "triad") else "")
             lines.append(f"| {name} | {now['items']} ({now['supported']}) | {label} | {cells} |")
     return "\n".join(lines) + "\n"
 
@@ -510,17 +662,33 @@ def main() -> None:
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("figures", "tune", "ship", "table"))
+    parser.add_argument("command", choices=("figures", "tune", "learn", "ship", "table"))
     parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
     parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
     parser.add_argument("--no-llm", action="store_true", help="figures: the offline judge only")
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
     parser.add_argument("--limit", type=int, help="at most this many items per set and part (the same ones every time)")
     parser.add_argument("--vectors", type=Path, help="an .npz file keeping MiniLM's vectors between runs")
+    parser.add_argument("--sets", help="learn: fit on the tuning parts of these sets only (comma-separated; "
+                        "default: all), e.g. to measure a set the verifier never saw")
+    parser.add_argument("--weights", type=Path, help="learn: where to write the verifier (default: the shipped file); "
+                        "figures: the verifier judge=offline_learned reads (default: the shipped file)")
     args = parser.parse_args()
     if args.command == "tune":
         rows = tune(sources_dir_of(args), args.limit, args.vectors)
         print(json.dumps(rows, indent=1))
+    elif args.command == "learn":
+        from ragexp.judges.verifier import SHIPPED
+
+        chosen = args.sets.split(",") if args.sets else list(SOURCES)
+        unknown = sorted(set(chosen) - set(SOURCES))
+        if unknown:
+            parser.error(f"--sets: no set {', '.join(unknown)} (the sets: {', '.join(SOURCES)})")
+        model, seen = learn(feature_table(sources_dir_of(args), "tune", args.vectors, args.limit, chosen))
+        target = args.weights or SHIPPED
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(model, indent=1) + "\n")
+        print(json.dumps({"written": str(target), **seen}, indent=1))
     elif args.command == "table":
         after, *before = [json.loads(f.read_text()) for f in args.files]
         print(markdown(after, before[0] if before else None), end="")
@@ -528,7 +696,8 @@ def main() -> None:
         write_shipped(sources_dir_of(args))
     else:
         print(json.dumps(agreement(sources_dir_of(args), Path(tempfile.mkdtemp(prefix="ragexp-agreement-")),
-                                   llm=not args.no_llm, part=args.part, limit=args.limit, vectors=args.vectors), indent=1))
+                                   llm=not args.no_llm, part=args.part, limit=args.limit, vectors=args.vectors,
+                                   weights=args.weights), indent=1))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ The grid is cheap on purpose (the machine is shared): BM25 retrieval, the hash e
 offline generator's and judge's scoring, 3 chunkers x 2 chunk sizes x 4 top_k, tracker=none. The
 LLM judge's replies come from `scripted_judge`: scores computed from the prompt's own tags (token
 overlap of answer, expected answer and context), so that configurations differ as they would with
-a real judge, at a real judge's request count and latency."""
+a real judge, at a real judge's request count and latency.
+
+The race's default rounds were chosen on other grids (bench/racing_tune.py), not on this one."""
 from __future__ import annotations
 
 import json
@@ -79,16 +81,19 @@ def work(folder: Path) -> dict:
     return json.loads((folder / "run.json").read_text())["work"]
 
 
-def side(work_dir: Path, name: str, extra: list[str], racing: bool, questions: int) -> dict:
-    """One side (full grid or race) of one judge: its own sweep folder, cache and test server."""
+def side(work_dir: Path, name: str, extra: list[str], racing: bool, questions: int, grid: list[str] = GRID,
+         base: list[str] = BASE, latency: float = LATENCY, race_settings: list[str] | None = None) -> dict:
+    """One side (full grid or race) of one judge: its own sweep folder, cache and test server
+    (`grid`, `base`, `latency`: the tuning grid's, bench/racing_tune.py; `race_settings`: hydra.sweeper.* overrides)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from openai_server import OpenAIServer
 
     sweep_dir = work_dir / name
-    args = ["-m", *(["hydra/sweeper=racing"] if racing else []), *GRID, *BASE, f"dataset.limit={questions}",
+    args = ["-m", *(["hydra/sweeper=racing", *(race_settings or [])] if racing else []), *grid, *base,
+            f"dataset.limit={questions}",
             f"cache.dir={work_dir / (name + '-cache')}", f"hydra.sweep.dir={sweep_dir}", *extra]
     load = os.getloadavg()[0]
-    with OpenAIServer(latency=LATENCY, chat=scripted_judge) as server:
+    with OpenAIServer(latency=latency, chat=scripted_judge) as server:
         if any(a.startswith("judge=llm") for a in extra):
             args += [f"judge.endpoint.base_url={server.base_url}"]
         seconds, _ = ragexp(args, work_dir)

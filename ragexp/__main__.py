@@ -59,7 +59,7 @@ def guarded(app, config: str = "config") -> None:
 
 
 def main() -> None:
-    from ragexp.components.systems import refused_override
+    from ragexp.corpus_groups import refused_override
     from ragexp.errors import BAD_INPUT
 
     refused = refused_override(sys.argv[1:])

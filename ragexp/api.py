@@ -92,7 +92,7 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     from omegaconf import OmegaConf
 
     from ragexp.run.app import max_failed_share, run_failure
-    from ragexp.components.systems import refused_override
+    from ragexp.corpus_groups import refused_override
     from ragexp.llm.estimate import Estimate
     from ragexp.run.pipeline import build, run
     from ragexp.store.run_folder import write_results

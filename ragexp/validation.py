@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Interval, MinLen
 
+from ragexp.corpus_groups import corpus_side_problems
 from ragexp.errors import RagexpError
 
 PositiveInt = Annotated[int, Ge(1)]
@@ -56,8 +57,6 @@ UNCHECKED = "not checked: "  # how a line about a setting that cannot be checked
 
 def findings(cfg) -> list[str]:
     """Every line the check finds, problems and settings it cannot check, in config order."""
-    from ragexp.components.systems import corpus_side_problems
-
     errors: list[str] = corpus_side_problems(cfg)
     walk(cfg, "", errors)
     return list(dict.fromkeys(errors))

@@ -196,7 +196,9 @@ class OpenAIServer:
                     self.reply(status, payload, headers)
                 except OSError:  # the client gave up (a timeout)
                     pass
-                record["done"] = time.monotonic()
+                with server.lock:  # after the last byte: the client may read its reply before this line runs
+                    record["done"] = time.monotonic()
+                    server.gathered.notify_all()
 
             def reply(self, status, payload, headers):
                 self.send_response(status)
@@ -214,6 +216,13 @@ class OpenAIServer:
 
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def replied(self, timeout: float = 10) -> list[dict]:
+        """The chat requests once each has its `done` stamp (a client holds its reply a moment
+        before the server's thread stamps it), waiting at most `timeout` seconds for that."""
+        with self.lock:
+            self.gathered.wait_for(lambda: all("done" in r for r in self.requests), timeout=timeout)
+        return self.chat_requests()
 
     def mean_in_flight(self) -> float:
         """Chat requests in flight on average from the first arrival to the last reply: the

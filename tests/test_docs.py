@@ -115,19 +115,20 @@ def glossary_rows() -> dict[str, list[str]]:
     return rows
 
 
-@pytest.mark.parametrize("judge", ["offline", "llm", "triad"])
+@pytest.mark.parametrize("judge", ["offline", "offline_learned", "llm", "triad"])
 def test_the_glossary_gives_each_judge_metric_its_scale_and_judge(judge):
+    from ragexp.judges.learned import LearnedOfflineJudge
     from ragexp.judges.llm import LLMJudge
     from ragexp.judges.offline import OfflineJudge
     from ragexp.judges.triad import TriadJudge
 
-    cls = {"offline": OfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
+    cls = {"offline": OfflineJudge, "offline_learned": LearnedOfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
     rows = glossary_rows()
     for metric in cls.metrics:
         assert metric in rows, f"{metric} ({judge}) is not in the glossary"
         _, scale, _, _, judges = rows[metric]
         low, high = cls.scales[metric]
-        assert f"{low:g}-{high:g}" in scale and judge in judges, f"{metric}: {judge} gives it on {low:g}-{high:g}"
+        assert f"{low:g}-{high:g}" in scale and judge in judges.split(", "), f"{metric}: {judge} gives it on {low:g}-{high:g}"
 
 
 def test_every_aggregate_of_a_run_is_in_the_glossary(tmp_path):

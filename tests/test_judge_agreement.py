@@ -47,3 +47,60 @@ def test_the_llm_judges_path_keeps_every_verdict_on_real_texts(option, tmp_path)
     verdicts, failed = ja.llm_verdicts(option, items, tmp_path)
     got = ja.figures(verdicts, items)
     assert failed == 0 and got["roc_auc"] == 1.0 and got["balanced_accuracy"] == 1.0 and got["false_alarm"] == 0.0
+
+
+def test_the_threshold_is_chosen_for_the_mean_balanced_accuracy_over_the_sets():
+    import numpy as np
+
+    # set a separates at 0.3 < t <= 0.6; set b at 0.5 < t <= 0.8: only 0.55-0.6 serves both
+    p = np.array([0.1, 0.3, 0.6, 0.9, 0.2, 0.5, 0.8, 0.95])
+    unsupported = np.array([False, False, True, True, False, False, True, True])
+    sets = np.array(["a"] * 4 + ["b"] * 4)
+    threshold, balanced = ja.best_threshold(p, unsupported, sets)
+    assert threshold == 0.5 and balanced == 1.0  # the lowest of the best (p > 0.5 flags 0.6 and 0.8, not 0.5)
+    assert ja.best_threshold(p[:4], unsupported[:4], sets[:4])[0] == 0.3
+
+
+def test_learn_fits_a_verifier_the_judge_loads_from_the_features_that_tell_the_classes_apart(tmp_path):
+    """Synthetic features where only the lowest cosine tells unsupported answers apart (in two sets
+    of different base rates): the fitted model weighs it most, flags by it, and loads as the judge's."""
+    import numpy as np
+
+    from ragexp.judges.verifier import Verifier, answer_features
+
+    rng = np.random.default_rng(0)
+    names = list(answer_features([], ""))
+    table = {}
+    for name, share in (("a", 0.3), ("b", 0.7)):
+        items, features = [], []
+        for n in range(80):
+            supported = bool(rng.random() > share)
+            f = {k: float(rng.normal()) for k in names}
+            f["min_cosine_any"] = (0.8 if supported else 0.4) + float(rng.normal(0, 0.1))
+            items.append(ja.Item(name, f"{name}{n}", f"{name}-g{n % 40}", "q", ("p",), "answer", supported))
+            features.append(f)
+        table[name] = (items, features)
+    model, seen = ja.learn(table)
+    path = tmp_path / "verifier.json"
+    path.write_text(json.dumps(model))
+    verifier = Verifier.load(path)
+    strongest = verifier.features[int(np.argmax(np.abs(verifier.weights)))]
+    assert strongest == "min_cosine_any" and verifier.weights[verifier.features.index("min_cosine_any")] < 0
+    assert all(v["mean_balanced_accuracy"] > 0.9 for v in seen["cross_validation"].values())
+    low, high = ({**{k: 0.0 for k in names}, "min_cosine_any": c} for c in (0.4, 0.8))
+    assert verifier.probability(low) > verifier.threshold > verifier.probability(high)
+
+
+def test_the_monotone_fit_never_lets_more_support_raise_the_probability():
+    """The same column, once as a support feature and once as a free one, where a higher value goes
+    with unsupported answers: the free copy gets a positive weight, the support feature's stays at 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    y = rng.random(400) < 0.5
+    column = y + rng.normal(0, 0.5, 400)
+    x = np.stack([column, column.copy()], axis=1)
+    w, _ = ja.monotone_logistic(x, y, np.ones(400), 1.0, [True, False])
+    assert w[0] == 0.0 and w[1] > 1.0
+    free, _ = ja.monotone_logistic(x, y, np.ones(400), 1.0, [False, False])
+    assert free[0] > 0.5  # unconstrained, the same column would have weighed in

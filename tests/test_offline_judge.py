@@ -133,3 +133,20 @@ def test_hallucination_share_flags_only_past_the_share():
     assert j1.scores["claim_hallucination_rate"] == pytest.approx(0.2) and not j1.hallucination
     assert j2.scores["claim_hallucination_rate"] == pytest.approx(0.4) and j2.hallucination
     assert OfflineJudge(HashEmbedder(), support_threshold=1.01).judge(PORT, hits, one).hallucination
+
+
+def test_a_name_with_digits_is_stated_by_the_passage_that_spells_it():
+    """"Quarry0", "GPT-4o", "S3" are names whole: the passage stating "Quarry0" states the claim's
+    name (it was read as "quarry", which no passage word equals, so the claim found no support)."""
+    from ragexp.judges.offline import anchors, states
+
+    assert {"quarry0", "gpt-4o", "s3"} <= anchors("Runs on Quarry0 with GPT-4o and S3.")
+    passage = "Quarry0 listens on port 7400 by default."
+    assert states(passage, anchors("By default, port 7400 is where Quarry0 listens."))
+    assert not states(passage, anchors("By default, port 7400 is where Quarry1 listens."))
+    judge = OfflineJudge(HashEmbedder(), support_threshold=0.3)
+    hits = hits_of([("quarry", passage)])
+    paraphrase = judge.judge(PORT, hits, Answer("By default, port 7400 is where Quarry0 listens."))
+    assert paraphrase.scores["faithfulness"] == 10 and not paraphrase.hallucination
+    wrong = judge.judge(PORT, hits, Answer("By default, port 7400 is where Quarry1 listens."))
+    assert wrong.hallucination

@@ -64,6 +64,7 @@ def installed(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stderr
     assert (site / "ragexp" / "conf" / "config.yaml").is_file() and not (site / "ragexp" / "conf").is_symlink()
     assert (site / "ragexp" / "datasets" / "sample" / "questions.jsonl").is_file()
+    assert (site / "ragexp" / "judges" / "verifier" / "offline_verifier.json").is_file()  # judge=offline_learned's weights
     assert (site / "hydra_plugins" / "ragexp_racing" / "__init__.py").is_file()  # hydra/sweeper=racing
     assert not (site / "hydra_plugins" / "__init__.py").exists()  # a namespace, shared with the other plugins
     return python

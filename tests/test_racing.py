@@ -52,6 +52,45 @@ def test_round_sizes_grow_and_bad_settings_are_named():
     assert "keep_top" in Settings(keep_top=0).problems()[0]
 
 
+def test_the_round_level_is_pocock_s_and_keeps_the_race_at_alpha():
+    """control=race: every dropping round tests at one level such that ANY round falling below it has
+    chance alpha under the null. Pocock's published levels for equally spaced looks (Jennison &
+    Turnbull 2000, table 2.1: 0.0294, 0.0221, 0.0158 for 2, 3, 5 looks at alpha 0.05); and a race of
+    nested samples of sign-flip nulls (what the paired permutation test assumes) crosses it about
+    alpha of the time, where testing each round at alpha crosses far more often."""
+    from ragexp.racing.plan import Plan, Settings
+    from ragexp.racing.sequential import round_level
+
+    assert round_level((50,), 0.05) == 0.05  # one dropping round: nothing to share
+    for looks, pocock in ((2, 0.0294), (3, 0.0221), (5, 0.0158)):
+        assert round_level(tuple(range(20, 20 * looks + 1, 20)), 0.05) == pytest.approx(pocock, abs=0.0006)
+    assert round_level((25, 50, 100, 200), 0.05) == round_level((25, 50, 100, 200), 0.05)  # seeded: the same
+    # with 23 comparisons a round, Holm's L / m0 must keep each of m0 wrong-drop chances at alpha / m0: lower still
+    grid = [[f"retriever.top_k={k}"] for k in range(24)]
+    race = Plan(Settings(control="race"), grid, [], 500, [25, 50, 100, 200, 500], 0)
+    assert race.round_alpha == round_level((25, 50, 100, 200), 0.05, 23) < round_level((25, 50, 100, 200), 0.05) < 0.05
+    assert race.any_round_rate <= 0.05
+    rounds = Plan(Settings(), grid, [], 500, [50, 125, 250, 500], 0)  # the default: each round at alpha
+    assert rounds.round_alpha == 0.05 and 0.10 < rounds.any_round_rate < 0.13  # what 3 looks at 0.05 add up to
+    assert "hydra.sweeper.control" in Settings(control="each").problems()[0]
+
+    from math import erfc, sqrt
+
+    sizes, races = (25, 50, 100, 200), 4000
+    rng = np.random.default_rng(11)
+    magnitude = rng.gamma(2.0, 1.0, (races, sizes[-1]))  # skewed per-question |differences|
+    signs = rng.choice([-1.0, 1.0], (races, sizes[-1]))  # the null: each question's sign a fair coin
+    d = magnitude * signs
+    two_sided = np.vectorize(lambda z: erfc(abs(z) / sqrt(2)))
+    # each round's two-sided p-value, from the sign-flip test's normal approximation on its questions
+    p = np.stack([two_sided(d[:, :n].sum(1) / np.sqrt((d[:, :n] ** 2).sum(1))) for n in sizes], axis=1)
+    level = round_level(sizes, 0.05)
+    race_wide = float(np.mean((p <= level).any(axis=1)))
+    per_round = float(np.mean((p <= 0.05).any(axis=1)))
+    assert 0.035 <= race_wide <= 0.065
+    assert per_round > 0.09  # four looks at 0.05 each
+
+
 def synthetic_run(config: int, scores: np.ndarray):
     """A run whose objective avg_x is the mean of its per-question column x."""
     from ragexp.compare.source import Run
@@ -142,8 +181,15 @@ def check_race(state: dict, sizes: list[int]) -> None:
     from ragexp.compare.source import Selection
     from ragexp.racing.jobs import read_run
 
+    from ragexp.racing.sequential import round_level
+
     settings = state["definition"]["settings"]
     assert state["finished"] and state["sizes"] == sizes
+    # the level every dropping round tested at: alpha over the whole race (control=race), else alpha per round
+    comparisons = len(state["definition"]["points"]) - 1
+    level = (round_level(tuple(sizes[:-1]), settings["alpha"], comparisons) if settings["control"] == "race"
+             else settings["alpha"])
+    assert state["round_alpha"] == pytest.approx(level)
     previous: dict[int, set] = {}
     for index, r in enumerate(state["rounds"], start=1):
         assert r["questions"] == sizes[index - 1]
@@ -161,7 +207,7 @@ def check_race(state: dict, sizes: list[int]) -> None:
             continue
         runs = [read_run(Path(j["folder"]), str(j["config"])) for j in ok]
         board = leaderboard.build(Selection("", "racing", runs), settings["objective"], settings["maximize"],
-                                  alpha=settings["alpha"], resamples=settings["resamples"], seed=settings["seed"])
+                                  alpha=level, resamples=settings["resamples"], seed=settings["seed"])
         worse = {int(e.run.run_id) for rank, e in enumerate(board.entries, start=1)
                  if e.verdict == "worse" and rank > settings["keep_top"]}
         decisions = {d["config"]: d for d in r["decisions"]}
@@ -279,7 +325,8 @@ def test_a_killed_race_resumes_without_running_finished_jobs_again(tmp_path):
     """Killed (SIGKILL, the whole process group) once round 2 has begun; the same command with
     hydra.sweep.dir=<its folder> reads round 1's jobs from their folders and finishes the race."""
     sweep_dir = tmp_path / "multirun" / "race"
-    args = [*RACE, "hydra.sweeper.rounds=[0.25,0.5,1.0]", f"hydra.sweep.dir={sweep_dir}", "tracker=none"]
+    args = [*RACE, "hydra.sweeper.rounds=[0.25,0.5,1.0]", "hydra.sweeper.control=race", f"hydra.sweep.dir={sweep_dir}",
+            "tracker=none"]
     log = open(tmp_path / "first.log", "w")
     first = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=cli_env(), stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)

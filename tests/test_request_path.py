@@ -127,6 +127,6 @@ def test_every_answered_request_is_stamped_and_gathered_requests_are_in_flight_t
 
         questions = [Question(f"q{n}", f"question {n}?", ("yes",), {}) for n in range(6)]
         map_concurrently(lambda q: judge.judge(q, (), Answer("yes")), questions, judge.concurrency, "judging")
-        requests = server.chat_requests()
+        requests = server.replied()
         assert len(requests) == 6 and all(r["done"] >= r["time"] for r in requests)
         assert server.max_in_flight == 3 and server.mean_in_flight() > 0

@@ -22,7 +22,7 @@ def numbers(text: str) -> set[str]:
     return set(_NUMBER.findall(text))
 
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*[A-Za-z]")
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*\w")  # a name ends in a letter or digit: Quarry0, GPT-4o, S3
 
 
 def anchors(text: str) -> set[str]:
@@ -135,8 +135,8 @@ class OfflineJudge(Judge):
     - conciseness_offline, coherence_offline: see ragexp.metrics.generation (0-1 estimates).
     """
 
-    metrics = ("context_relevance", "answer_similarity", "faithfulness",
-               "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
+    metrics: tuple[str, ...] = ("context_relevance", "answer_similarity", "faithfulness",
+                                "claim_hallucination_rate", "conciseness_offline", "coherence_offline")
     scales = {"context_relevance": (1.0, 10.0), "answer_similarity": (1.0, 10.0), "faithfulness": (1.0, 10.0),
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
@@ -198,7 +198,14 @@ class OfflineJudge(Judge):
         [q] = self.embedder.embed([question.text])
         c = self.embedder.embed(context_sentences)
         a = self.embedder.embed(answer_sentences)
+        return self.judged(question, passages, sentences, answer, q, c, a)
 
+    def judged(self, question: Question, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: Answer,
+               q: np.ndarray, c: np.ndarray, a: np.ndarray) -> Judgement:
+        """The judgement from the texts and their vectors (q: the question's, c: the context
+        sentences', a: the answer sentences')."""
+        context_sentences = [s for ss in sentences for s in ss]
+        answer_sentences = split_sentences(answer.text)
         relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
         abstained = abstains(answer.text)
         if question.answerable:

@@ -10,10 +10,13 @@ from pathlib import Path
 
 STATE = "racing.json"
 CAVEAT = ("Racing can drop a configuration that would have been close to the best on the full set: a drop "
-          "says it was significantly worse on that round's questions, not on all of them, and testing again "
-          "in every round adds to the chance of one wrong drop. `hydra.sweeper.keep_top=N` keeps the best N "
-          "of every round regardless of the tests; the dropped configurations' partial scores are listed above "
-          "and their run folders (and child runs) stay.")
+          "says it was significantly worse than the round's best on that round's questions, not on all of them. "
+          "`alpha` bounds the chance of dropping one that is truly as good as the best (over the whole race with "
+          "control=race, in each round with control=round), under a normal approximation and taking the round's "
+          "best as given: it is chosen on the same questions it is tested on, which favours it a little. A "
+          "configuration a little worse than the best on the full set may well be dropped. "
+          "`hydra.sweeper.keep_top=N` keeps the best N of every round regardless of the tests; the dropped "
+          "configurations' partial scores are listed above and their run folders (and child runs) stay.")
 
 
 def read_state(sweep_dir: Path) -> dict | None:
@@ -196,9 +199,9 @@ def write_report(sweep_dir: Path) -> dict[str, Path]:
              f"seed {state['definition']['sample_seed']}). After each round but the last, each configuration is "
              f"compared with the round's best on the same questions: a paired permutation test of the difference "
              f"in the objective ({settings['resamples']} resamples, seed {settings['seed']}), the round's p-values "
-             f"Holm-corrected together; dropped when the corrected p < {settings['alpha']} and not among the best "
-             f"{settings['keep_top']} (keep_top). Effect size: the difference with its paired bootstrap 95% CI, and "
-             f"Cohen's d_z of the per-question values.",
+             f"Holm-corrected together; dropped when the corrected p < {round_level_text(state)} and not among the "
+             f"best {settings['keep_top']} (keep_top). Effect size: the difference with its paired bootstrap 95% CI, "
+             f"and Cohen's d_z of the per-question values.",
              "",
              f"Cost: **{figures['racing_question_evaluations']} question evaluations of the full grid's "
              f"{figures['racing_full_grid_question_evaluations']} ({figures['racing_question_share']:.1%})**, "
@@ -224,6 +227,22 @@ def write_report(sweep_dir: Path) -> dict[str, Path]:
     files["race"].write_text("\n".join(lines), encoding="utf-8")
     files["race_json"].write_text(json.dumps({"counts": figures, **state}, indent=2, default=str) + "\n")
     return files
+
+
+def round_level_text(state: dict) -> str:
+    """The level the rounds tested at, and what it means over the whole race."""
+    settings = state["definition"]["settings"]
+    alpha, level = settings["alpha"], state.get("round_alpha", settings["alpha"])
+    rounds = max(len(state["sizes"]) - 1, 1)
+    rate = state.get("any_round_rate")
+    if settings.get("control", "round") == "round":
+        added = (f": for a configuration exactly as good as the best, tested alone, the chance of a drop in at least "
+                 f"one of the {rounds} dropping rounds is up to {rate:.2f} (normal approximation); control=race holds "
+                 f"the whole race to alpha") if rate is not None and rounds > 1 else ""
+        return f"{alpha} (alpha, in each round: control=round{added})"
+    return (f"{level:.4g} in every round: the level that keeps the chance of any wrong drop over all {rounds} dropping "
+            f"rounds at alpha={alpha} (control=race: a group-sequential, Pocock-type bound for rounds on nested samples, "
+            f"with Holm's correction inside each round)")
 
 
 def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]) -> dict[str, Path]:

@@ -69,7 +69,7 @@ class Race:
         resumed = self.resume_check()
         print(f"racing {len(plan.points)} configurations in rounds of {', '.join(map(str, plan.sizes))} of "
               f"{plan.total} questions ({settings.objective}, {'max' if settings.maximize else 'min'}imised; "
-              f"sweep folder {self.sweep_dir})" + (": resumed, finished jobs are read from their folders" if resumed else ""))
+              f"sweep folder {self.sweep_dir}; each round tests at {plan.round_alpha:.3g}, control={settings.control})" + (": resumed, finished jobs are read from their folders" if resumed else ""))
         for note in plan.notes:
             print(f"  note: {note}")
         survivors, number = list(range(len(plan.points))), 0
@@ -88,7 +88,7 @@ class Race:
             ran = {j.config: j.run for j in jobs if j.status == "ok" and j.run is not None}
             final = index == len(plan.sizes)
             decisions = decide(ran, {c: plan.names[c] for c in ran}, settings.objective, settings.maximize,
-                               settings.alpha, settings.keep_top, settings.resamples, settings.seed) if ran else []
+                               plan.round_alpha, settings.keep_top, settings.resamples, settings.seed) if ran else []
             if final:  # the last round drops nothing: its ranking is the final leaderboard's
                 for d in decisions:
                     d.verdict = "worse than the best" if d.verdict == DROPPED else d.verdict
@@ -160,7 +160,8 @@ class Race:
 
     def save(self, finished: bool = False) -> None:
         state = {"definition": self.plan.definition(), "names": self.plan.names, "total": self.plan.total,
-                 "sizes": self.plan.sizes, "notes": self.plan.notes, "finished": finished,
+                 "sizes": self.plan.sizes, "round_alpha": self.plan.round_alpha,
+                 "any_round_rate": self.plan.any_round_rate, "notes": self.plan.notes, "finished": finished,
                  "rounds": [{**r, "jobs": [j.record() for j in r["jobs"]],
                              "decisions": [d.record() for d in r["decisions"]]} for r in self.rounds]}
         write_atomic(self.sweep_dir / STATE, state)

@@ -1,0 +1,95 @@
+"""judge=offline_learned: the offline judge whose faithfulness and hallucination flag come from a
+small learned verifier (ragexp.judges.verifier) instead of a fixed rule; no LLM, no download."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ragexp.judges.offline import OfflineJudge, to_scale
+from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
+from ragexp.metrics.generation import abstains
+from ragexp.text import split_sentences
+from ragexp.types import Answer, Judgement, Question
+from ragexp.validation import Cosine, Fraction
+
+RULE_VERDICT = re.compile(r": hallucination \([^)]*\)|; a confident answer to an unanswerable question: hallucination")
+
+
+def verifier_features(judge: OfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,
+                      c: np.ndarray, a: np.ndarray) -> dict[str, float]:
+    """The verifier's features of `answer` (`a`: its sentences' vectors, `c`: the context sentences'),
+    from the offline judge's evidence for each of its claims (the bench fits the verifier on these)."""
+    index = ContextIndex.of(passages)
+    answer_sentences = split_sentences(answer)
+    vectors = dict(zip(answer_sentences, a))
+    claims = [claim_signals(s, vectors[s], e, c, index)
+              for s, e in judge.claim_evidence(answer_sentences, a, passages, sentences, c)]
+    return answer_features(claims, answer)
+
+
+class LearnedOfflineJudge(OfflineJudge):
+    """The offline judge (context_relevance, answer_similarity, claim_hallucination_rate, ... as
+    there), but:
+
+    - hallucination_probability = the verifier's probability that people would not judge the answer
+      fully supported by the context, from what its claims find there (ragexp.judges.verifier:
+      cosines with MiniLM, shares of content words, word pairs, numbers and names found, ...);
+    - faithfulness = 1 + 9 * (1 - hallucination_probability);
+    - hallucination = hallucination_probability above `hallucination_threshold` (null: the one
+      chosen with the weights, on the tuning part), or an answered unanswerable question (as the
+      offline judge).
+
+    `weights` is the model file (plain JSON; null: the one shipped in the package, fitted with
+    MiniLM as the scoring embedder: another embedder gives other cosines, so refit for it).
+    """
+
+    metrics: tuple[str, ...] = OfflineJudge.metrics + ("hallucination_probability",)
+    scales = {**OfflineJudge.scales, "hallucination_probability": (0.0, 1.0)}
+    verdict_settings = {"hallucination": ("hallucination_probability", "hallucination_threshold")}
+
+    def __init__(self, embedder, weights: str | None = None, hallucination_threshold: Fraction | None = None,
+                 relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.7, name: str | None = None,
+                 answered_unanswerable_hallucinates: bool = True):
+        super().__init__(embedder, relevance_threshold=relevance_threshold, support_threshold=support_threshold,
+                         name=name or f"offline-learned-{embedder.name}",
+                         answered_unanswerable_hallucinates=answered_unanswerable_hallucinates, hallucination_share=0.0)
+        self.verifier = Verifier.load(Path(weights) if weights else SHIPPED)
+        self.hallucination_threshold = (self.verifier.threshold if hallucination_threshold is None
+                                        else hallucination_threshold)
+
+    @classmethod
+    def constraints(cls, weights: str | None = None, **_) -> list[str]:
+        """The weights file exists and is a verifier model (checked with the config, before any work)."""
+        from ragexp.errors import RagexpError
+
+        try:
+            Verifier.load(Path(weights) if weights else SHIPPED, setting="weights")
+        except RagexpError as err:
+            return [str(err)]
+        return []
+
+    @classmethod
+    def cache_token(cls, weights: str | None = None, **_) -> str:
+        """The weights file's content (a refit at the same path is a cache miss, see ragexp.store.code_identity)."""
+        import hashlib
+
+        path = Path(weights) if weights else SHIPPED
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+
+    def judged(self, question: Question, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: Answer,
+               q: np.ndarray, c: np.ndarray, a: np.ndarray) -> Judgement:
+        base = super().judged(question, passages, sentences, answer, q, c, a)
+        p = self.verifier.probability(verifier_features(self, passages, sentences, answer.text, c, a))
+        flagged = p > self.hallucination_threshold
+        answered_unanswerable = (not question.answerable and not abstains(answer.text)
+                                 and self.answered_unanswerable_hallucinates)
+        reasoning = (RULE_VERDICT.sub("", base.reasoning)  # the rule's verdicts do not apply here
+                     + f"; verifier: {p:.0%} likely not supported"
+                     + (f" (above {self.hallucination_threshold:.0%}): hallucination" if flagged else "")
+                     + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else ""))
+        scores = {**base.scores, "faithfulness": to_scale(1.0 - p), "hallucination_probability": round(p, 4)}
+        return replace(base, scores=scores, hallucination=flagged or answered_unanswerable, reasoning=reasoning)
