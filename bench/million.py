@@ -20,6 +20,13 @@ prints one JSON line), so its peak RSS (os.wait4) is that part's alone:
 - static: embedder=static (the pipeline's DenseRetriever in Qdrant local mode) on 10^6 chunks:
   embedding, indexing, and DENSE_QUERY_SAMPLE queries extrapolated to 1,000 (local mode searches
   exhaustively, seconds per query at 10^6; a Qdrant server searches an HNSW graph instead);
+- exact: embedder=static and retriever=dense_exact (the chunk vectors as one matrix) on 10^6 chunks:
+  embedding (= indexing), all 1,000 queries, the peak RSS after each step; `--store DIR` with the
+  run's on-disk embedding store (a first run writes it, a later one reads it);
+- dense_memory: where dense retrieval's memory goes, by tracemalloc, at 10^5 chunks (`--retriever
+  dense|dense_exact`);
+- app: the whole `python -m ragexp` run with retriever=dense_exact and embedder=static on 10^6
+  documents and 1,000 questions (stage cache on, offline generator and judge): peak RSS, stage times;
 - minilm: MiniLM's texts/s on a sample of MINILM_SAMPLE chunks, extrapolated to 10^6 (said so);
 - sweep_memory: peak RSS of `python -m ragexp -m retriever.top_k=...` with 1 and 3 jobs in one
   process (Hydra's basic launcher), retriever=bm25 and dense: a stage whose memory grows per job shows.
@@ -152,6 +159,84 @@ def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
             "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
 
 
+def rss_mb() -> int:
+    """This process's peak RSS so far (ru_maxrss), MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None = None) -> dict:
+    """embedder=static and retriever=dense_exact as the pipeline runs them: `index` embeds every
+    chunk (the matrix is the embedder's output), then `queries_n` queries; the peak RSS after each
+    step. With `store` (a folder), the run's on-disk embedding store is there, as with the stage
+    cache on: a first run writes every vector to it, a later one reads them instead of embedding."""
+    from ragexp.components.embedders import EmbeddingCache
+    from ragexp.components.exact_dense import ExactDenseRetriever
+    from ragexp.components.static_embedder import StaticEmbedder
+    from ragexp.store.cache import EmbeddingStore
+
+    chunks = build_corpus(chunks_n)
+    texts, golden = queries()
+    texts, golden = texts[:queries_n], golden[:queries_n]
+    rss_corpus = rss_mb()
+    embeddings = EmbeddingCache(EmbeddingStore(store) if store else None)
+    with embeddings.building():
+        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+    embedder.embed(["warm up: distil or load the model"])
+    rss_model = rss_mb()
+    load = os.getloadavg()[0]
+    retriever = ExactDenseRetriever(embedder, top_k=5)
+    started, cpu = time.perf_counter(), time.process_time()
+    retriever.index(chunks)
+    index_s, index_cpu = time.perf_counter() - started, time.process_time() - cpu
+    rss_index = rss_mb()
+    started, cpu = time.perf_counter(), time.process_time()
+    results = retriever.search(texts, DEPTH)
+    search_s, search_cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"chunks": len(chunks), "queries": len(texts), "embed_and_index_s": round(index_s, 1),
+            "embed_and_index_cpu_s": round(index_cpu, 1), "search_s": round(search_s, 1),
+            "search_cpu_s": round(search_cpu, 1), "ms_per_query": round(1000 * search_s / len(texts), 1),
+            "hit_at_10": hit_at(results, golden), "matrix_mb": round(retriever.vectors.nbytes / 2**20),
+            "store": store, "embedded_texts": embeddings.stats["embedded_texts"],
+            "peak_rss_mb_after": {"corpus": rss_corpus, "model": rss_model, "index": rss_index, "search": rss_mb()},
+            "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
+
+
+def part_dense_memory(chunks_n: int, cache_dir: str, retriever_name: str) -> dict:
+    """Where a dense retriever's memory goes, by tracemalloc (Python objects and numpy arrays; MB
+    held after each step, and the highest point within it) on `chunks_n` chunks, 20 queries."""
+    import tracemalloc
+
+    from ragexp.components.embedders import EmbeddingCache
+    from ragexp.components.exact_dense import ExactDenseRetriever
+    from ragexp.components.retrievers import DenseRetriever
+    from ragexp.components.static_embedder import StaticEmbedder
+
+    with EmbeddingCache().building():
+        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+    embedder.embed(["warm up: distil or load the model"])
+    texts = queries()[0][:20]
+    tracemalloc.start()
+    steps: dict = {}
+
+    def step(name: str, work):
+        tracemalloc.reset_peak()
+        value = work()
+        current, peak = tracemalloc.get_traced_memory()
+        steps[name] = {"held_mb": round(current / 2**20), "peak_mb": round(peak / 2**20)}
+        return value
+
+    chunks = step("corpus (Chunk objects)", lambda: build_corpus(chunks_n))
+    if retriever_name == "dense":  # as part_static: the chunks embedded first (the memo), then indexed
+        step("embed (the run's memo)", lambda: embedder.embed([c.text for c in chunks]))
+        retriever = DenseRetriever(embedder, top_k=5)
+    else:
+        retriever = ExactDenseRetriever(embedder, top_k=5)
+    step("index", lambda: retriever.index(chunks))
+    step("20 queries", lambda: retriever.search(texts, DEPTH))
+    tracemalloc.stop()
+    return {"retriever": retriever_name, "chunks": chunks_n, "tracemalloc": steps}
+
+
 def part_minilm(sample: int) -> dict:
     from ragexp.components.embedders import SentenceTransformerEmbedder
 
@@ -168,7 +253,7 @@ def part_minilm(sample: int) -> dict:
             "load_1min_end": round(os.getloadavg()[0], 1)}
 
 
-PARTS = {"bm25s", "rank_bm25", "static", "minilm", "corpus"}
+PARTS = {"bm25s", "rank_bm25", "static", "exact", "dense_memory", "minilm", "corpus"}
 
 
 def child(part: str, *args: str) -> dict:
@@ -193,19 +278,47 @@ def peak_rss_child(argv: list[str], cwd: Path) -> tuple[int, float, str]:
     return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err
 
 
-def sweep_memory(work_dir: Path, chunks_n: int = 30_000, jobs: tuple[int, ...] = (1, 3)) -> dict:
-    """Peak RSS of sweeps of 1 and 3 jobs in one process (Hydra's basic launcher runs them one
-    after the other in the same process), for retriever=bm25 and retriever=dense (embedder=hash),
-    stage cache off so every job does all its stages; 50 questions, `chunks_n` documents."""
-    folder = work_dir / "corpus"
+def write_dataset(folder: Path, chunks_n: int, questions_n: int) -> None:
+    """The corpus (one document per chunk of `build_corpus`) and `questions_n` questions as dataset=jsonl reads them."""
     folder.mkdir(parents=True, exist_ok=True)
     texts, golden = queries()
     with open(folder / "corpus.jsonl", "w") as out:
         for c in build_corpus(chunks_n):
             out.write(json.dumps({"doc_id": c.doc_id, "text": c.text}) + "\n")
     with open(folder / "questions.jsonl", "w") as out:
-        for i, (text, gold) in enumerate(zip(texts[:50], golden[:50])):
+        for i, (text, gold) in enumerate(zip(texts[:questions_n], golden[:questions_n])):
             out.write(json.dumps({"id": f"q{i}", "question": text, "answer": "x", "golden_docs": sorted(gold)}) + "\n")
+
+
+def app_run(work_dir: Path, chunks_n: int, questions_n: int, cache_dir: str) -> dict:
+    """The whole `python -m ragexp` run with retriever=dense_exact and embedder=static on `chunks_n`
+    documents of one chunk each and `questions_n` questions (dataset=jsonl, the stage cache on in a
+    fresh folder, the extractive generator, the offline judge with embedder@scoring_embedder=hash):
+    its peak RSS (os.wait4) and the stage times it logs in its run folder."""
+    folder = work_dir / f"app-{chunks_n}"
+    if not (folder / "questions.jsonl").exists():
+        write_dataset(folder, chunks_n, questions_n)
+    run_dir, stage_cache = work_dir / f"app-run-{chunks_n}", work_dir / f"app-cache-{chunks_n}"
+    argv = [sys.executable, "-m", "ragexp", "dataset=jsonl", f"dataset.path={folder}", "retriever=dense_exact",
+            "embedder=static", f"embedder.model_dir={Path(cache_dir).resolve() / 'models'}",
+            "embedder@scoring_embedder=hash", "tracker=none", f"cache.dir={stage_cache}", f"hydra.run.dir={run_dir}"]
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    code, rss, err = peak_rss_child(argv, work_dir)
+    if code != 0:
+        raise SystemExit(f"bench million: the app run failed ({code}):\n{err[-3000:]}")
+    run = json.loads((run_dir / "run.json").read_text())
+    return {"documents": chunks_n, "questions": questions_n, "peak_rss_mb": round(rss),
+            "wall_s": round(time.perf_counter() - started, 1), "timings_s": run.get("timings_s"), "work": run.get("work"),
+            "load_1min_start": round(load, 1), "load_1min_end": round(os.getloadavg()[0], 1)}
+
+
+def sweep_memory(work_dir: Path, chunks_n: int = 30_000, jobs: tuple[int, ...] = (1, 3)) -> dict:
+    """Peak RSS of sweeps of 1 and 3 jobs in one process (Hydra's basic launcher runs them one
+    after the other in the same process), for retriever=bm25 and retriever=dense (embedder=hash),
+    stage cache off so every job does all its stages; 50 questions, `chunks_n` documents."""
+    folder = work_dir / "corpus"
+    write_dataset(folder, chunks_n, 50)
     figures: dict = {"documents": chunks_n, "questions": 50}
     for retriever in ("bm25", "dense"):
         for n in jobs:
@@ -239,6 +352,10 @@ def measure(work_dir: Path, args) -> dict:
         "sweep_memory": lambda: sweep_memory(work_dir),
         "static_1e6": lambda: extrapolated(child("static", "--chunks", n, "--queries", str(DENSE_QUERY_SAMPLE),
                                                  "--cache-dir", str(work_dir / "cache"))),
+        "exact_1e6": lambda: child("exact", "--chunks", n, "--queries", "1000", "--cache-dir", str(work_dir / "cache")),
+        "dense_memory_1e5": lambda: {r: child("dense_memory", "--chunks", "100000", "--retriever", r,
+                                              "--cache-dir", str(work_dir / "cache")) for r in ("dense", "dense_exact")},
+        "app_1e6": lambda: app_run(work_dir, MILLION, 1000, str(work_dir / "cache")),
     }
     figures: dict = {}
     for name, part in plan.items():
@@ -259,21 +376,30 @@ def extrapolated(figures: dict, to: int = 1000) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=sorted(PARTS | {"sweep_memory", "all"}))
+    parser.add_argument("part", choices=sorted(PARTS | {"sweep_memory", "app", "all"}))
     parser.add_argument("--chunks", type=int, default=MILLION)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--sample", type=int, default=MINILM_SAMPLE)
     parser.add_argument("--cache-dir", default=".ragexp-cache")
+    parser.add_argument("--store", default=None, help="exact: keep the vectors in an embedding store in this folder")
+    parser.add_argument("--retriever", choices=["dense", "dense_exact"], default="dense_exact",
+                        help="dense_memory: the retriever whose memory is traced")
     parser.add_argument("--work-dir", type=Path, default=Path("million-work"))
     args = parser.parse_args()
     if args.part in ("bm25s", "rank_bm25"):
         figures = part_bm25(args.part, args.chunks, args.queries)
     elif args.part == "static":
         figures = part_static(args.chunks, args.queries, args.cache_dir)
+    elif args.part == "exact":
+        figures = part_exact(args.chunks, args.queries, args.cache_dir, args.store)
+    elif args.part == "dense_memory":
+        figures = part_dense_memory(args.chunks, args.cache_dir, args.retriever)
     elif args.part == "minilm":
         figures = part_minilm(args.sample)
     elif args.part == "sweep_memory":
         figures = sweep_memory(args.work_dir)
+    elif args.part == "app":
+        figures = app_run(args.work_dir, args.chunks, args.queries, args.cache_dir)
     elif args.part == "all":
         figures = measure(args.work_dir, None)
     else:
@@ -281,7 +407,7 @@ def main() -> None:
         chunks = build_corpus(args.chunks)
         figures = {"chunks": len(chunks), "build_s": round(time.perf_counter() - started, 1),
                    "mean_chars": round(sum(len(c.text) for c in chunks) / len(chunks))}
-    figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    figures.setdefault("peak_rss_mb", round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))  # app: its child's
     print(json.dumps(figures))
 
 

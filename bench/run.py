@@ -29,7 +29,7 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
 - bm25s (bench/bm25_compare.py): retriever.impl=bm25s vs rank_bm25, ndcg@10 on HotpotQA and speed at 10^5 chunks;
-- million (bench/million.py): BM25 (both impls), embedder=static and MiniLM on 10^6 chunks, time and peak RSS.
+- million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
 

@@ -179,3 +179,19 @@ def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     [resumed_sweep] = set(killed.glob("multirun/*/*")) - {killed_sweep}
     [fresh_sweep] = fresh.glob("multirun/*/*")
     assert (resumed_sweep / "results.json").read_text() == (fresh_sweep / "results.json").read_text()
+
+
+def test_a_list_is_written_in_pieces_and_read_back_whole(tmp_path):
+    from ragexp.store.cache import FORMAT, encode
+    from ragexp.types import Chunk
+
+    cache = StageCache(str(tmp_path))
+    chunks = [Chunk(f"c{i}", f"d{i % 7}", f'text {i}: "quoted" é \n', i, i + 20) for i in range(1000)]
+    key = "ab" * 32
+    cache.put("chunks", key, chunks)
+    assert cache.get("chunks", key) == chunks
+    assert json.loads(cache.path("chunks", key).read_bytes()) == {"format": FORMAT, "stage": "chunks", "key": key,
+                                                                  "value": encode(chunks)}
+    cache.put("chunks", "cd" * 32, [])
+    cache.put("hits", key, {"q": 1.5})
+    assert cache.get("chunks", "cd" * 32) == [] and cache.get("hits", key) == {"q": 1.5}

@@ -64,3 +64,20 @@ def test_two_runs_in_one_process_do_not_share_vectors_or_counters(tmp_path):
     assert second.counters == first.counters
     assert second.aggregates == first.aggregates
     assert not (tmp_path / "embeddings.sqlite").exists()  # cache.enabled=false: memory only
+
+
+def test_vectors_from_the_memo_the_store_and_the_model_land_in_their_rows(tmp_path):
+    calls = []
+    store = EmbeddingStore(str(tmp_path))
+    with EmbeddingCache(store).building():
+        CountingHash(calls).embed(["stored a", "stored b"])  # an earlier run: on disk
+    with EmbeddingCache(store).building() as later:
+        embedder = CountingHash(calls)
+    embedder.embed(["in memory"])
+    texts = ["new", "stored b", "in memory", "new", "stored a", "stored b"]
+    vectors = embedder.embed(texts)
+    assert calls[-1] == ["new"] and later.stats["embedded_texts"] == 2  # only "in memory" and "new" by the model
+    assert np.array_equal(vectors, HashEmbedder().embed(texts))  # every row is its own text's vector
+    assert not vectors.flags.writeable
+    memo = later.memo[embedder.key()]
+    assert np.shares_memory(memo["stored a"], vectors) and np.shares_memory(memo["new"], vectors)

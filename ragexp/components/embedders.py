@@ -85,25 +85,61 @@ class Embedder:
         raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of `texts`, one row each, as one read-only float32 matrix. The texts this
+        call embeds (or reads from the on-disk store) are kept in the run's memo as views of that
+        matrix's rows, so a corpus's vectors sit in memory once, not once in the memo and again in
+        the matrix (at 10^6 chunks of 256-d: 1 GB, not 2; see docs/scale.md)."""
+        if not texts:
+            return np.zeros((0, self.dimension()), dtype=np.float32)
         key, store = self.key(), self.cache.store
         memo = self.cache.memo.setdefault(key, {})
-        missing = [t for t in dict.fromkeys(texts) if t not in memo]
+        row: dict[str, int] = {}  # each distinct text -> its first row
+        for i, text in enumerate(texts):
+            row.setdefault(text, i)
+        missing = [t for t in row if t not in memo]
+        out: np.ndarray | None = None
+        kept: list[str] = []  # texts whose memo entry becomes a row of `out`
+
+        def place(batch: Sequence[str], vectors: np.ndarray) -> None:
+            nonlocal out
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[-1]), dtype=np.float32)
+            out[[row[t] for t in batch]] = vectors
+            kept.extend(batch)
+
         if missing and store is not None:
-            memo.update(store.get(key, missing))
-            missing = [t for t in missing if t not in memo]
+            for text, vector in store.stored(key, missing):  # copied into `out` as read: never all held twice
+                if out is None:
+                    place([text], vector)
+                else:
+                    out[row[text]] = vector
+                    kept.append(text)
+            if kept:
+                found = set(kept)
+                missing = [t for t in missing if t not in found]
         missing.sort(key=len, reverse=True)  # longest first: batches of similar length waste the least padding
         for start in progress(range(0, len(missing), self.batch_size), desc=f"embedding ({self.name})",
                               total=-(-len(missing) // self.batch_size)):
             batch = missing[start : start + self.batch_size]
             vectors = np.asarray(self.embed_batch(batch), dtype=np.float32)
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-            memo.update(zip(batch, vectors))
+            place(batch, vectors)
             if store is not None:
                 store.put(key, batch, vectors)
             self.cache.count(len(batch))
-        if not texts:
-            return np.zeros((0, self.dimension()), dtype=np.float32)
-        return np.stack([memo[t] for t in texts])
+        if out is None:  # every text was in the memo already
+            out = np.stack([memo[t] for t in texts])
+        else:
+            served = [t for t in row if t in memo]  # in the memo before this call
+            if served:
+                out[[row[t] for t in served]] = np.stack([memo[t] for t in served])
+            first = np.fromiter((row[t] for t in texts), dtype=np.int64, count=len(texts))
+            repeats = np.flatnonzero(first != np.arange(len(texts)))
+            if len(repeats):
+                out[repeats] = out[first[repeats]]
+        out.flags.writeable = False  # its rows are the memo's vectors: a caller must not change them
+        memo.update((t, out[row[t]]) for t in kept)
+        return out
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError

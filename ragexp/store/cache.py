@@ -27,7 +27,7 @@ import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -76,6 +76,20 @@ def decode(data: Any) -> Any:
             except (KeyError, TypeError, ValueError) as err:
                 raise Unreadable(f"a damaged {name} ({type(err).__name__}: {err})") from None
     raise Unreadable(f"unknown data {json.dumps(data)[:60]}")
+
+
+def entry_pieces(stage: str, key: str, value: Any) -> Iterator[bytes]:
+    """A cache entry's JSON, {"format", "stage", "key", "value"}, in pieces: a list value one
+    element at a time, so a stage output of 10^6 chunks is never held as one encoded tree and one
+    string (at 10^6 chunks that was ~4 GB on top of the chunks, a whole run's peak memory)."""
+    head = {"format": FORMAT, "stage": stage, "key": key}
+    if not isinstance(value, (list, tuple)):
+        yield json.dumps({**head, "value": encode(value)}, ensure_ascii=False).encode()
+        return
+    yield json.dumps(head, ensure_ascii=False)[:-1].encode() + b', "value": ['
+    for i, item in enumerate(value):
+        yield (b", " if i else b"") + json.dumps(encode(item), ensure_ascii=False).encode()
+    yield b"]}"
 
 
 class StageCache:
@@ -140,14 +154,13 @@ class StageCache:
         if not (self.enabled and self.writable):
             return
         path = self.path(stage, key)
-        data = json.dumps({"format": FORMAT, "stage": stage, "key": key, "value": encode(value)},
-                          ensure_ascii=False).encode()
         tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
                 tmp = file.name
-                file.write(data)
+                for piece in entry_pieces(stage, key, value):
+                    file.write(piece)
             os.replace(tmp, path)
             tmp = None
         except OSError as err:
@@ -207,9 +220,13 @@ class EmbeddingStore:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
+        return dict(self.stored(model, texts))
+
+    def stored(self, model: str, texts: Sequence[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """(text, vector) of the `texts` the store holds, as they are read (500 texts per query),
+        so a caller can copy a million vectors where they belong without holding them all twice."""
         if not self.usable:
-            return found
+            return
         by_sha = {self.sha(t): t for t in texts}
         shas = list(by_sha)
         try:
@@ -218,14 +235,13 @@ class EmbeddingStore:
                 rows = self.db().execute(
                     f"SELECT text_sha, vector FROM vectors WHERE model = ? AND text_sha IN ({','.join('?' * len(batch))})",
                     [model, *batch],
-                )
+                ).fetchall()
                 for sha, blob in rows:
                     vector = vector_of(blob)
                     if vector is not None and sha in by_sha:
-                        found[by_sha[sha]] = vector
+                        yield by_sha[sha], vector
         except (sqlite3.Error, OSError) as err:
             self.bypass(err)
-        return found
 
     def put(self, model: str, texts: Sequence[str], vectors: np.ndarray) -> None:
         if not self.usable:
