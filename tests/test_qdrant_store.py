@@ -9,7 +9,8 @@ from conftest import run_app
 
 from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.components.qdrant import MARK, QdrantCollectionRetriever, connect
+from ragexp.components.qdrant import MARK, connect
+from ragexp.components.qdrant_collection import QdrantCollectionRetriever
 from ragexp.components.retrievers import DenseRetriever
 from ragexp.types import Chunk
 
