@@ -3,7 +3,7 @@ the API, the version installed and the version tested (constraints.txt), instead
 trace log failing somewhere deep. The ranges in pyproject.toml stop where these were tested.
 
 - Hydra: `hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments` and
-  `ConfigLoader.load_sweep_config` (ragexp.run.callbacks: every grid point checked before any job),
+  `ConfigLoader.load_sweep_config` (ragexp.run.sweep_folder: every grid point checked before any job),
   and the basic sweeper's `_target_` (how a grid is told from a search).
 - MLflow: `mlflow.tracing.client.TracingClient.start_trace` / `.log_spans` and
   `MlflowClient.link_traces_to_run` (ragexp.store.trace_store: traces of a finished run logged after the

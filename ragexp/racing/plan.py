@@ -141,7 +141,7 @@ def plan(config) -> Plan:
     """The race of a multirun's `config` (its hydra.sweeper and command line), or a RagexpError
     listing every problem: the settings, fewer than two configurations, an objective that the jobs
     do not give per question, a minimum above the dataset's size."""
-    from ragexp.run.callbacks import grid_points, swept_keys
+    from ragexp.run.sweep_folder import grid_points, swept_keys
 
     settings = settings_of(config.hydra.sweeper)
     errors = settings.problems()

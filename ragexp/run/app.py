@@ -48,7 +48,7 @@ def sweep_info() -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ragexp.run.callbacks import read_sweep
+    from ragexp.run.sweep_folder import read_sweep
 
     hydra = HydraConfig.get()
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
@@ -184,7 +184,7 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ragexp.run.callbacks import FAILURE_FILE
+    from ragexp.run.sweep_folder import FAILURE_FILE
 
     hydra = HydraConfig.get()
     name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"

@@ -10,60 +10,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
-SWEEP_FILE = "sweep.json"
+from ragexp.run.sweep_folder import FAILURE_FILE, SWEEP_FILE, grid_points, invalid_points, swept_keys
+
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.racing: its grid is known in advance too
 log = logging.getLogger("ragexp")
-
-
-def swept_keys(config: DictConfig) -> list[str]:
-    """The keys a multirun varies: sweep overrides on the command line and hydra.sweeper.params."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
-    keys += [str(k) for k in (config.hydra.sweeper.get("params") or {})]
-    return list(dict.fromkeys(keys))
-
-
-def grid_points(config: DictConfig) -> list[list[str]]:
-    """Every job's overrides, as Hydra's basic sweeper will enumerate them (hydra.sweeper.params,
-    then the command line)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    arguments = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
-    arguments += list(config.hydra.overrides.task)
-    parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
-    return [point for batch in BasicSweeper.split_arguments(parser.parse_overrides(arguments), None) for point in batch]
-
-
-def invalid_points(config: DictConfig) -> list[str]:
-    """Each grid point composed and validated (ragexp.validation): one entry per invalid point,
-    naming its job number, its swept values and every problem."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    from ragexp.validation import problems
-
-    loader, swept = GlobalHydra.instance().config_loader(), swept_keys(config)
-    invalid = []
-    for number, point in enumerate(grid_points(config)):
-        try:
-            errors = problems(loader.load_sweep_config(config, list(point)))
-        except Exception as err:  # noqa: BLE001 - Hydra cannot compose it (an unknown option or key)
-            errors = [" ".join(str(err).splitlines()[:2])]
-        if errors:
-            name = " ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point)
-            invalid.append(f"job {number} ({name}):\n    " + "\n    ".join(errors))
-    return invalid
-
-
-def read_sweep(sweep_dir: str | Path) -> dict:
-    """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
-    path = Path(sweep_dir) / SWEEP_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def merged_results(sweep_dir: Path) -> tuple[dict, list[dict]]:
