@@ -75,6 +75,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_dataset(root: Path, docs: int = 4, repeat: int = 3) -> Path:
+    """A tiny `dataset=jsonl` folder under `root`: `docs` documents ("Component n listens on port
+    740n.", said `repeat` times) and one question per document, its golden document named."""
+    import json
+
+    data = root / "data"
+    (data / "docs").mkdir(parents=True)
+    for n in range(docs):
+        (data / "docs" / f"doc{n}.txt").write_text(f"Component {n} listens on port {7400 + n}. " * repeat)
+    rows = [{"id": str(n), "question": f"Which port does component {n} use?", "answer": f"Port {7400 + n}.",
+             "golden_docs": [f"doc{n}"]} for n in range(docs)]
+    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
 def compose(*overrides: str):
     """The job config Hydra would build for `python -m ragexp <overrides>`."""
     from hydra import compose as hydra_compose

@@ -1,11 +1,9 @@
 """retriever.impl=bm25s|rank_bm25: the same BM25, two implementations; where they may differ and
 that the stage cache keeps their hits apart."""
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compose
+from conftest import compose, port_dataset
 
 from ragexp.run.pipeline import run
 from ragexp.components.retrievers import BM25Retriever, best_first
@@ -77,19 +75,8 @@ def test_best_first_is_a_stable_argsort_cut_at_limit():
             assert best_first(scores, limit).tolist() == np.argsort(-scores, kind="stable")[:limit].tolist()
 
 
-def tiny_dataset(root: Path) -> Path:
-    data = root / "data"
-    (data / "docs").mkdir(parents=True)
-    for n in range(3):
-        (data / "docs" / f"doc{n}.txt").write_text(f"Component {n} listens on port {7400 + n}. " * 5)
-    rows = [{"id": str(n), "question": f"Which port does component {n} use?", "answer": f"Port {7400 + n}.",
-             "golden_docs": [f"doc{n}"]} for n in range(3)]
-    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return data
-
-
 def test_the_stage_cache_keeps_each_implementations_hits_apart(tmp_path):
-    data, cache = tiny_dataset(tmp_path), tmp_path / "cache"
+    data, cache = port_dataset(tmp_path, docs=3, repeat=5), tmp_path / "cache"
 
     def counters(impl: str) -> dict:
         return run(compose(f"dataset.path={data}", f"cache.dir={cache}", "retriever=bm25", f"retriever.impl={impl}",

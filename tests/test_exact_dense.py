@@ -2,12 +2,11 @@
 retriever=dense (Qdrant's local mode), keeps the vectors once (the run's memo holds views of the
 matrix), reads them from the embedding store on a later run, and stops on bad input with one line."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import compose, run_app
+from conftest import compose, port_dataset, run_app
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 from ragexp.components.exact_dense import ExactDenseRetriever
 from ragexp.components.retrievers import DenseRetriever
@@ -90,19 +89,8 @@ def test_an_empty_corpus_is_one_line():
         ExactDenseRetriever(HashEmbedder()).index([])
 
 
-def tiny_dataset(root: Path) -> Path:
-    data = root / "data"
-    (data / "docs").mkdir(parents=True)
-    for n in range(4):
-        (data / "docs" / f"doc{n}.txt").write_text(f"Component {n} listens on port {7400 + n}. " * 3)
-    rows = [{"id": str(n), "question": f"Which port does component {n} use?", "answer": f"Port {7400 + n}.",
-             "golden_docs": [f"doc{n}"]} for n in range(4)]
-    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return data
-
-
 def test_a_later_run_reuses_the_stored_hits_and_embeddings(tmp_path):
-    data, cache = tiny_dataset(tmp_path), tmp_path / "cache"
+    data, cache = port_dataset(tmp_path), tmp_path / "cache"
 
     def counters(*overrides: str) -> dict:
         return run(compose(f"dataset.path={data}", f"cache.dir={cache}", "embedder=hash",
@@ -120,7 +108,7 @@ def test_a_later_run_reuses_the_stored_hits_and_embeddings(tmp_path):
 
 
 def test_a_run_and_a_bad_setting(tmp_path):
-    data = tiny_dataset(tmp_path)
+    data = port_dataset(tmp_path)
     args = ["retriever=dense_exact", f"dataset.path={data}", "embedder=hash", "embedder@scoring_embedder=hash",
             "tracker=none", f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"]
     done = run_app(*args, cwd=tmp_path)

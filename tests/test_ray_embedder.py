@@ -1,11 +1,10 @@
 """embedder=ray on a local Ray cluster: Ray Data actors run the inner embedder's model, the vectors
 land in the run's embedding store under the inner embedder's key, rounds are stored as they end."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_engine, run_cli
+from conftest import port_dataset, require_engine, run_cli
 
 from ragexp.store.cache import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
@@ -52,20 +51,9 @@ def test_ray_data_embeds_into_the_same_store_in_rounds(tmp_path, local_ray):
     assert np.allclose(local.embed(TEXTS), expected)
 
 
-def sample_data(root: Path) -> Path:
-    data = root / "data"
-    (data / "docs").mkdir(parents=True)
-    for n in range(4):
-        (data / "docs" / f"doc{n}.txt").write_text(f"Component {n} listens on port {7400 + n}. " * 3)
-    rows = [{"id": str(n), "question": f"Which port does component {n} use?", "answer": f"Port {7400 + n}.",
-             "golden_docs": [f"doc{n}"]} for n in range(4)]
-    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return data
-
-
 def test_a_run_with_embedder_ray_retrieves_like_the_local_embedder(tmp_path):
     require_engine("ray_data")
-    data = sample_data(tmp_path)
+    data = port_dataset(tmp_path)
     common = [f"dataset.path={data}", "retriever=dense", "embedder@scoring_embedder=hash", "tracker=none",
               f"cache.dir={tmp_path / 'cache'}"]
     on_ray = run_cli(*common, "embedder=ray", "embedder@embedder.inner=hash", "embedder.concurrency=1", "embedder.address=local",
