@@ -100,6 +100,13 @@ def queries():
     return [q for q, _ in questions], [g for _, g in questions]
 
 
+def clocked(work, *args):
+    """`work(*args)`, its wall and CPU seconds: (result, wall_s, cpu_s)."""
+    started, cpu = time.perf_counter(), time.process_time()
+    result = work(*args)
+    return result, time.perf_counter() - started, time.process_time() - cpu
+
+
 def hit_at(results, golden, k: int = 10) -> float:
     """The share of queries with a golden chunk among their first k hits."""
     return round(sum(any(h.chunk.doc_id in g for h in hits[:k]) for hits, g in zip(results, golden)) / len(golden), 3)
@@ -115,12 +122,8 @@ def part_bm25(impl: str, chunks_n: int, queries_n: int) -> dict:
     built = time.perf_counter() - started
     retriever = BM25Retriever(impl=impl)  # type: ignore[arg-type]
     load = os.getloadavg()[0]
-    started, cpu = time.perf_counter(), time.process_time()
-    retriever.index(chunks)
-    index_s, index_cpu = time.perf_counter() - started, time.process_time() - cpu
-    started, cpu = time.perf_counter(), time.process_time()
-    results = retriever.search(texts, DEPTH)
-    search_s, search_cpu = time.perf_counter() - started, time.process_time() - cpu
+    _, index_s, index_cpu = clocked(retriever.index, chunks)
+    results, search_s, search_cpu = clocked(retriever.search, texts, DEPTH)
     return {"impl": impl, "chunks": len(chunks), "queries": len(texts), "corpus_build_s": round(built, 1),
             "index_s": round(index_s, 1), "index_cpu_s": round(index_cpu, 1), "search_s": round(search_s, 2),
             "search_cpu_s": round(search_cpu, 2),
@@ -142,16 +145,10 @@ def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
         embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
     embedder.embed(["warm up: distil or load the model"])
     load = os.getloadavg()[0]
-    started, cpu = time.perf_counter(), time.process_time()
-    embedder.embed([c.text for c in chunks])  # kept in the run's memo, as the pipeline does
-    embed_s, embed_cpu = time.perf_counter() - started, time.process_time() - cpu
+    _, embed_s, embed_cpu = clocked(embedder.embed, [c.text for c in chunks])  # kept in the run's memo, as the pipeline does
     retriever = DenseRetriever(embedder, top_k=5)
-    started, cpu = time.perf_counter(), time.process_time()
-    retriever.index(chunks)
-    index_s, index_cpu = time.perf_counter() - started, time.process_time() - cpu
-    started, cpu = time.perf_counter(), time.process_time()
-    results = retriever.search(texts, DEPTH)
-    search_s, search_cpu = time.perf_counter() - started, time.process_time() - cpu
+    _, index_s, index_cpu = clocked(retriever.index, chunks)
+    results, search_s, search_cpu = clocked(retriever.search, texts, DEPTH)
     return {"chunks": len(chunks), "queries": len(texts), "embed_s": round(embed_s, 1), "embed_cpu_s": round(embed_cpu, 1),
             "qdrant_index_s": round(index_s, 1), "qdrant_index_cpu_s": round(index_cpu, 1), "search_s": round(search_s, 1),
             "search_cpu_s": round(search_cpu, 1),
@@ -185,13 +182,9 @@ def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None 
     rss_model = rss_mb()
     load = os.getloadavg()[0]
     retriever = ExactDenseRetriever(embedder, top_k=5)
-    started, cpu = time.perf_counter(), time.process_time()
-    retriever.index(chunks)
-    index_s, index_cpu = time.perf_counter() - started, time.process_time() - cpu
+    _, index_s, index_cpu = clocked(retriever.index, chunks)
     rss_index = rss_mb()
-    started, cpu = time.perf_counter(), time.process_time()
-    results = retriever.search(texts, DEPTH)
-    search_s, search_cpu = time.perf_counter() - started, time.process_time() - cpu
+    results, search_s, search_cpu = clocked(retriever.search, texts, DEPTH)
     return {"chunks": len(chunks), "queries": len(texts), "embed_and_index_s": round(index_s, 1),
             "embed_and_index_cpu_s": round(index_cpu, 1), "search_s": round(search_s, 1),
             "search_cpu_s": round(search_cpu, 1), "ms_per_query": round(1000 * search_s / len(texts), 1),
@@ -244,9 +237,7 @@ def part_minilm(sample: int) -> dict:
     embedder = SentenceTransformerEmbedder()
     embedder.embed_batch(["warm up: load the model"])
     load = os.getloadavg()[0]
-    started, cpu = time.perf_counter(), time.process_time()
-    embedder.embed([c.text for c in chunks])
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    _, seconds, cpu = clocked(embedder.embed, [c.text for c in chunks])
     per_s = sample / seconds
     return {"sample": sample, "embed_s": round(seconds, 1), "embed_cpu_s": round(cpu, 1), "texts_per_s": round(per_s, 1),
             "extrapolated_1e6_h": round(MILLION / per_s / 3600, 1), "load_1min_start": round(load, 1),
