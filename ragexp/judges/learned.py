@@ -2,33 +2,32 @@
 small learned verifier (ragexp.judges.verifier) instead of a fixed rule; no LLM, no download."""
 from __future__ import annotations
 
-import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from ragexp.judges.offline import OfflineJudge, to_scale
+from ragexp.judges.offline import ClaimEvidence, OfflineJudge, Verdict, to_scale
 from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
-from ragexp.metrics.generation import abstains
 from ragexp.text import split_sentences
-from ragexp.types import Answer, Judgement, Question
 from ragexp.validation import Cosine, Fraction
-
-RULE_VERDICT = re.compile(r": hallucination \([^)]*\)|; a confident answer to an unanswerable question: hallucination")
 
 
 def verifier_features(judge: OfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,
                       c: np.ndarray, a: np.ndarray) -> dict[str, float]:
     """The verifier's features of `answer` (`a`: its sentences' vectors, `c`: the context sentences'),
     from the offline judge's evidence for each of its claims (the bench fits the verifier on these)."""
-    index = ContextIndex.of(passages)
     answer_sentences = split_sentences(answer)
+    return features_of(judge.claim_evidence(answer_sentences, a, passages, sentences, c), answer, answer_sentences,
+                       a, c, passages)
+
+
+def features_of(evidence: Sequence[tuple[str, ClaimEvidence]], answer: str, answer_sentences: Sequence[str],
+                a: np.ndarray, c: np.ndarray, passages: Sequence[str]) -> dict[str, float]:
+    """The verifier's features from the claims' evidence already found (see verifier_features)."""
+    index = ContextIndex.of(passages)
     vectors = dict(zip(answer_sentences, a))
-    claims = [claim_signals(s, vectors[s], e, c, index)
-              for s, e in judge.claim_evidence(answer_sentences, a, passages, sentences, c)]
-    return answer_features(claims, answer)
+    return answer_features([claim_signals(s, vectors[s], e, c, index) for s, e in evidence], answer)
 
 
 class LearnedOfflineJudge(OfflineJudge):
@@ -80,16 +79,11 @@ class LearnedOfflineJudge(OfflineJudge):
         path = Path(weights) if weights else SHIPPED
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
-    def judged(self, question: Question, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: Answer,
-               q: np.ndarray, c: np.ndarray, a: np.ndarray) -> Judgement:
-        base = super().judged(question, passages, sentences, answer, q, c, a)
-        p = self.verifier.probability(verifier_features(self, passages, sentences, answer.text, c, a))
+    def verdict(self, evidence: Sequence[tuple[str, ClaimEvidence]], supported: Sequence[bool], answer: str,
+                answer_sentences: Sequence[str], a: np.ndarray, c: np.ndarray, passages: Sequence[str]) -> Verdict:
+        """The verifier's: faithfulness 1 + 9 (1 - p), a hallucination when p is above the threshold."""
+        p = self.verifier.probability(features_of(evidence, answer, answer_sentences, a, c, passages))
         flagged = p > self.hallucination_threshold
-        answered_unanswerable = (not question.answerable and not abstains(answer.text)
-                                 and self.answered_unanswerable_hallucinates)
-        reasoning = (RULE_VERDICT.sub("", base.reasoning)  # the rule's verdicts do not apply here
-                     + f"; verifier: {p:.0%} likely not supported"
-                     + (f" (above {self.hallucination_threshold:.0%}): hallucination" if flagged else "")
-                     + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else ""))
-        scores = {**base.scores, "faithfulness": to_scale(1.0 - p), "hallucination_probability": round(p, 4)}
-        return replace(base, scores=scores, hallucination=flagged or answered_unanswerable, reasoning=reasoning)
+        words = f"; verifier: {p:.0%} likely not supported" + (
+            f" (above {self.hallucination_threshold:.0%}): hallucination" if flagged else "")
+        return Verdict(to_scale(1.0 - p), flagged, words, {"hallucination_probability": round(p, 4)})

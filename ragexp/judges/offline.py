@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -110,6 +110,17 @@ class ClaimEvidence:
     overlap: float
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's reading of the claims' evidence: faithfulness (1-10), the hallucination flag, the
+    words the reasoning gives for it (after the count of unsupported claims), and any scores of its own."""
+
+    faithfulness: float
+    hallucination: bool
+    words: str
+    scores: dict[str, float] = field(default_factory=dict)
+
+
 def to_scale(share: float) -> float:
     """A share in [0, 1] mapped linearly onto the 1-10 scale (0 -> 1, 1 -> 10)."""
     return round(1.0 + 9.0 * float(np.clip(share, 0.0, 1.0)), 3)
@@ -215,11 +226,11 @@ class OfflineJudge(Judge):
             recall = 1.0 if abstained else 0.0
             expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
         # a sentence saying the answer is not known makes no claim; every other sentence is checked
-        supported = [self.supports(e) for _, e in self.claim_evidence(answer_sentences, a, passages, sentences, c)]
+        evidence = self.claim_evidence(answer_sentences, a, passages, sentences, c)
+        supported = [self.supports(e) for _, e in evidence]
         unsupported = len(supported) - sum(supported)
-        hallucinated = self.hallucinates(supported)
+        verdict = self.verdict(evidence, supported, answer.text, answer_sentences, a, c, passages)
         answered_unanswerable = not question.answerable and not abstained and self.answered_unanswerable_hallucinates
-        rule = f"more than {self.hallucination_share:.0%} unsupported" if self.hallucination_share else "any unsupported"
         reasoning = (
             f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
             f"(cosine >= {self.relevance_threshold}); {expected}; "
@@ -228,15 +239,26 @@ class OfflineJudge(Judge):
                + (f", or {self.overlap_threshold:.0%} of the content words" if self.overlap_threshold is not None else "")
                + ")" if supported
                else "the answer abstains" if abstained else "empty answer")
-            + (f"; {unsupported} unsupported" + (f": hallucination ({rule})" if hallucinated else "") if unsupported else "")
+            + (f"; {unsupported} unsupported" if unsupported else "") + verdict.words
             + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else "")
         )
         scores = {
             "context_relevance": to_scale(relevant / len(context_sentences) if context_sentences else 0.0),
             "answer_similarity": to_scale(recall),
-            "faithfulness": to_scale(sum(supported) / len(supported) if supported else 1.0),
+            "faithfulness": verdict.faithfulness,
             "claim_hallucination_rate": round(unsupported / len(supported), 4) if supported else 0.0,
             "conciseness_offline": round(conciseness_offline(answer.text), 4),
             "coherence_offline": round(coherence_offline(a), 4),
+            **verdict.scores,
         }
-        return Judgement(self.name, scores, hallucination=hallucinated or answered_unanswerable, reasoning=reasoning)
+        return Judgement(self.name, scores, hallucination=verdict.hallucination or answered_unanswerable,
+                         reasoning=reasoning)
+
+    def verdict(self, evidence: Sequence[tuple[str, ClaimEvidence]], supported: Sequence[bool], answer: str,
+                answer_sentences: Sequence[str], a: np.ndarray, c: np.ndarray, passages: Sequence[str]) -> Verdict:
+        """Faithfulness and the hallucination flag from the claims' evidence: the rule (the share of
+        supported claims; a hallucination past `hallucination_share` unsupported)."""
+        hallucinated = self.hallucinates(supported)
+        rule = f"more than {self.hallucination_share:.0%} unsupported" if self.hallucination_share else "any unsupported"
+        return Verdict(to_scale(sum(supported) / len(supported) if supported else 1.0), hallucinated,
+                       f": hallucination ({rule})" if hallucinated else "")
