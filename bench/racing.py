@@ -162,7 +162,8 @@ def measure(work_dir: Path, args=None) -> dict:
             continue
         full = side(work_dir, f"{judge}-full", extra, racing=False, questions=n)
         race = side(work_dir, f"{judge}-race", extra, racing=True, questions=n)
-        results[judge] = {"questions": n, "configurations": 24, "full_grid": full, "racing": race,
+        results[judge] = {"questions": n, "configurations": 24, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          "full_grid": full, "racing": race,
                           "comparison": compare_sides(full, race)}
         print(json.dumps({judge: results[judge]["comparison"]}, indent=2), flush=True)
     return results

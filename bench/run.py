@@ -370,6 +370,25 @@ def before_llm(r: dict, c: int) -> str | None:
     return f"{t['per_second']} ({t['share_of_ideal']:.0%} of {c / 0.2:g}; 200 questions, cache off, 0.1 s clock)" if t else None
 
 
+def racing_rows() -> list[tuple[str, Callable[[dict], str | None], str]]:
+    """Per judge: the race's question evaluations (and LLM requests) against the full grid's, its wall
+    time, whether the full grid's winner survived (bench/racing.py; the rounds in results/racing.md)."""
+    def share(judge: str, counter: str) -> Callable[[dict], str | None]:
+        def show(f: dict) -> str:
+            race, full, c = f["racing"][counter], f["full_grid"][counter], f["comparison"]
+            return (f"{race} / {full} = {race / full:.2%} (wall {f['racing']['wall_s']} / {f['full_grid']['wall_s']} s; "
+                    f"winner {'kept' if c['full_winner_survived'] else 'DROPPED'}; load {f['racing']['load_1min_before']}"
+                    + (f"; {f['date']}" if "date" in f else "") + ")")
+        return get("racing", judge, show=show)
+
+    grid = "24 configurations x 500 HotpotQA questions"
+    return [(f"racing, offline judge ({grid}): question evaluations, race / full grid", share("offline", "question_evaluations"),
+             "<= 35%, winner kept"),
+            (f"racing, LLM judge at 200 ms ({grid}): question evaluations, race / full grid", share("llm", "question_evaluations"),
+             "<= 35%, winner kept"),
+            ("racing, LLM judge at 200 ms: LLM requests, race / full grid", share("llm", "llm_requests"), "<= 35%")]
+
+
 def get(*path: str, show: Callable[..., str]) -> Callable[[dict], str | None]:
     def value(r: dict) -> str | None:
         for part in path:
@@ -400,6 +419,7 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
         f"{m['records_per_s']:,} records/s (read {m['read_s']} s, command {m['wall_s']} s; "
         f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})")), ">= 100,000/s"),
     ("monitor: peak RSS", get("monitor", show=lambda m: f"{m['peak_rss_mb']} MB"), "< 500 MB"),
+    *racing_rows(),
     ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
         f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
         f"load {t['load_1min']})")), "<= +10%"),
