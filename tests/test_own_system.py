@@ -229,6 +229,8 @@ class Faulty(BaseHTTPRequestHandler):
             status, reply = 500, {"error": "boom"}
         elif question == "nofield":
             reply = {"text": "no answer field"}
+        elif question == "nocontexts":
+            reply = {"answer": "fine"}
         data = b"<html>" if question == "html" else json.dumps(reply).encode()
         self.send_response(status)
         self.send_header("content-length", str(len(data)))
@@ -246,7 +248,7 @@ def test_an_http_service_failing_is_counted_per_question_with_its_reason(tmp_pat
     server.asked = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     path = tmp_path / "questions.jsonl"
-    path.write_text("".join(json.dumps({"id": q, "question": q}) + "\n" for q in ("ok", "flaky", "down", "nofield", "html")))
+    path.write_text("".join(json.dumps({"id": q, "question": q}) + "\n" for q in ("ok", "flaky", "down", "nofield", "nocontexts", "html")))
     try:
         result = run(compose("system=http", f"system.url=http://127.0.0.1:{server.server_address[1]}/a",
                              "system.max_retries=1", "system.backoff_s=0", "system.max_concurrency=1",
@@ -258,11 +260,13 @@ def test_an_http_service_failing_is_counted_per_question_with_its_reason(tmp_pat
     assert failures["ok"] == failures["flaky"] == ""  # flaky: answered on its retry
     assert failures["down"] == f'system: {url}: HTTP 500 ({{"error": "boom"}}) after 2 attempts'
     assert failures["nofield"] == f"system: the reply of {url} has no field 'answer' (system.answer_field)"
+    assert failures["nocontexts"] == (f"system: the reply of {url} has no field 'contexts' "
+                                      "(system.contexts_field; null if the service returns no contexts)")
     assert failures["html"].startswith(f"system: {url} answered HTTP 200 with a body that is not JSON")
     assert server.asked.count("down") == 2 and server.asked.count("flaky") == 2
     assert {k: result.counters[k] for k in ("system_requests", "system_retries", "system_failures")} == {
-        "system_requests": 7, "system_retries": 2, "system_failures": 3}
-    assert result.aggregates["failed_questions"] == 3
+        "system_requests": 8, "system_retries": 2, "system_failures": 4}
+    assert result.aggregates["failed_questions"] == 4
 
 
 def test_http_credentials_come_from_the_environment_only(tmp_path, monkeypatch):

@@ -194,29 +194,28 @@ class HttpSystem(System):
         started = time.perf_counter()
         reply = self.post(body)
         latency = round(time.perf_counter() - started, 4)
-        try:
-            answer = field_at(reply, self.answer_field)
-        except KeyError:
-            self.count("failures")
-            raise QuestionFailed(f"system: the reply of {self.url} has no field {self.answer_field!r} "
-                                 "(system.answer_field)") from None
+        answer = self.reply_field(reply, self.answer_field, "system.answer_field")
         if not isinstance(answer, str):
             self.count("failures")
             raise QuestionFailed(f"system: the reply's {self.answer_field!r} is {type(answer).__name__}, not text")
         contexts: Any = ()
         if self.contexts_field:
-            try:
-                contexts = field_at(reply, self.contexts_field)
-            except KeyError:
-                self.count("failures")
-                raise QuestionFailed(f"system: the reply of {self.url} has no field {self.contexts_field!r} "
-                                     "(system.contexts_field; null if the service returns no contexts)") from None
+            contexts = self.reply_field(reply, self.contexts_field,
+                                        "system.contexts_field; null if the service returns no contexts")
         try:
             hits = hits_from_contexts(contexts)
         except ContextError as err:
             self.count("failures")
             raise QuestionFailed(f"system: the reply's {self.contexts_field!r}: {err}") from None
         return Output(Answer(answer, latency), hits)
+
+    def reply_field(self, reply: Any, path: str, setting: str) -> Any:
+        """The reply's field at `path`; a missing one fails the question, naming the setting."""
+        try:
+            return field_at(reply, path)
+        except KeyError:
+            self.count("failures")
+            raise QuestionFailed(f"system: the reply of {self.url} has no field {path!r} ({setting})") from None
 
     def post(self, body: Any) -> Any:
         """The JSON reply to `body`, retried as the LLM client retries; QuestionFailed with the reason."""
