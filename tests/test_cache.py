@@ -195,3 +195,22 @@ def test_a_list_is_written_in_pieces_and_read_back_whole(tmp_path):
     cache.put("chunks", "cd" * 32, [])
     cache.put("hits", key, {"q": 1.5})
     assert cache.get("chunks", "cd" * 32) == [] and cache.get("hits", key) == {"q": 1.5}
+
+
+def test_an_entry_is_read_member_by_member_and_anything_else_is_unreadable():
+    """read_entry reads what entry_pieces writes, and any JSON object with the same members however
+    spaced; truncated, trailing or non-object text is unreadable (a miss), never a wrong value."""
+    from ragexp.store.cache import FORMAT, encode, entry_pieces, read_entry
+    from ragexp.types import Chunk
+
+    chunks = [Chunk(f"c{i}", "d", f"text {i} ]}}, \\", i, i + 1) for i in range(50)]
+    head = {"format": FORMAT, "stage": "chunks", "key": "k"}
+    written = b"".join(entry_pieces("chunks", "k", chunks)).decode()
+    assert read_entry(written) == (head, chunks)
+    assert read_entry(json.dumps({**head, "value": encode(chunks)}, indent=2)) == (head, chunks)
+    assert read_entry(json.dumps({"value": {"dict": {"q": [1.5, None]}}, **head})) == (head, {"q": [1.5, None]})
+    assert read_entry(json.dumps({**head, "value": []})) == (head, [])
+    for damaged in (written[:-1], written[: len(written) // 2], written + " {}", "[]", "", '{"format": 1,}', '{"format": 1, "value": [1,]}',
+                    written.replace('", "value"', '" "value"', 1)):
+        with pytest.raises(ValueError):
+            read_entry(damaged)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -92,6 +93,70 @@ def entry_pieces(stage: str, key: str, value: Any) -> Iterator[bytes]:
     yield b"]}"
 
 
+_SPACE = re.compile(r"[ \t\n\r]*")
+_JSON = json.JSONDecoder()
+
+
+def read_entry(text: str) -> tuple[dict, Any]:
+    """An entry's head ({"format", "stage", "key"}) and its decoded value, read as entry_pieces
+    writes it: the object's members one at a time and a list value one element at a time, each
+    element decoded into its record at once, so that 10^6 chunks are never held as a JSON tree
+    beside the records made from it. Anything but one JSON object is Unreadable."""
+    head: dict[str, Any] = {}
+    value: Any = None
+    try:
+        i = _expect(text, 0, "{")
+        while text[i] != "}":  # a member after "{" and after each ","
+            name, i = _JSON.raw_decode(text, i)
+            i = _expect(text, _skip(text, i), ":")
+            if name == "value" and text[i] == "[":
+                value, i = _read_list(text, i)
+            elif name == "value":
+                data, i = _JSON.raw_decode(text, i)
+                value = decode(data)
+            else:
+                head[str(name)], i = _JSON.raw_decode(text, i)
+            i = _skip(text, i)
+            if text[i] == "}":
+                break
+            i = _expect(text, i, ",")
+            if text[i] == "}":
+                raise Unreadable(f"a ',' before '}}' at character {i}")
+    except IndexError:
+        raise Unreadable("the entry ends early (truncated)") from None
+    if _skip(text, i + 1) != len(text):
+        raise Unreadable(f"extra data after the entry at character {i + 1}")
+    return head, value
+
+
+def _read_list(text: str, i: int) -> tuple[list, int]:
+    """The decoded elements of the JSON list that starts at text[i], and the index after it."""
+    items: list[Any] = []
+    i = _skip(text, i + 1)
+    while text[i] != "]":  # an element after "[" and after each ","
+        data, i = _JSON.raw_decode(text, i)
+        items.append(decode(data))
+        i = _skip(text, i)
+        if text[i] == "]":
+            break
+        i = _expect(text, i, ",")
+        if text[i] == "]":
+            raise Unreadable(f"a ',' before ']' at character {i}")
+    return items, i + 1
+
+
+def _skip(text: str, i: int) -> int:
+    match = _SPACE.match(text, i)
+    return match.end() if match else i
+
+
+def _expect(text: str, i: int, char: str) -> int:
+    i = _skip(text, i)
+    if text[i] != char:
+        raise Unreadable(f"expected {char!r} at character {i}")
+    return _skip(text, i + 1)
+
+
 class StageCache:
     """Stage outputs as JSON under `<dir>/<stage>/<key[:2]>/<key>.json`. Counts hits and misses
     per stage (`stats`: `<stage>_cached`, `<stage>_computed`, and `<stage>_unreadable` for entries
@@ -135,12 +200,12 @@ class StageCache:
             return None
         path = self.path(stage, key)
         try:
-            entry = json.loads(path.read_bytes())
-            if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+            head, value = read_entry(path.read_bytes().decode("utf-8"))
+            if head.get("format") != FORMAT:
                 raise Unreadable(f"not a {FORMAT} entry")
-            if entry.get("stage") != stage or entry.get("key") != key:
+            if head.get("stage") != stage or head.get("key") != key:
                 raise Unreadable("an entry of another stage or key")
-            return decode(entry.get("value"))
+            return value
         except FileNotFoundError:
             return None
         except (OSError, ValueError, RecursionError) as err:  # damaged, foreign, or unreadable: recompute it
