@@ -105,8 +105,8 @@ def read_entry(text: str) -> tuple[dict, Any]:
     head: dict[str, Any] = {}
     value: Any = None
     try:
-        i = _expect(text, 0, "{")
-        while text[i] != "}":  # a member after "{" and after each ","
+        i, closed = _opened(text, 0, "{", "}")
+        while not closed:
             name, i = _JSON.raw_decode(text, i)
             i = _expect(text, _skip(text, i), ":")
             if name == "value" and text[i] == "[":
@@ -116,33 +116,40 @@ def read_entry(text: str) -> tuple[dict, Any]:
                 value = decode(data)
             else:
                 head[str(name)], i = _JSON.raw_decode(text, i)
-            i = _skip(text, i)
-            if text[i] == "}":
-                break
-            i = _expect(text, i, ",")
-            if text[i] == "}":
-                raise Unreadable(f"a ',' before '}}' at character {i}")
+            i, closed = _separator(text, i, "}")
     except IndexError:
         raise Unreadable("the entry ends early (truncated)") from None
-    if _skip(text, i + 1) != len(text):
-        raise Unreadable(f"extra data after the entry at character {i + 1}")
+    if _skip(text, i) != len(text):
+        raise Unreadable(f"extra data after the entry at character {i}")
     return head, value
 
 
 def _read_list(text: str, i: int) -> tuple[list, int]:
     """The decoded elements of the JSON list that starts at text[i], and the index after it."""
     items: list[Any] = []
-    i = _skip(text, i + 1)
-    while text[i] != "]":  # an element after "[" and after each ","
+    i, closed = _opened(text, i, "[", "]")
+    while not closed:
         data, i = _JSON.raw_decode(text, i)
         items.append(decode(data))
-        i = _skip(text, i)
-        if text[i] == "]":
-            break
-        i = _expect(text, i, ",")
-        if text[i] == "]":
-            raise Unreadable(f"a ',' before ']' at character {i}")
-    return items, i + 1
+        i, closed = _separator(text, i, "]")
+    return items, i
+
+
+def _opened(text: str, i: int, opening: str, closing: str) -> tuple[int, bool]:
+    """After `opening` at text[i]: past an immediate `closing` (True: empty), else at the first item."""
+    i = _expect(text, i, opening)
+    return (i + 1, True) if text[i] == closing else (i, False)
+
+
+def _separator(text: str, i: int, closing: str) -> tuple[int, bool]:
+    """After an item: past `closing` (True: the end), else past its ',' at the next item."""
+    i = _skip(text, i)
+    if text[i] == closing:
+        return i + 1, True
+    i = _expect(text, i, ",")
+    if text[i] == closing:
+        raise Unreadable(f"a ',' before {closing!r} at character {i}")
+    return i, False
 
 
 def _skip(text: str, i: int) -> int:
