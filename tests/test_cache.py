@@ -210,7 +210,8 @@ def test_an_entry_is_read_member_by_member_and_anything_else_is_unreadable():
     assert read_entry(json.dumps({**head, "value": encode(chunks)}, indent=2)) == (head, chunks)
     assert read_entry(json.dumps({"value": {"dict": {"q": [1.5, None]}}, **head})) == (head, {"q": [1.5, None]})
     assert read_entry(json.dumps({**head, "value": []})) == (head, [])
-    for damaged in (written[:-1], written[: len(written) // 2], written + " {}", "[]", "", '{"format": 1,}', '{"format": 1, "value": [1,]}',
-                    written.replace('", "value"', '" "value"', 1)):
+    damaged = (written[:-1], written[: len(written) // 2], written + " {}", "[]", "", '{"format": 1,}',
+               '{"format": 1, "value": [1,]}', written.replace('", "value"', '" "value"', 1))
+    for text in damaged:
         with pytest.raises(ValueError):
-            read_entry(damaged)
+            read_entry(text)
