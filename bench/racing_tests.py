@@ -119,9 +119,12 @@ def best_of_all_flips(X: np.ndarray, resamples: int, rng: np.random.Generator) -
     return np.minimum(1.0, 2 * (above + 1) / (resamples + 1))
 
 
+ORIGINAL_DECIDE = racing.decide  # replay() puts decide_with(test) in its place, one test after another
+
+
 def decide_with(test: str):
     """ragexp.racing.decide with its Holm step replaced by `test` (holm: unchanged)."""
-    original = racing.decide
+    original = ORIGINAL_DECIDE
 
     def decide(runs, names, objective, maximize=True, alpha=0.05, keep_top=1, resamples=2000, seed=0, level=0.95):
         decisions = original(runs, names, objective, maximize, alpha, keep_top, resamples, seed, level)

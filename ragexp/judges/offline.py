@@ -209,14 +209,6 @@ class OfflineJudge(Judge):
         [q] = self.embedder.embed([question.text])
         c = self.embedder.embed(context_sentences)
         a = self.embedder.embed(answer_sentences)
-        return self.judged(question, passages, sentences, answer, q, c, a)
-
-    def judged(self, question: Question, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: Answer,
-               q: np.ndarray, c: np.ndarray, a: np.ndarray) -> Judgement:
-        """The judgement from the texts and their vectors (q: the question's, c: the context
-        sentences', a: the answer sentences')."""
-        context_sentences = [s for ss in sentences for s in ss]
-        answer_sentences = split_sentences(answer.text)
         relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
         abstained = abstains(answer.text)
         if question.answerable:
