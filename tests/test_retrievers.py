@@ -106,3 +106,31 @@ def test_bad_settings_name_the_key():
                             "+retriever.retrievers.x=3")) == [
         "retriever.retrievers.bm25.top_k: must be >= 1, got 0",
         "retriever.retrievers.x: expected a Retriever config with a _target_, got 3"]
+
+
+def test_repeated_chunk_texts_come_out_in_chunk_id_order_in_every_retriever():
+    """Equal texts score equally (up to the last float bits, which differ between Qdrant's and numpy's
+    paths): every retriever orders them by chunk id, so dense and dense_exact give the same rankings."""
+    from ragexp.components.embedders import HashEmbedder
+    from ragexp.components.exact_dense import ExactDenseRetriever
+
+    texts = ["the proxy listens on port 7070", "retry the queue lease", "a cron schedule for the backup"]
+    ids = ["k9", "b2", "x1", "a7", "m3", "c5", "z0", "d4", "q8"]  # not in id order: the order is the ids'
+    chunks = [Chunk(cid, f"doc-{cid}", texts[i % 3]) for i, cid in enumerate(ids)]
+    dense = DenseRetriever(HashEmbedder(dimension=64))
+    retrievers = {"dense": dense, "dense_exact": ExactDenseRetriever(HashEmbedder(dimension=64)),
+                  "bm25": BM25Retriever()}
+    retrievers["hybrid"] = HybridRetriever({"dense": DenseRetriever(HashEmbedder(dimension=64)), "bm25": BM25Retriever()})
+    queries = ["which port does the proxy listen on", "queue lease retry", "backup"]
+    rankings = {}
+    for name, retriever in retrievers.items():
+        retriever.index(chunks)
+        rankings[name] = [[h.chunk.chunk_id for h in hits] for hits in retriever.search(queries, depth=9)]
+    for name, ranked in rankings.items():
+        for query, order in zip(queries, ranked):
+            texts_in_order = [next(c.text for c in chunks if c.chunk_id == cid) for cid in order]
+            for text in texts:  # each group of equal texts, where it stands: in id order
+                group = [cid for cid, t in zip(order, texts_in_order) if t == text]
+                assert group == sorted(group), (name, query, order)
+    assert rankings["dense"] == rankings["dense_exact"]
+    assert rankings["bm25"][0][:3] == ["a7", "k9", "z0"]  # the port chunks, ids ordered

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ragexp.components.retrievers import Retriever, best_first
+from ragexp.components.retrievers import Retriever, best_first, id_ranks
 from ragexp.errors import RagexpError
 from ragexp.progress import progress
 from ragexp.types import Chunk, Hit
@@ -21,7 +21,7 @@ from ragexp.validation import PositiveInt
 class ExactDenseRetriever(Retriever):
     """Cosine similarity by brute force over the chunk vectors in memory: the same ranking as
     `retriever=dense` (the embedder's vectors are L2-normalised, so a dot product is the cosine),
-    equal scores in chunk order. `block_mb` bounds the score matrix of one block of queries
+    equal scores (to `TIE_DIGITS`) in chunk id order. `block_mb` bounds the score matrix of one block of queries
     (queries per block = block_mb MB / (4 bytes x chunks), at least one)."""
 
     def __init__(self, embedder, top_k: PositiveInt = 5, block_mb: PositiveInt = 256):
@@ -34,6 +34,7 @@ class ExactDenseRetriever(Retriever):
             raise RagexpError("retriever: no chunks to index (the corpus is empty, or the chunker made no chunks); "
                               "check dataset.path and the chunker's settings")
         self.chunks = list(chunks)
+        self.ranks = id_ranks(self.chunks)
         self.vectors = self.embedder.embed([c.text for c in self.chunks])  # read-only, shared with the memo
 
     def block_rows(self) -> int:
@@ -49,7 +50,7 @@ class ExactDenseRetriever(Retriever):
                               total=-(-len(query_vectors) // rows)):
             scores = query_vectors[start : start + rows] @ self.vectors.T
             for row in scores:
-                best = best_first(row, limit)
+                best = best_first(row, limit, self.ranks)
                 results.append([Hit(self.chunks[i], float(row[i]), rank) for rank, i in enumerate(best, 1)])
             del scores, row  # freed before the next block is computed: one block of scores in memory, not two
         return results

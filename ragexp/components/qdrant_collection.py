@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ragexp.components.qdrant import connect, query, vector_params
-from ragexp.components.retrievers import Retriever
+from ragexp.components.retrievers import TIE_MARGIN, Retriever, in_tie_order
 from ragexp.errors import RagexpError
 from ragexp.types import Chunk, Hit
 from ragexp.validation import PositiveInt
@@ -72,5 +72,8 @@ class QdrantCollectionRetriever(Retriever):
 
     def search(self, queries: Sequence[str], depth: int | None = None) -> list[list[Hit]]:
         vectors = self.embedder.embed(list(queries))
-        responses = query(self._client, str(self.collection), vectors, depth or self.top_k, self.vector_name, True)
-        return [[Hit(self.chunk(p), float(p.score), rank) for rank, p in enumerate(points, 1)] for points in responses]
+        limit = depth or self.top_k
+        responses = query(self._client, str(self.collection), vectors, limit + TIE_MARGIN, self.vector_name, True)
+        return [[Hit(chunk, score, rank) for rank, (chunk, score) in
+                 enumerate(in_tie_order([(self.chunk(p), float(p.score)) for p in points], limit), 1)]
+                for points in responses]

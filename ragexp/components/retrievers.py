@@ -51,10 +51,14 @@ class DenseRetriever(Retriever):
         from ragexp.components.qdrant import query
 
         vectors = self.embedder.embed(list(queries))
-        return [[Hit(self.chunks[p.id], float(p.score), rank) for rank, p in enumerate(points, 1)]
-                for points in query(self._client, self.name, vectors, depth or self.top_k)]
+        limit = depth or self.top_k
+        return [[Hit(chunk, score, rank) for rank, (chunk, score) in
+                 enumerate(in_tie_order([(self.chunks[p.id], float(p.score)) for p in points], limit), 1)]
+                for points in query(self._client, self.name, vectors, limit + TIE_MARGIN)]
 
 
+# Qdrant breaks ties its own way: it is asked for this many more points, put in tie order, then cut
+TIE_MARGIN = 16
 BM25Impl = Literal["bm25s", "rank_bm25"]
 
 
@@ -65,7 +69,7 @@ class BM25Retriever(Retriever):
     every query term). Both compute rank-bm25's formula, idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b
     + b * len / avglen)) with idf(t) = log((N - df + 0.5) / (df + 0.5)); they differ only where that
     idf is negative (a term in more than half of the chunks): rank-bm25 floors it at 0.25 x the
-    mean idf, bm25s at 0. Ties are broken by chunk order in both (see `best_first`)."""
+    mean idf, bm25s at 0. Ties are ordered by chunk id in both (see `best_first`)."""
 
     def __init__(self, top_k: PositiveInt = 5, k1: NonNegativeFloat = 1.5, b: Fraction = 0.75,
                  impl: BM25Impl = "bm25s"):
@@ -75,6 +79,7 @@ class BM25Retriever(Retriever):
 
     def index(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = list(chunks)
+        self.ranks = id_ranks(self.chunks)
         if self.impl == "rank_bm25":
             from rank_bm25 import BM25Okapi
 
@@ -110,7 +115,7 @@ class BM25Retriever(Retriever):
         results = []
         for query in progress(queries, desc=f"retrieving (bm25, {self.impl})"):
             scores = self.scores(query)
-            best = best_first(scores, limit)
+            best = best_first(scores, limit, self.ranks)
             results.append([Hit(self.chunks[i], float(scores[i]), rank) for rank, i in enumerate(best, 1)])
         return results
 
@@ -137,16 +142,47 @@ def bm25_postings(ids: np.ndarray, lengths: np.ndarray, vocabulary: int, k1: flo
     return {"data": data.astype(np.float32), "indices": chunks, "indptr": indptr, "num_docs": docs}
 
 
-def best_first(scores: np.ndarray, limit: int) -> np.ndarray:
-    """The indices of the `limit` highest scores, best first, equal scores in index order: what
-    `np.argsort(-scores, kind="stable")[:limit]` gives, without sorting every score."""
+TIE_DIGITS = 5  # scores equal to 5 significant digits are a tie, ordered by chunk id (see `best_first`)
+
+
+def rounded(scores: np.ndarray) -> np.ndarray:
+    """`scores` rounded to `TIE_DIGITS` significant digits: scores that differ only in their last
+    bits (a float32 and a float64 path, the order of a sum) fall together, so that every retriever
+    orders them the same way, by chunk id."""
+    scores = np.asarray(scores, dtype=np.float64)
+    magnitude = np.floor(np.log10(np.abs(scores), where=scores != 0, out=np.zeros_like(scores)))
+    scale = 10.0 ** (TIE_DIGITS - 1 - magnitude)
+    return np.round(scores * scale) / scale
+
+
+def id_ranks(chunks: Sequence[Chunk]) -> np.ndarray:
+    """Each chunk's place among the chunks sorted by id: the order of tied scores."""
+    ranks = np.empty(len(chunks), dtype=np.int64)
+    ranks[np.argsort(np.array([c.chunk_id for c in chunks]), kind="stable")] = np.arange(len(chunks))
+    return ranks
+
+
+def best_first(scores: np.ndarray, limit: int, ranks: np.ndarray) -> np.ndarray:
+    """The indices of the `limit` highest scores, best first; scores equal to `TIE_DIGITS`
+    significant digits in the order of `ranks` (`id_ranks`: chunk id order), without sorting every
+    score: only those within one rounding step of the `limit`-th best are looked at."""
     if limit >= len(scores):
-        return np.argsort(-scores, kind="stable")
-    threshold = scores[np.argpartition(-scores, limit - 1)[limit - 1]]
-    above = np.flatnonzero(scores > threshold)
-    above = above[np.argsort(-scores[above], kind="stable")]
-    tied = np.flatnonzero(scores == threshold)[: limit - len(above)]
-    return np.concatenate([above, tied])
+        return np.lexsort((ranks, -rounded(scores)))
+    threshold = float(scores[np.argpartition(-scores, limit - 1)[limit - 1]])
+    near = np.flatnonzero(scores >= threshold - abs(threshold) * 10.0 ** (1 - TIE_DIGITS))
+    key, cut = rounded(scores[near]), rounded(np.array([threshold]))[0]
+    above, tied = near[key > cut], near[key == cut]
+    above = above[np.lexsort((ranks[above], -key[key > cut]))]
+    need = limit - len(above)
+    if need < len(tied):
+        tied = tied[np.argpartition(ranks[tied], need - 1)[:need]]
+    return np.concatenate([above, tied[np.argsort(ranks[tied])]])
+
+
+def in_tie_order(scored: Sequence[tuple[Chunk, float]], limit: int) -> list[tuple[Chunk, float]]:
+    """`(chunk, score)` pairs best first, cut at `limit`, ties as `best_first` orders them."""
+    order = best_first(np.array([s for _, s in scored], dtype=np.float64), limit, id_ranks([c for c, _ in scored]))
+    return [scored[i] for i in order]
 
 
 class HybridRetriever(Retriever):
@@ -188,6 +224,6 @@ class HybridRetriever(Retriever):
             for name, hits in ranked.items():
                 for hit in hits[i]:
                     fused[hit.chunk.chunk_id] = fused.get(hit.chunk.chunk_id, 0.0) + self.weights[name] / (self.k + hit.rank)
-            best = sorted(fused.items(), key=lambda item: -item[1])[: depth or self.top_k]
-            results.append([Hit(self.chunks[cid], score, rank) for rank, (cid, score) in enumerate(best, 1)])
+            best = in_tie_order([(self.chunks[cid], score) for cid, score in fused.items()], depth or self.top_k)
+            results.append([Hit(chunk, score, rank) for rank, (chunk, score) in enumerate(best, 1)])
         return results
