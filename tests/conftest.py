@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = ROOT.parent / "shared" / "data"  # public datasets beside the checkout; a user's clone has none
+NO_SHARED = "needs ../shared/data"  # how the reason of a skip for want of them starts (see `needs_shared`)
 # model-free embedders for the retriever and for the offline generator, judge and correctness metric
 HASH = ("embedder=hash", "embedder@scoring_embedder=hash")
 # what a run leaves in the folder it was started from; never in the repository (see `repository_stays_clean`)
@@ -29,6 +30,15 @@ RUN_LEFTOVERS = ("outputs", "multirun", "mlflow.db", "mlruns", "mlartifacts", ".
 ENGINE_MODULES = {"optuna": "hydra_plugins.hydra_optuna_sweeper", "ray": "hydra_plugins.hydra_ray_launcher", "ray_data": "ray.data",
                   "onnx": "onnxruntime", "openvino": "openvino"}
 ENGINE_OPTIONS = {"+cluster=ray": "ray", "+search=optuna": "optuna"}  # conf/ options that need an extra
+
+
+def needs_shared(*parts: str):
+    """A mark that skips a test when `../shared/data/<parts>` is absent, as in a user's clone. On CI
+    such a skip is a failure (the data is laid beside the checkout there), except in the run from a
+    copy of the clone with nothing beside it (RAGEXP_NO_SHARED=1), which checks that a user's clone
+    passes."""
+    path = SHARED_DATA.joinpath(*parts)
+    return pytest.mark.skipif(not path.exists(), reason=f"{NO_SHARED}/{'/'.join(parts)}, which a user's clone has not")
 
 
 def require_engine(name: str):
@@ -52,13 +62,15 @@ def engine_option(option: str):
 def pytest_runtest_makereport(item, call):
     """On CI ($CI set, as .ci/run runs), a skipped test is a failure: every test of a tier CI runs
     must run there. A skip whose reason starts with "CI cannot" (a condition stated in the test
-    that the CI machine cannot meet) stays a skip."""
+    that the CI machine cannot meet) stays a skip, and so does one for want of ../shared/data in
+    the run that checks a user's clone (RAGEXP_NO_SHARED=1: `needs_shared`)."""
     outcome = yield
     report = outcome.get_result()
     if not (os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail")):
         return
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if not reason.removeprefix("Skipped: ").startswith("CI cannot"):
+    reason = reason.removeprefix("Skipped: ")
+    if not (reason.startswith("CI cannot") or (reason.startswith(NO_SHARED) and os.environ.get("RAGEXP_NO_SHARED"))):
         report.outcome = "failed"
         report.longrepr = f"skipped on CI, where every test must run ({reason}); fix the test or its setup"
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import HASH, SHARED_DATA, mlflow_runs, run_app
+from conftest import HASH, SHARED_DATA, mlflow_runs, needs_shared, run_app
 from ragexp.trec_eval import check, evaluate, parse_measures, read_qrels, read_run
 
 HOTPOT = SHARED_DATA / "hotpotqa_ircot_dev500"
@@ -19,6 +19,7 @@ def run_folder(tmp_path, *args):
     return folder, values
 
 
+@needs_shared("hotpotqa_ircot_dev500")
 def test_trec_eval_on_the_run_folder_gives_the_logged_means(tmp_path):
     folder, values = run_folder(tmp_path, "dataset=hotpotqa", f"dataset.path={HOTPOT}", "dataset.limit=25",
                                 "retriever=bm25", "metrics.retrieval=[hit_rate@1,hit_rate@5,mrr,ndcg@10,recall@10,precision@5,map]")

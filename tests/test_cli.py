@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HASH, ROOT, cli_env, mlflow_runs, options, run_app, run_cli
+from conftest import HASH, SHARED_DATA, cli_env, mlflow_runs, needs_shared, options, run_app, run_cli
 
 AGGREGATES = ("avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate",
               "total_questions", "failed_questions", "overall_score")
@@ -132,9 +132,9 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500").exists(), reason="no ../shared/data")
+@needs_shared("hotpotqa_ircot_dev500")
 def test_hotpotqa_end_to_end(tmp_path):
-    path = ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500"
+    path = SHARED_DATA / "hotpotqa_ircot_dev500"
     proc = run_cli("dataset=hotpotqa", f"dataset.path={path}", "dataset.limit=10", "retriever=hybrid", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     client, [run] = mlflow_runs(tmp_path)

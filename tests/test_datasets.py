@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, needs_shared
 from ragexp.datasets import fingerprint
 from ragexp.datasets.folder import FolderDataset
 from ragexp.datasets.hotpotqa import HotpotQADataset
@@ -33,7 +33,7 @@ def test_limit_keeps_the_first_questions_and_the_whole_corpus():
     assert fingerprint(first) != fingerprint(full) and fingerprint(first) == fingerprint(FolderDataset(limit=3).load())
 
 
-@pytest.mark.skipif(not HOTPOT.exists(), reason="../shared/data not present")
+@needs_shared("hotpotqa_ircot_dev500")
 def test_hotpotqa_corpus_is_every_paragraph_and_golden_the_supporting_ones():
     data = HotpotQADataset(str(HOTPOT), limit=50).load()
     assert len(data.questions) == 50

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA, compose
+from conftest import SHARED_DATA, compose, needs_shared
 from ragexp.datasets.autorag import AutoRAGDataset
 from ragexp.datasets.beir import BeirDataset
 from ragexp.datasets.folder import FolderDataset
@@ -160,7 +160,7 @@ def test_autorag_malformed_row_names_file_and_row(tmp_path):
 AUTORAG = SHARED_DATA / "autorag_msmarco"
 
 
-@pytest.mark.skipif(not AUTORAG.exists(), reason="../shared/data not present")
+@needs_shared("autorag_msmarco")
 def test_autorag_msmarco_sample_loads_whole():
     data = AutoRAGDataset(str(AUTORAG)).load()
     assert len(data.questions) == 1000 and len(data.documents) == 2117  # its README

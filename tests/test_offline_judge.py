@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, needs_shared
 from ragexp.components.embedders import HashEmbedder
 from ragexp.components.generators import ExtractiveGenerator
 from ragexp.judges.offline import OfflineJudge, verbatim
@@ -87,6 +87,7 @@ def test_extractive_answers_from_markdown_chunks_are_verbatim(max_sentences, max
     assert len(dataset.questions) == 40 and flagged == []
 
 
+@needs_shared("hotpotqa_ircot_dev500", "dev_subsampled.jsonl")
 def test_extractive_answers_on_long_documents_are_never_flagged():
     embedder = HashEmbedder()
     generator = ExtractiveGenerator(embedder, max_sentences=3, max_chars=500)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from conftest import ROOT, SHARED_DATA, call_in
+from conftest import ROOT, SHARED_DATA, call_in, needs_shared
 from ragexp import trec_eval
 from ragexp.metrics import MetricSet
 from ragexp.metrics.retrieval import Ranking, measure
@@ -12,7 +12,7 @@ from ragexp.metrics.relevance import DocRelevance
 from ragexp.types import Chunk, Hit, Question
 
 TESTS = SHARED_DATA / "trec_eval_tests" / "test"
-pytestmark = pytest.mark.skipif(not TESTS.exists(), reason="../shared/data not present")
+pytestmark = needs_shared("trec_eval_tests", "test")
 
 # the measure families ragexp implements, as trec_eval names them, and the ragexp family
 FAMILIES = {"map": "map", "recip_rank": "mrr", "P": "precision", "recall": "recall", "ndcg_cut": "ndcg",
