@@ -3,6 +3,7 @@ entry is a miss with one warning per stage, a code change is a miss, an unusable
 file gives one warning and the run goes on, and failed LLM replies are never cached."""
 import contextlib
 import errno
+import importlib
 import json
 import logging
 import os
@@ -123,7 +124,7 @@ from ragexp.components.chunkers import RecursiveChunker
 
 
 class EditedChunker(RecursiveChunker):
-    \"\"\"{doc}\"\"\"
+    edition = "{doc}"
 """
 
 
@@ -423,3 +424,39 @@ def test_a_truncated_json_body_is_retried_and_counted(server):
         endpoint_client(server, usage, max_retries=2).complete(ChatRequest((("user", "again"),)))
     stats = usage.stats()
     assert stats["llm_failures"] == 1 and stats["llm_retries"] == 3 and len(server.chat_requests()) == 5
+
+
+RULES = '''\
+"""{doc}"""
+from {package} import helpers
+
+
+class Rule:
+    """{doc}"""
+
+    def size(self, n):
+        return helpers.halved(n)  # {doc}
+'''
+
+
+def test_a_module_moved_to_another_package_keeps_its_keys(tmp_path, monkeypatch):
+    """The same code in another package (its imports rewritten, its docs and comments reworded)
+    has the same code identity, so a stage cache filled before a move is hit after it; an edit of
+    what the code runs is a miss."""
+    from ragexp.store.code_identity import stage_code_hash
+
+    for package, doc in (("old_place", "before the move"), ("new_home.deep", "after the move, reworded")):
+        folder = tmp_path.joinpath(*package.split("."))
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "helpers.py").write_text(f'"""{doc}"""\n\n\ndef halved(n):\n    return n // 2\n')
+        (folder / "rules.py").write_text(RULES.format(doc=doc, package=package))
+    (tmp_path / "new_home" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    old, new = importlib.import_module("old_place.rules"), importlib.import_module("new_home.deep.rules")
+    assert code_hash("old_place.rules.Rule") == code_hash("new_home.deep.rules.Rule")
+    assert stage_code_hash(old.Rule().size) == stage_code_hash(new.Rule().size)
+    (tmp_path / "new_home" / "deep" / "helpers.py").write_text("def halved(n):\n    return n // 3\n")
+    importlib.reload(importlib.import_module("new_home.deep.helpers"))
+    code_hash.cache_clear()
+    assert code_hash("old_place.rules.Rule") != code_hash("new_home.deep.rules.Rule")

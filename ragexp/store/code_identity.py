@@ -1,11 +1,14 @@
-"""The code's identity in the stage cache's keys: ragexp's version, the source of every
-component a config names (`_target_`) with the modules it uses (ragexp's, the component's own
-package's, and any other module that is not part of the Python installation: a user's helper
-modules), the stage's own code, and what a component's `cache_token()` says of the state outside
-its code (a service's version, a file's content). Editing the code that computes an entry, or a
-change `cache_token()` reports, changes the entry's key."""
+"""The code's identity in the stage cache's keys: ragexp's version, the code of every component a
+config names (`_target_`) with the modules it uses (ragexp's, the component's own package's, and
+any other module that is not part of the Python installation: a user's helper modules), the
+stage's own code, and what a component's `cache_token()` says of the state outside its code (a
+service's version, a file's content). Editing the code that computes an entry, or a change
+`cache_token()` reports, changes the entry's key. Code is read as its syntax tree without
+docstrings and import statements, and modules are not known by name (`code_digest`): moving a
+module to another package, rewording its docs or its comments keeps the keys."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import json
@@ -85,10 +88,8 @@ def code_hash(target: str) -> str:
     obj = locate(target)
     roots = {getattr(obj, "__module__", None) or target}
     roots.update(c.__module__ for c in getattr(obj, "__mro__", ()) if c.__module__ != "builtins")
-    digest = hashlib.sha256()
-    for name in sorted(module_closure(roots, own_package=target.split(".")[0])):
-        digest.update(name.encode() + b"\0" + module_source(name) + b"\0")
-    return digest.hexdigest()[:16]
+    digests = sorted(code_digest(module_source(name)) for name in module_closure(roots, own_package=target.split(".")[0]))
+    return hashlib.sha256("\0".join(digests).encode()).hexdigest()[:16]
 
 
 def locate(target: str) -> Any:
@@ -159,11 +160,52 @@ def module_source(name: str) -> bytes:
 
 
 def stage_code_hash(compute: Callable) -> str:
-    """The stage's own code: the source of the module that defines `compute` (the pipeline)."""
-    name = getattr(compute, "__module__", None)
-    return module_hash(name) if isinstance(name, str) else ""
+    """The stage's own code: the top-level definition (class or function) that holds `compute`
+    (the bound method's, the partial's; a closure's or lambda's enclosing one), wherever its module
+    is; the whole module when `compute` is not inside one."""
+    function = getattr(compute, "func", compute)  # a functools.partial
+    function = getattr(function, "__func__", function)  # a bound method
+    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    return definition_hash(module, qualname.split(".")[0]) if isinstance(module, str) else ""
 
 
 @cache
-def module_hash(name: str) -> str:
-    return hashlib.sha256(module_source(name)).hexdigest()[:16]
+def definition_hash(module: str, name: str) -> str:
+    source = module_source(module)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return code_digest(source)[:16]
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return code_digest(ast.unparse(node))[:16]
+    return code_digest(source)[:16]
+
+
+class Unimported(ast.NodeTransformer):
+    """A syntax tree without its import statements and docstrings: what moving code or rewording
+    its docs changes, and what it runs does not depend on."""
+
+    def visit_Import(self, node):
+        return None
+
+    visit_ImportFrom = visit_Import
+
+    def generic_visit(self, node):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:]
+        return super().generic_visit(node)
+
+
+def code_digest(source: str | bytes) -> str:
+    """The digest of code as it runs: its syntax tree without import statements and docstrings
+    (comments are not in it); the text's own digest when it does not parse."""
+    try:
+        tree = Unimported().visit(ast.parse(source))
+    except (SyntaxError, ValueError):
+        text = source if isinstance(source, bytes) else source.encode()
+        return hashlib.sha256(text).hexdigest()
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
