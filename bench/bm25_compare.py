@@ -57,7 +57,7 @@ def rankings(impl: str):
 
 
 def quality() -> dict:
-    from ragexp.text import words
+    from ragexp.base.text import words
 
     figures: dict = {}
     runs = {impl: rankings(impl) for impl in ("bm25s", "rank_bm25")}

@@ -343,7 +343,10 @@ def scripted_server(items: Sequence[Item]):
     sys.path.insert(0, str(ROOT / "tests"))
     from openai_server import OpenAIServer, auto_reply, judge_json, numbered, prompt_text, task, user_text
 
-    from ragexp.text import split_sentences
+    try:
+        from ragexp.base.text import split_sentences
+    except ImportError:  # a checkout from before the regrouping (ragexp/text.py)
+        from ragexp.text import split_sentences  # type: ignore[no-redef]
 
     by_answer = {item.answer.strip(): item for item in items}
     def claims_of(text: str) -> tuple[str, ...]:  # as the triad reads them: whitespace normalised
@@ -492,7 +495,10 @@ def item_features(judge, item: Item) -> dict[str, float]:
     """The learned verifier's features of one item (ragexp.judges.learned.verifier_features), through
     `judge`'s embedder and claim evidence, as judge=offline_learned computes them."""
     from ragexp.judges.learned import verifier_features
-    from ragexp.text import split_sentences
+    try:
+        from ragexp.base.text import split_sentences
+    except ImportError:  # a checkout from before the regrouping (ragexp/text.py)
+        from ragexp.text import split_sentences  # type: ignore[no-redef]
 
     sentences = [split_sentences(p) for p in item.passages]
     c = judge.embedder.embed([s for ss in sentences for s in ss])

@@ -4,7 +4,7 @@ The corpus is made of real text found here, recombined deterministically (`build
 - the 4,858 HotpotQA dev500 paragraphs and the 2,117 MS MARCO passages of ../shared/data, each one
   chunk, kept first and unchanged (the queries' golden chunks);
 - then chunks of 2-5 sentences drawn with numpy's PCG64 (seed SEED) from the pool of their distinct
-  sentences (split by `ragexp.text.split_sentences`), until 10^6 chunks.
+  sentences (split by `ragexp.base.text.split_sentences`), until 10^6 chunks.
 The queries are the 500 HotpotQA questions and the first 500 MS MARCO queries. The sentences are
 real, so are term frequencies within a chunk and the length of chunks (~450 characters); the
 vocabulary is that of ~7,000 passages (~41,000 terms), much smaller than a real corpus of 10^6
@@ -77,7 +77,7 @@ def passages():
 
 def build_corpus(n: int, seed: int = SEED):
     """`n` chunks: the real passages, then recombined sentences (see the module's docstring)."""
-    from ragexp.text import split_sentences
+    from ragexp.base.text import split_sentences
     from ragexp.types import Chunk
 
     docs, _ = passages()

@@ -1,5 +1,5 @@
 """bench group `ppi`: how often the human-corrected (prediction-powered) 95% CI of
-ragexp.calibrate.ppi covers the truth, against the judge-only CI, on synthetic data with a known
+ragexp.stats.ppi covers the truth, against the judge-only CI, on synthetic data with a known
 truth and a biased judge (the scenarios of tests/test_ppi.py, over more seeds), and how long the
 vectorised estimate takes."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ SCENARIOS = {"one_to_ten (N=500, n=60, truth 5.5)": (one_to_ten, 5.5, 500, 60),
 
 
 def measure(work_dir: Path | None = None, args=None, seeds: int = 2000) -> dict:
-    from ragexp.calibrate.ppi import judge_only, ppi, t_value
+    from ragexp.stats.ppi import judge_only, ppi, t_value
 
     t_value(0.95, 10)  # scipy imported before anything is timed
     figures = {}

@@ -122,8 +122,8 @@ def full_grid_leaderboard(jobs: list[Path]) -> dict:
     """The full grid's winner and every configuration's overall_score with its 95% CI (ragexp.compare)."""
     sys.path.insert(0, str(ROOT))
     from ragexp.compare import leaderboard
-    from ragexp.compare.source import Selection
-    from ragexp.racing.jobs import read_run
+    from ragexp.store.reader import Selection
+    from ragexp.sweep.racing.jobs import read_run
 
     runs = [read_run(f, f.name) for f in jobs]
     board = leaderboard.build(Selection("", "full grid", runs), "overall_score", resamples=2000)

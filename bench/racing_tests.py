@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ragexp.compare.stats import bootstrap_weights, holm, paired_test  # noqa: E402
-from ragexp.racing import decide as racing  # noqa: E402
+from ragexp.stats.inference import bootstrap_weights, holm, paired_test  # noqa: E402
+from ragexp.sweep.racing import decide as racing  # noqa: E402
 
 TESTS = ("holm", "maxt", "best_of_all", "best_of_all_permuted", "best_of_all_centred")
 ROUNDS = [0.04, 0.06, 0.09, 0.135, 0.2, 0.3, 0.45, 0.675, 1.0]  # the default
@@ -123,7 +123,7 @@ ORIGINAL_DECIDE = racing.decide  # replay() puts decide_with(test) in its place,
 
 
 def decide_with(test: str):
-    """ragexp.racing.decide with its Holm step replaced by `test` (holm: unchanged)."""
+    """ragexp.sweep.racing.decide with its Holm step replaced by `test` (holm: unchanged)."""
     original = ORIGINAL_DECIDE
 
     def decide(runs, names, objective, maximize=True, alpha=0.05, keep_top=1, resamples=2000, seed=0, level=0.95):

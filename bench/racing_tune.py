@@ -13,7 +13,7 @@ The tuning grids (nothing in common with the bench grid's configurations; the fi
 Both judges as in the bench: the offline judge, and the scripted LLM judge (bench/racing.py) on the local
 test server, here without latency (the scores do not depend on it; the request counts are the server's).
 
-A replay runs the race's own decisions (ragexp.racing.decide on the rounds' nested samples, the samples
+A replay runs the race's own decisions (ragexp.sweep.racing.decide on the rounds' nested samples, the samples
 taken as question_sample takes them) on the full grid's per-question tables: a job on a sample scores
 each question as the full run does (the corpus is never sampled), so the replay is the race, without
 running it (`race` checks that on a real race). Its LLM requests are estimated as the distinct judgements
@@ -72,7 +72,7 @@ def race(work: Path, grid: str, judge: str, settings: list[str]) -> dict:
 
 def grid_tables(sweep_dir: Path) -> tuple[dict[int, object], dict[int, str], dict[int, dict[str, str]], list[str]]:
     """The full grid's runs (configuration -> Run), names, each question's judgement key, the question ids."""
-    from ragexp.racing.jobs import read_run
+    from ragexp.sweep.racing.jobs import read_run
 
     runs, names, keys = {}, {}, {}
     for c, folder in enumerate(bench.folders(sweep_dir)):
@@ -104,8 +104,8 @@ def subset(run, questions: set[str]):
 def replay(runs, names, keys, questions, rounds, min_questions=20, alpha=0.05, sample_seed=0, **options) -> dict:
     """One race on the full grid's tables: the race's decisions per round, its cost, its survivors."""
     from ragexp.datasets.subset import sample_order
-    from ragexp.racing.decide import DROPPED, decide
-    from ragexp.racing.plan import round_sizes
+    from ragexp.sweep.racing.decide import DROPPED, decide
+    from ragexp.sweep.racing.plan import round_sizes
 
     order = [q.qid for q in sample_order([SimpleNamespace(qid=q) for q in questions], sample_seed)]
     sizes = round_sizes(tuple(rounds), min_questions, len(questions))
@@ -129,8 +129,8 @@ def replay(runs, names, keys, questions, rounds, min_questions=20, alpha=0.05, s
 
 def look_level(alpha: float, sizes: list[int], comparisons: int, options: dict) -> float:
     """`control`: "round" (each round at alpha) or "race" (every round at the level that keeps the
-    whole race at alpha: ragexp.racing.plan.Plan.round_alpha)."""
-    from ragexp.racing.sequential import round_level
+    whole race at alpha: ragexp.sweep.racing.plan.Plan.round_alpha)."""
+    from ragexp.sweep.racing.sequential import round_level
 
     return round_level(tuple(sizes[:-1]), alpha, comparisons) if options.get("control") == "race" else alpha
 
@@ -142,7 +142,7 @@ def race_options(options: dict, index: int, sizes: list[int], configurations: in
 def full_grid_best(runs, names) -> tuple[int, set[int]]:
     """The full grid's winner and the configurations its leaderboard does not find significantly worse."""
     from ragexp.compare import leaderboard
-    from ragexp.compare.source import Selection
+    from ragexp.store.reader import Selection
 
     board = leaderboard.build(Selection("", "full grid", list(runs.values())), "overall_score", resamples=2000)
     by_name = {run.name: c for c, run in runs.items()}

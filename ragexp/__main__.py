@@ -1,5 +1,5 @@
 """`python -m ragexp`: the Hydra entry point. Keep imports light: `--help` (written from conf/ by
-ragexp.config_docs) imports neither Hydra nor any model code."""
+ragexp.config.docs) imports neither Hydra nor any model code."""
 import sys
 from pathlib import Path
 
@@ -14,7 +14,7 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from ragexp.run.overrides import for_hydra
+    from ragexp.config.overrides import for_hydra
 
     sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
 
@@ -39,10 +39,10 @@ def config_error(err: BaseException | None) -> bool:
 
 def guarded(app, config: str = "config") -> None:
     """Runs a Hydra app (`python -m ragexp`, `.synth`, `.monitor`; `config`: its file in conf/):
-    `--help` is ragexp's own, written from conf/ (ragexp.config_docs) without composing a config;
+    `--help` is ragexp's own, written from conf/ (ragexp.config.docs) without composing a config;
     refuses a command line that carries a secret before Hydra writes it to `.hydra/`; Hydra reports
     its config errors with exit status 1, which becomes 2 (bad input) as for ragexp's own."""
-    from ragexp.config_docs import print_help_if_asked
+    from ragexp.config.docs import print_help_if_asked
     from ragexp.errors import BAD_INPUT
     from ragexp.secrets import refuse_secret_overrides
 
@@ -59,7 +59,7 @@ def guarded(app, config: str = "config") -> None:
 
 
 def main() -> None:
-    from ragexp.corpus_groups import refused_override
+    from ragexp.config.corpus_groups import refused_override
     from ragexp.errors import BAD_INPUT
 
     refused = refused_override(sys.argv[1:])

@@ -92,7 +92,7 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     from omegaconf import OmegaConf
 
     from ragexp.run.app import max_failed_share, run_failure
-    from ragexp.corpus_groups import refused_override
+    from ragexp.config.corpus_groups import refused_override
     from ragexp.llm.estimate import Estimate
     from ragexp.run.pipeline import build, run
     from ragexp.store.run_folder import write_results
@@ -142,7 +142,7 @@ def composed(overrides: list[str], config_dir: str | Path | None = None):
     from omegaconf.errors import OmegaConfBaseException
 
     from ragexp.__main__ import CONF
-    from ragexp.run.overrides import with_user_params
+    from ragexp.config.overrides import with_user_params
 
     search = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
     outer = get_gh_backup()  # e.g. called inside a Hydra app or a test that composed: left as it was

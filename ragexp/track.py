@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ragexp.cli_settings import parse_args
+from ragexp.config.cli_settings import parse_args
 
 
 def sweep_of(folder: Path) -> dict:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Interval, MinLen
 
-from ragexp.corpus_groups import corpus_side_problems
+from ragexp.config.corpus_groups import corpus_side_problems
 from ragexp.errors import RagexpError
 
 PositiveInt = Annotated[int, Ge(1)]

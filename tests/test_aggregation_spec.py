@@ -61,7 +61,7 @@ def test_a_failed_question_is_counted_not_averaged():
 def test_compare_reads_the_logged_spec_and_reproduces_every_aggregate(tmp_path):
     from ragexp.compare.leaderboard import build as leaderboard
     from ragexp.compare.metrics import FROM_TABLE, specs_for
-    from ragexp.compare.source import select
+    from ragexp.store.reader import select
     from ragexp.store.trackers import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -7,7 +7,7 @@ from conftest import compose, port_dataset
 
 from ragexp.run.pipeline import run
 from ragexp.components.retrievers import BM25Retriever, best_first
-from ragexp.text import words
+from ragexp.base.text import words
 from ragexp.types import Chunk
 
 CHUNKS = [

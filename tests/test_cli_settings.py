@@ -3,7 +3,7 @@ import argparse
 
 import pytest
 
-from ragexp.cli_settings import parse_args
+from ragexp.config.cli_settings import parse_args
 
 
 def tool() -> argparse.ArgumentParser:

@@ -140,7 +140,7 @@ def test_rerun_of_a_sweep_parent_says_to_give_a_job(small_sweep, capsys):
 
 
 def test_a_failing_report_does_not_fail_the_sweep(tmp_path, caplog):
-    from ragexp.run.callbacks import SweepTracking
+    from ragexp.sweep.callbacks import SweepTracking
     from ragexp.store.trackers import MlflowTracker
 
     callback = SweepTracking()

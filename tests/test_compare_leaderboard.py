@@ -9,7 +9,7 @@ import pytest
 
 from ragexp.compare.leaderboard import build
 from ragexp.compare.report import write
-from ragexp.compare.source import Run, Selection
+from ragexp.store.reader import Run, Selection
 from ragexp.metrics.scoring import Aggregate
 
 WEIGHTS = {"context_relevance": 0.3, "answer_similarity": 0.4, "faithfulness": 0.3}

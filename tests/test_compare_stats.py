@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from ragexp.compare.metrics import MetricSpec
-from ragexp.compare.stats import bootstrap_ci, holm, mean_of, paired_test
+from ragexp.stats.inference import bootstrap_ci, holm, mean_of, paired_test
 
 
 @pytest.fixture

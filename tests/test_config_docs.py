@@ -1,4 +1,4 @@
-"""`--help` and the Reference pages are written from conf/'s text (ragexp.config_docs), not by
+"""`--help` and the Reference pages are written from conf/'s text (ragexp.config.docs), not by
 Hydra: these tests hold that text to what Hydra composes, so that neither can drift from it."""
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import CONF, cli_env, options
-from ragexp import config_docs
+from ragexp.config import docs as config_docs
 
 
 def composed(config: str, overrides: list[str]) -> dict:

@@ -3,7 +3,7 @@ the API, the version installed and the version tested (constraints.txt), instead
 trace log failing somewhere deep. The ranges in pyproject.toml stop where these were tested.
 
 - Hydra: `hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments` and
-  `ConfigLoader.load_sweep_config` (ragexp.run.sweep_folder: every grid point checked before any job),
+  `ConfigLoader.load_sweep_config` (ragexp.sweep.folder: every grid point checked before any job),
   and the basic sweeper's `_target_` (how a grid is told from a search).
 - MLflow: `mlflow.tracing.client.TracingClient.start_trace` / `.log_spans` and
   `MlflowClient.link_traces_to_run` (ragexp.store.trace_store: traces of a finished run logged after the
@@ -51,7 +51,7 @@ def test_hydras_basic_sweeper_splits_a_grid_as_ragexp_expects():
 
 
 def test_the_default_sweeper_is_the_one_ragexp_checks_grids_for():
-    from ragexp.run.callbacks import BASIC_SWEEPER
+    from ragexp.sweep.callbacks import BASIC_SWEEPER
 
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir

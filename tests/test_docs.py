@@ -79,7 +79,7 @@ def test_every_documented_command_line_is_accepted(page, command):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             overrides = first_values(args)
             if module == "ragexp":  # as python -m ragexp spells them for Hydra (system.params.NAME=...)
-                from ragexp.run.overrides import with_user_params
+                from ragexp.config.overrides import with_user_params
 
                 overrides = with_user_params(overrides)
             compose(config_name=HYDRA_COMMANDS[module], overrides=overrides)

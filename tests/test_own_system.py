@@ -304,7 +304,7 @@ def test_evaluate_gives_the_same_aggregates_as_the_command_line(tmp_path):
 
 def test_system_params_are_spelled_plainly_on_the_command_line_and_in_evaluate(tmp_path, monkeypatch):
     import ragexp
-    from ragexp.run.overrides import for_hydra, point_name
+    from ragexp.config.overrides import for_hydra, point_name
 
     # plain, swept, already prefixed, and a config-dir value left alone
     assert for_hydra(["system.params.top_k=3", "-m", "system.params.mode=a,b", "+system.params.x=1",
@@ -424,7 +424,7 @@ def test_a_judge_sweep_over_recorded_outputs_is_one_child_run_per_judge(tmp_path
 
 
 def test_only_plain_settings_under_a_group_swept_by_choices_are_forced():
-    from ragexp.run.overrides import under_swept_groups
+    from ragexp.config.overrides import under_swept_groups
 
     args = ["-m", "judge=llm,triad", "judge.endpoint.base_url=U", "judge.temperature=0,0.5", "+judge.name=x",
             "embedder@scoring_embedder=hash,minilm", "scoring_embedder.batch_size=8", "retriever.top_k=5,10",

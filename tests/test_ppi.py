@@ -4,7 +4,7 @@ the judge-only CI almost never; and the estimate is what its definition says."""
 import numpy as np
 import pytest
 
-from ragexp.calibrate.ppi import estimates, judge_only, ppi
+from ragexp.stats.ppi import estimates, judge_only, ppi
 
 SEEDS = range(400)
 

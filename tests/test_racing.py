@@ -40,7 +40,7 @@ def test_question_samples_are_seeded_nested_and_keep_the_dataset_order():
 
 
 def test_round_sizes_grow_and_bad_settings_are_named():
-    from ragexp.racing.plan import Settings, round_sizes
+    from ragexp.sweep.racing.plan import Settings, round_sizes
 
     assert round_sizes((0.1, 0.25, 0.5, 1.0), 20, 500) == [50, 125, 250, 500]
     assert round_sizes((0.1, 0.25, 0.5, 1.0), 20, 100) == [20, 25, 50, 100]
@@ -58,8 +58,8 @@ def test_the_round_level_is_pocock_s_and_keeps_the_race_at_alpha():
     Turnbull 2000, table 2.1: 0.0294, 0.0221, 0.0158 for 2, 3, 5 looks at alpha 0.05); and a race of
     nested samples of sign-flip nulls (what the paired permutation test assumes) crosses it about
     alpha of the time, where testing each round at alpha crosses far more often."""
-    from ragexp.racing.plan import Plan, Settings
-    from ragexp.racing.sequential import round_level
+    from ragexp.sweep.racing.plan import Plan, Settings
+    from ragexp.sweep.racing.sequential import round_level
 
     assert round_level((50,), 0.05) == 0.05  # one dropping round: nothing to share
     for looks, pocock in ((2, 0.0294), (3, 0.0221), (5, 0.0158)):
@@ -93,7 +93,7 @@ def test_the_round_level_is_pocock_s_and_keeps_the_race_at_alpha():
 
 def synthetic_run(config: int, scores: np.ndarray):
     """A run whose objective avg_x is the mean of its per-question column x."""
-    from ragexp.compare.source import Run
+    from ragexp.store.reader import Run
 
     table = pd.DataFrame({"question_id": [f"q{i}" for i in range(len(scores))], "x": scores,
                           "status": ["judged"] * len(scores)})
@@ -102,9 +102,9 @@ def synthetic_run(config: int, scores: np.ndarray):
 
 
 def expected_drops(runs: dict, alpha: float, keep_top: int, resamples: int, seed: int) -> set[int]:
-    """What the statistics dictate, computed here from ragexp.compare.stats directly: each run against
+    """What the statistics dictate, computed here from ragexp.stats.inference directly: each run against
     the best by mean, paired permutation p-values Holm-corrected together."""
-    from ragexp.compare.stats import holm, paired_test
+    from ragexp.stats.inference import holm, paired_test
 
     order = sorted(runs, key=lambda c: -runs[c].table["x"].mean())
     best = runs[order[0]].table["x"].to_numpy()
@@ -115,7 +115,7 @@ def expected_drops(runs: dict, alpha: float, keep_top: int, resamples: int, seed
 
 
 def test_a_round_drops_what_holm_corrected_paired_tests_dictate():
-    from ragexp.racing.decide import BEST, DROPPED, KEPT, decide
+    from ragexp.sweep.racing.decide import BEST, DROPPED, KEPT, decide
 
     rng = np.random.default_rng(7)
     base = rng.normal(6, 1, 60)
@@ -143,7 +143,7 @@ def test_a_configuration_as_good_as_the_best_is_rarely_dropped_though_one_of_man
     above alpha (simulated at 0.14-0.24 in bench/racing_tests.py). The liberal tests
     there (bootstrap max-T, sign-flip best-of-all: 0.054 and 0.096 per configuration on these rounds)
     fail the first assertion."""
-    from ragexp.racing.decide import DROPPED, decide
+    from ragexp.sweep.racing.decide import DROPPED, decide
 
     rng = np.random.default_rng(5)
     rounds, configurations, questions = 40, 24, 20
@@ -161,7 +161,7 @@ def test_a_configuration_as_good_as_the_best_is_rarely_dropped_though_one_of_man
 def test_a_large_round_gets_the_permutations_holm_needs():
     """With 200 configurations, 2000 permutations cannot give a Holm-corrected p below 0.1 (199/2001):
     the test takes more, so that a configuration far worse than the best is dropped."""
-    from ragexp.racing.decide import DROPPED, decide, enough_resamples
+    from ragexp.sweep.racing.decide import DROPPED, decide, enough_resamples
 
     assert enough_resamples(2000, 24, 0.05) == 2000
     assert enough_resamples(2000, 200, 0.05) == 4 * 199 * 20
@@ -173,7 +173,7 @@ def test_a_large_round_gets_the_permutations_holm_needs():
 
 
 def test_keep_top_keeps_the_best_n_whatever_the_tests_say():
-    from ragexp.racing.decide import DROPPED, KEPT_TOP, decide
+    from ragexp.sweep.racing.decide import DROPPED, KEPT_TOP, decide
 
     rng = np.random.default_rng(1)
     runs = {c: synthetic_run(c, rng.normal(6 - c, 0.3, 40)) for c in range(4)}  # each clearly worse than the last
@@ -201,10 +201,10 @@ def check_race(state: dict, sizes: list[int]) -> None:
     """What every race must hold: nested rounds, survivors = the last round's kept, the statistics'
     drops (the comparison's own leaderboard over the round's runs, its verdicts and Holm p-values)."""
     from ragexp.compare import leaderboard
-    from ragexp.compare.source import Selection
-    from ragexp.racing.jobs import read_run
+    from ragexp.store.reader import Selection
+    from ragexp.sweep.racing.jobs import read_run
 
-    from ragexp.racing.sequential import round_level
+    from ragexp.sweep.racing.sequential import round_level
 
     settings = state["definition"]["settings"]
     assert state["finished"] and state["sizes"] == sizes

@@ -122,7 +122,7 @@ def test_every_answered_request_is_stamped_and_gathered_requests_are_in_flight_t
                          "system {question}", "user {context}", "{problem}")
         session = LLMSession(cache_dir=None)
         session.connect(judge=judge)
-        from ragexp.concurrency import map_concurrently
+        from ragexp.base.concurrency import map_concurrently
         from ragexp.types import Answer, Question
 
         questions = [Question(f"q{n}", f"question {n}?", ("yes",), {}) for n in range(6)]

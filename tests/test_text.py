@@ -1,10 +1,10 @@
-"""Sentence splitting in any script (ragexp.text): Latin punctuation before a sentence start, CJK
+"""Sentence splitting in any script (ragexp.base.text): Latin punctuation before a sentence start, CJK
 end marks with no space after them, and the end marks of scripts without capital letters; the
 sentence chunker and the extractive generator get the same sentences."""
 import pytest
 
 from ragexp.components.chunkers import SentenceChunker
-from ragexp.text import sentence_spans, split_sentences
+from ragexp.base.text import sentence_spans, split_sentences
 from ragexp.types import Document
 
 CASES = {

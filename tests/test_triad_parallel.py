@@ -6,7 +6,7 @@ import json
 import pytest
 
 from openai_server import numbered, prompt_text, task, user_text
-from ragexp.concurrency import concurrency, map_concurrently
+from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.session import LLMSession

@@ -118,7 +118,7 @@ def sweep_config():
 
 
 def test_every_grid_point_is_composed_and_checked(sweep_config):
-    from ragexp.run.sweep_folder import grid_points, invalid_points
+    from ragexp.sweep.folder import grid_points, invalid_points
 
     cfg = sweep_config("retriever=bm25", "chunker=recursive,semantic", "chunker.chunk_size=64,256", "dataset.limit=2")
     assert len(grid_points(cfg)) == 4

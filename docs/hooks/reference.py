@@ -1,7 +1,7 @@
 """mkdocs hook: the Reference pages generated at build time, so that they cannot drift.
 
 - reference/config/*.md: every command's own settings and every config group and option, from
-  conf/'s YAML and comments (ragexp.config_docs, which also writes `--help`), with the class each
+  conf/'s YAML and comments (ragexp.config.docs, which also writes `--help`), with the class each
   option instantiates (`_target_`): its signature and docstring, read from the source with `ast`
   (nothing is imported: building the docs loads no model code);
 - reference/cli.md: the `--help` of every command line;
@@ -22,8 +22,8 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ragexp import config_docs  # noqa: E402
-from ragexp.cli_settings import SHARED  # noqa: E402
+from ragexp.config import docs as config_docs  # noqa: E402
+from ragexp.config.cli_settings import SHARED  # noqa: E402
 
 ARGPARSE_TOOLS = ["ragexp.compare", "ragexp.calibrate", "ragexp.trec_eval", "ragexp.track", "ragexp.cache"]
 

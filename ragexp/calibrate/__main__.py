@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from ragexp.cli_settings import parse_args
+from ragexp.config.cli_settings import parse_args
 
 EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
@@ -122,7 +122,7 @@ def log_run(run, results, files: list[Path]) -> str | None:
         return None
     from mlflow.entities import Metric
 
-    from ragexp.compare.source import client_for
+    from ragexp.store.reader import client_for
     from ragexp.metrics.names import metric_key
 
     client, _ = client_for(run.tracking_uri)

@@ -9,7 +9,7 @@ over its annotators):
 - `mae`: mean |judge - people|; `bias`: mean (judge - people), > 0 when the judge is more lenient.
 Each has a percentile bootstrap CI over questions. Beside them, the metric's mean over all the
 run's judged questions, by the judge alone and human-corrected (prediction-powered inference, see
-`ragexp.calibrate.ppi`), each with its 95% CI. People vs people, when a metric has two or more
+`ragexp.stats.ppi`), each with its 95% CI. People vs people, when a metric has two or more
 annotators: Krippendorff's alpha (interval; the `krippendorff` package) and the mean pairwise
 quadratic kappa: the ceiling a judge can be expected to reach."""
 from __future__ import annotations
@@ -21,9 +21,9 @@ from itertools import combinations
 import numpy as np
 
 from ragexp.calibrate.labels import Label
-from ragexp.calibrate.ppi import MeanEstimate, estimates
+from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.calibrate.source import JudgedRun
-from ragexp.compare.stats import Interval, percentile_interval
+from ragexp.stats.inference import Interval, percentile_interval
 
 STATISTICS = ("spearman", "kendall", "kappa", "mae", "bias")
 

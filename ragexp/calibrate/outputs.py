@@ -91,7 +91,7 @@ def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | 
     error, an unreadable reply), through the stage cache and the LLM session as in a run."""
     from omegaconf import OmegaConf
 
-    from ragexp.concurrency import concurrency, map_concurrently
+    from ragexp.base.concurrency import concurrency, map_concurrently
     from ragexp.run.pipeline import Work, build
     from ragexp.store.cache import key_of
 

@@ -93,7 +93,7 @@ def from_folder(folder: Path) -> JudgedRun:
 def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
     import tempfile
 
-    from ragexp.compare.source import TABLE, client_for, get_run, read_table
+    from ragexp.store.reader import TABLE, client_for, get_run, read_table
 
     client, resolved = client_for(tracking_uri)
     run = get_run(client, run_id, resolved)
@@ -118,7 +118,7 @@ def with_hallucination(run: JudgedRun) -> JudgedRun:
 
 def load(target: str, tracking_uri: str | None = None) -> JudgedRun:
     """`target`: a run folder, or an MLflow run id."""
-    from ragexp.compare.source import RUN_ID
+    from ragexp.store.reader import RUN_ID
 
     path = Path(target)
     if path.is_dir():

@@ -25,12 +25,13 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
          objective: str | None = None, maximize: bool = True, level: float = 0.95, alpha: float = 0.05,
          resamples: int = 10_000, seed: int = 0, out_dir: Path | None = None, plots: bool = True,
          log: bool = True, labels: str | Path | None = None):
-    """Leaderboard + report for `targets` (see source.select); returns (leaderboard, files, logged run id).
+    """Leaderboard + report for `targets` (see ragexp.store.reader.select); returns (leaderboard, files, logged run id).
     `labels`: human labels for part of the runs' questions (see ragexp.compare.corrected): the report
     adds each labelled metric's human-corrected mean beside the judge's."""
-    from ragexp.compare import leaderboard, report, source
+    from ragexp.compare import leaderboard, report
+    from ragexp.store import reader
 
-    selection = source.select(list(targets or []), tracking_uri, all_runs=all_runs)
+    selection = reader.select(list(targets or []), tracking_uri, all_runs=all_runs)
     board = leaderboard.build(selection, objective, maximize, level, alpha, resamples, seed)
     if labels is not None:
         from ragexp.compare import corrected

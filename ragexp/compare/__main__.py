@@ -5,7 +5,7 @@ import argparse
 import sys
 import time
 
-from ragexp.cli_settings import parse_args
+from ragexp.config.cli_settings import parse_args
 
 EPILOG = """targets:
   (none)              the latest sweep in the store

@@ -1,5 +1,5 @@
 """`python -m ragexp.compare --labels FILE`: each configuration's judge means corrected by human
-labels on part of its questions (prediction-powered inference, see `ragexp.calibrate.ppi`),
+labels on part of its questions (prediction-powered inference, see `ragexp.stats.ppi`),
 beside the judge-only means.
 
 The labels file is CSV or JSONL, as `python -m ragexp.calibrate` reads (long: `question_id`,
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragexp.calibrate.labels import INFO, MAX_SHOWN, on_scale, rows
-from ragexp.calibrate.ppi import MeanEstimate, estimates
-from ragexp.compare.source import Run
+from ragexp.stats.ppi import MeanEstimate, estimates
+from ragexp.store.reader import Run
 from ragexp.errors import RagexpError
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragexp.compare.metrics import COUNTS, MetricSpec, per_question_overall, specs_for
-from ragexp.compare.source import Run, Selection
-from ragexp.compare.stats import Interval, PairedTest, bootstrap_ci, holm, paired_test
+from ragexp.store.reader import Run, Selection
+from ragexp.stats.inference import Interval, PairedTest, bootstrap_ci, holm, paired_test
 from ragexp.errors import RagexpError
 
 IGNORED_PARAMS = {"run_name"}

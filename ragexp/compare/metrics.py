@@ -12,8 +12,8 @@ from typing import Self
 
 import numpy as np
 
-from ragexp.compare.source import Run
-from ragexp.compare.stats import Statistic
+from ragexp.store.reader import Run
+from ragexp.stats.inference import Statistic
 from ragexp.metrics.scoring import Aggregate
 
 COUNTS = ("total_questions", "failed_questions")

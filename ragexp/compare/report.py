@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragexp.compare.leaderboard import Entry, Leaderboard
-from ragexp.compare.stats import Interval
+from ragexp.stats.inference import Interval
 
 ARTIFACT_DIR = "report"
 CAPTIONS = {

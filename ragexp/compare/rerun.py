@@ -24,7 +24,7 @@ def python() -> str:
 
 def rerun_command(run_id: str, tracking_uri: str | None = None) -> tuple[str, str]:
     """(a comment saying what it re-runs, the shell command)."""
-    from ragexp.compare.source import client_for, get_run
+    from ragexp.store.reader import client_for, get_run
 
     client, resolved = client_for(tracking_uri)
     run = get_run(client, run_id, resolved)

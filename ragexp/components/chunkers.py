@@ -10,8 +10,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ragexp.errors import RagexpError
-from ragexp.progress import progress
-from ragexp.text import sentence_spans
+from ragexp.base.progress import progress
+from ragexp.base.text import sentence_spans
 from ragexp.types import Chunk, Document
 from ragexp.validation import NonNegativeInt, Percentile, PositiveInt
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ragexp.components.embedding_backends import Backend
 from ragexp.errors import RagexpError
-from ragexp.progress import progress
+from ragexp.base.progress import progress
 from ragexp.validation import PositiveInt
 
 _HASH_WORD = re.compile(r"\w+", re.UNICODE)

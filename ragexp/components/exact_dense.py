@@ -13,7 +13,7 @@ from typing import Sequence
 
 from ragexp.components.retrievers import Retriever, best_first, id_ranks
 from ragexp.errors import RagexpError
-from ragexp.progress import progress
+from ragexp.base.progress import progress
 from ragexp.types import Chunk, Hit
 from ragexp.validation import PositiveInt
 

@@ -11,7 +11,7 @@ from ragexp.llm.client import ChatRequest
 from ragexp.llm.component import UsesLLM
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
-from ragexp.text import split_sentences
+from ragexp.base.text import split_sentences
 from ragexp.types import Answer, Hit, Question
 from ragexp.validation import Cosine, PositiveInt, Temperature
 

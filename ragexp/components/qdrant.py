@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragexp.errors import RagexpError
-from ragexp.progress import progress
+from ragexp.base.progress import progress
 from ragexp.types import Chunk
 
 log = logging.getLogger(__name__)

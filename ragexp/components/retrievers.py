@@ -6,8 +6,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from ragexp.progress import progress
-from ragexp.text import words
+from ragexp.base.progress import progress
+from ragexp.base.text import words
 from ragexp.types import Chunk, Hit
 from ragexp.validation import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
@@ -63,7 +63,7 @@ BM25Impl = Literal["bm25s", "rank_bm25"]
 
 
 class BM25Retriever(Retriever):
-    """Okapi BM25 over lower-cased word tokens without stop words (`ragexp.text.words`), scored
+    """Okapi BM25 over lower-cased word tokens without stop words (`ragexp.base.text.words`), scored
     by bm25s (`impl: bm25s`: a sparse matrix of precomputed term scores, so a query costs the
     postings of its terms) or by rank-bm25 (`impl: rank_bm25`: a Python loop over every chunk for
     every query term). Both compute rank-bm25's formula, idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b

@@ -9,7 +9,7 @@ import numpy as np
 
 from ragexp.judges.offline import ClaimEvidence, OfflineJudge, Verdict, to_scale
 from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
-from ragexp.text import split_sentences
+from ragexp.base.text import split_sentences
 from ragexp.validation import Cosine, Fraction
 
 

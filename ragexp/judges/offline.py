@@ -9,7 +9,7 @@ import numpy as np
 
 from ragexp.judges.contract import Judge
 from ragexp.metrics.generation import abstains, abstention_sentence, coherence_offline, conciseness_offline, token_recall
-from ragexp.text import split_sentences, words
+from ragexp.base.text import split_sentences, words
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.validation import Cosine, Fraction
 

@@ -10,7 +10,7 @@ from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, numbered_lines, template_problems
 from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text
-from ragexp.text import split_sentences
+from ragexp.base.text import split_sentences
 from ragexp.store.tracing import in_this_span
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.validation import PositiveInt, Temperature

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ragexp.errors import RagexpError
-from ragexp.text import words
+from ragexp.base.text import words
 
 SHIPPED = Path(__file__).resolve().parent / "verifier" / "offline_verifier.json"
 _TOKEN = re.compile(r"\w+", re.UNICODE)

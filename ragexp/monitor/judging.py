@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ragexp.components.systems import ContextError, hits_from_contexts
 from ragexp.store.cache import key_of
-from ragexp.concurrency import concurrency, map_concurrently
+from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
 from ragexp.types import Answer, Judgement, Question
 

@@ -31,7 +31,7 @@ def run_name(cfg: DictConfig) -> str:
     hydra = HydraConfig.get()
     swept = sweep_info().get("swept")
     if swept:
-        from ragexp.run.overrides import point_name
+        from ragexp.config.overrides import point_name
 
         return scrub_url(point_name(hydra.overrides.task, swept) or hydra.job.override_dirname)
     choices = hydra.runtime.choices
@@ -44,11 +44,11 @@ def run_name(cfg: DictConfig) -> str:
 
 
 def sweep_info() -> dict:
-    """In a multirun, what `ragexp.run.callbacks.SweepTracking` left in the sweep folder; else {}."""
+    """In a multirun, what `ragexp.sweep.callbacks.SweepTracking` left in the sweep folder; else {}."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ragexp.run.sweep_folder import read_sweep
+    from ragexp.sweep.folder import read_sweep
 
     hydra = HydraConfig.get()
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
@@ -126,7 +126,7 @@ def execute(cfg: DictConfig) -> float | None:
         return record_failed_job(cfg, tracker, sweep, result.name, failure, RUN_FAILED, started, logged=True)
     aggregates = result.aggregates
     if result.gate is not None and not result.gate.passed and not multirun:
-        # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.run.callbacks)
+        # in a sweep every job runs; the sweep exits with GATE_FAILED at its end (ragexp.sweep.callbacks)
         missed = [check.removesuffix(": FAILED") for check in result.gate.checks if check.endswith("FAILED")]
         print(f"ragexp: error: quality gate {result.gate.name!r} failed ({len(missed)} of {len(result.gate.checks)} "
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
@@ -180,11 +180,11 @@ def run_failure(result, max_share: float) -> str | None:
 def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, reason: str, code: int,
                       started: float, logged: bool = False) -> float:
     """A job of a multirun that failed: `failure.json` in its folder (read by the sweep's end,
-    `ragexp.run.callbacks`) and, unless its run is already `logged`, a FAILED run under the sweep's
+    `ragexp.sweep.callbacks`) and, unless its run is already `logged`, a FAILED run under the sweep's
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ragexp.run.sweep_folder import FAILURE_FILE
+    from ragexp.sweep.folder import FAILURE_FILE
 
     hydra = HydraConfig.get()
     name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragexp.store.cache import StageCache, key_of, stage_code_hash
 from ragexp.components.rerankers import NoReranker, Reranker
-from ragexp.concurrency import concurrency, map_concurrently
+from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.components.embedders import EmbeddingCache
 from ragexp.errors import QuestionFailed, RagexpError

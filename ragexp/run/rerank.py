@@ -15,7 +15,7 @@ from functools import partial
 from typing import Callable, Sequence
 
 from ragexp.store.cache import key_of
-from ragexp.concurrency import concurrency, map_concurrently
+from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.store.tracing import documents, ended
 from ragexp.types import FirstStage, Hit, QuestionResult

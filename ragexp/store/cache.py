@@ -345,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.cache", description="Show the size of ragexp's stage cache, or clear it.")
     parser.add_argument("action", choices=["info", "clear"])
     parser.add_argument("--dir", default=DEFAULT_DIR, help=f"cache folder (default {DEFAULT_DIR}, the config's cache.dir)")
-    from ragexp.cli_settings import parse_args
+    from ragexp.config.cli_settings import parse_args
 
     args = parse_args(parser, argv)  # also cache.dir=DIR, as the Hydra commands spell it
     root = Path(args.dir)

@@ -1,5 +1,5 @@
 """`python -m ragexp.synth`: a synthetic test set from a corpus (conf/synth.yaml). Light imports:
-`--help` (from conf/, ragexp.config_docs) imports neither Hydra nor model code."""
+`--help` (from conf/, ragexp.config.docs) imports neither Hydra nor model code."""
 from ragexp.__main__ import CONF, guarded
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ragexp.concurrency import map_concurrently
+from ragexp.base.concurrency import map_concurrently
 from ragexp.errors import BudgetExhausted, QuestionFailed, RagexpError
 from ragexp.synth import TYPES
 from ragexp.synth.candidates import Candidate, NoCandidate, Rejection, Source

@@ -24,7 +24,7 @@ import re
 
 from ragexp.synth import TYPES
 from ragexp.synth.candidates import Candidate, NoCandidate, Source
-from ragexp.text import split_sentences
+from ragexp.base.text import split_sentences
 from ragexp.types import Chunk
 
 PRONOUN = re.compile(r"^(it|this|that|these|those|there|they|you|we|he|she|each|every|only|which|what|here|one|all|both|some|"

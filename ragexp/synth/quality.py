@@ -21,7 +21,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.synth.candidates import Candidate, Rejection
-from ragexp.text import split_sentences, words
+from ragexp.base.text import split_sentences, words
 
 RULES = ("unparsable", "request_failed", "budget", "length", "copied_sentence", "low_overlap",
          "single_source", "near_duplicate", "ungrounded")

@@ -10,10 +10,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from ragexp.run.sweep_folder import FAILURE_FILE, SWEEP_FILE, grid_points, invalid_points, swept_keys
+from ragexp.sweep.folder import FAILURE_FILE, SWEEP_FILE, grid_points, invalid_points, swept_keys
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
-RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.racing: its grid is known in advance too
+RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
 log = logging.getLogger("ragexp")
 
 
@@ -55,7 +55,7 @@ class SweepTracking(Callback):
                 sys.exit(2)
         if sweeper == RACING_SWEEPER:  # its settings, objective and rounds against the dataset (the sweeper checks again)
             from ragexp.errors import RagexpError
-            from ragexp.racing.plan import planned
+            from ragexp.sweep.racing.plan import planned
 
             try:
                 planned(config)
@@ -82,7 +82,7 @@ class SweepTracking(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.errors import GATE_FAILED, RUN_FAILED
 
-        from ragexp.racing import report as racing
+        from ragexp.sweep.racing import report as racing
 
         sweep_dir = Path(config.hydra.sweep.dir)
         merged, failures = merged_results(sweep_dir)

@@ -88,8 +88,8 @@ class Plan:
     def round_alpha(self) -> float:
         """The level every round's Holm-corrected tests are held to: alpha itself with control=round;
         with control=race, the level that keeps the chance of any wrong drop over all the rounds that
-        drop (all but the last) at alpha (ragexp.racing.sequential)."""
-        from ragexp.racing.sequential import round_level
+        drop (all but the last) at alpha (ragexp.sweep.racing.sequential)."""
+        from ragexp.sweep.racing.sequential import round_level
 
         alpha = self.settings.alpha
         if self.settings.control != "race":
@@ -99,8 +99,8 @@ class Plan:
     @property
     def any_round_rate(self) -> float:
         """For a configuration exactly as good as the best, compared alone: the chance that some
-        dropping round's test falls below round_alpha (ragexp.racing.sequential.any_round_rate)."""
-        from ragexp.racing.sequential import any_round_rate
+        dropping round's test falls below round_alpha (ragexp.sweep.racing.sequential.any_round_rate)."""
+        from ragexp.sweep.racing.sequential import any_round_rate
 
         return any_round_rate(tuple(self.sizes[:-1]), self.round_alpha)
 
@@ -141,7 +141,7 @@ def plan(config) -> Plan:
     """The race of a multirun's `config` (its hydra.sweeper and command line), or a RagexpError
     listing every problem: the settings, fewer than two configurations, an objective that the jobs
     do not give per question, a minimum above the dataset's size."""
-    from ragexp.run.sweep_folder import grid_points, swept_keys
+    from ragexp.sweep.folder import grid_points, swept_keys
 
     settings = settings_of(config.hydra.sweeper)
     errors = settings.problems()
@@ -184,7 +184,7 @@ def plan(config) -> Plan:
 
 def configuration_name(point: list[str], swept: list[str]) -> str:
     """The swept values, as a job of the sweep names its run (ragexp.run.app.run_name)."""
-    from ragexp.run.overrides import point_name
+    from ragexp.config.overrides import point_name
 
     return point_name(point, swept) or " ".join(point)
 

@@ -1,6 +1,6 @@
 """One round's decisions: every configuration that ran is compared with the round's best on the
 questions both judged (a paired permutation test of the objective's difference, with its paired
-bootstrap CI: ragexp.compare.stats, as the leaderboard does); the p-values of the round are
+bootstrap CI: ragexp.stats.inference, as the leaderboard does); the p-values of the round are
 Holm-corrected together; a configuration is dropped when its corrected p-value is below `alpha`,
 it is worse than the best, and it is not among the `keep_top` best of the round. A configuration
 whose job failed is neither kept nor dropped as worse: it is `failed`."""
@@ -14,8 +14,8 @@ import numpy as np
 
 from ragexp.compare.leaderboard import first_rows, paired
 from ragexp.compare.metrics import MetricSpec, per_question_overall, specs_for
-from ragexp.compare.source import Run
-from ragexp.compare.stats import holm
+from ragexp.store.reader import Run
+from ragexp.stats.inference import holm
 
 BEST, KEPT, DROPPED, KEPT_TOP, NOT_TESTED = "best", "kept", "dropped", "kept (keep_top)", "kept (not tested)"
 

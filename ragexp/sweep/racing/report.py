@@ -158,9 +158,9 @@ def race_tables(state: dict) -> list[tuple[str, str]]:
 def partial_score(job: dict, state: dict) -> str:
     """A dropped configuration's objective on the questions it ran, with its bootstrap CI."""
     from ragexp.compare.report import fmt_ci
-    from ragexp.compare.stats import bootstrap_ci
-    from ragexp.racing.decide import objective_spec
-    from ragexp.racing.jobs import read_run
+    from ragexp.stats.inference import bootstrap_ci
+    from ragexp.sweep.racing.decide import objective_spec
+    from ragexp.sweep.racing.jobs import read_run
 
     settings = state["definition"]["settings"]
     try:
@@ -177,7 +177,7 @@ def partial_score(job: dict, state: dict) -> str:
 
 def final_runs(state: dict) -> list:
     """The last round's finished runs (the survivors on every question)."""
-    from ragexp.racing.jobs import read_run
+    from ragexp.sweep.racing.jobs import read_run
 
     if not state["rounds"] or state["rounds"][-1]["questions"] != state["total"]:
         return []
@@ -250,7 +250,7 @@ def round_level_text(state: dict) -> str:
 def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]) -> dict[str, Path]:
     """The survivors compared on every question (ragexp.compare: CIs, paired tests with Holm)."""
     from ragexp.compare import leaderboard, report
-    from ragexp.compare.source import Selection
+    from ragexp.store.reader import Selection
 
     selection = Selection(tracking_uri="", experiment="racing", runs=runs)
     board = leaderboard.build(selection, settings["objective"], settings["maximize"], alpha=settings["alpha"],

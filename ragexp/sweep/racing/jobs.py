@@ -1,12 +1,12 @@
 """A race's jobs: the overrides each round gives a configuration, where its run folder is, and the
-folder read back as a `ragexp.compare.source.Run` (the per-question table the tests run on)."""
+folder read back as a `ragexp.store.reader.Run` (the per-question table the tests run on)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.compare.source import Run
+from ragexp.store.reader import Run
 
 
 @dataclass
@@ -67,7 +67,7 @@ def same_overrides(folder: Path, overrides: list[str]) -> bool:
 def finished(job: Job) -> bool:
     """A job whose folder holds its outcome (results.json or failure.json) for these overrides:
     a resumed race reads it instead of running it again."""
-    from ragexp.run.sweep_folder import FAILURE_FILE
+    from ragexp.sweep.folder import FAILURE_FILE
 
     folder = job.folder
     return (folder is not None and same_overrides(folder, job.overrides)
@@ -77,7 +77,7 @@ def finished(job: Job) -> bool:
 def read_outcome(job: Job) -> None:
     """Sets the job's status from its folder: failed (failure.json, or no results at all), else ok
     with its Run (params, metrics, per-question table, aggregation spec)."""
-    from ragexp.run.sweep_folder import FAILURE_FILE
+    from ragexp.sweep.folder import FAILURE_FILE
 
     folder = job.folder
     if folder is None or not folder.is_dir():
@@ -95,10 +95,10 @@ def read_outcome(job: Job) -> None:
 
 
 def read_run(folder: Path, run_id: str) -> Run:
-    """A job's run folder as the comparison reads an MLflow run (ragexp.compare.source.Run)."""
+    """A job's run folder as the comparison reads an MLflow run (ragexp.store.reader.Run)."""
     import yaml
 
-    from ragexp.compare.source import read_table
+    from ragexp.store.reader import read_table
     from ragexp.store.run_folder import AGGREGATES, TABLE
     from ragexp.store.trackers import CONFIG, flatten
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Iterable, TypeVar
 
-from ragexp.progress import progress
+from ragexp.base.progress import progress
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -1,4 +1,5 @@
-"""Which runs to compare, read from MLflow: a sweep's child runs, an experiment's runs, or run ids.
+"""Runs read back from MLflow (for `ragexp.compare`, `ragexp.calibrate` and the racing sweeper): a
+sweep's child runs, an experiment's runs, or run ids.
 
 Each run comes with its params, metrics, tags, command-line overrides, its per-question
 table (the `questions.json` artifact that `mlflow.log_table` wrote) and its aggregation spec

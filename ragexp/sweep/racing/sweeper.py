@@ -3,7 +3,7 @@
 Each round runs the surviving configurations on the round's questions (`question_sample.size` =
 the round's size, one seed, so every round's questions contain the last round's), through the
 configured launcher (basic, joblib, Ray, SLURM: Hydra's `launcher.launch`), reads each job's run
-folder and drops what `ragexp.racing.decide` finds significantly worse than the round's best. The
+folder and drops what `ragexp.sweep.racing.decide` finds significantly worse than the round's best. The
 stage cache makes a survivor's next round compute only its new questions' answers and judgements.
 
 The race's state is `racing.json` in the sweep folder, written before and after every round: run
@@ -26,7 +26,7 @@ STATE = "racing.json"
 
 class RacingSweeper(Sweeper):
     """Hydra instantiates it from conf/hydra/sweeper/racing.yaml; the settings are read (and
-    checked, with the grid, the objective and the dataset: ragexp.racing.plan) from that config."""
+    checked, with the grid, the objective and the dataset: ragexp.sweep.racing.plan) from that config."""
 
     def __init__(self, params: dict[str, str] | None = None, **settings: Any):
         self.params = params or {}
@@ -43,7 +43,7 @@ class RacingSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from ragexp.racing.plan import planned
+        from ragexp.sweep.racing.plan import planned
 
         race = Race(planned(self.config, keep=False), self.config, self.launcher, self.hydra_context.config_loader)
         return race.run()
@@ -59,9 +59,9 @@ class Race:
     def run(self) -> list:
         from omegaconf import OmegaConf
 
-        from ragexp.racing.decide import DROPPED, decide
-        from ragexp.racing.jobs import Job, job_folder, read_outcome, round_overrides
-        from ragexp.racing.report import write_report
+        from ragexp.sweep.racing.decide import DROPPED, decide
+        from ragexp.sweep.racing.jobs import Job, job_folder, read_outcome, round_overrides
+        from ragexp.sweep.racing.report import write_report
 
         plan, settings = self.plan, self.plan.settings
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,7 @@ class Race:
         read instead of run."""
         from hydra.core.utils import JobStatus
 
-        from ragexp.racing.jobs import finished
+        from ragexp.sweep.racing.jobs import finished
 
         todo = [j for j in jobs if not finished(j)]
         batch_size = self.plan.settings.max_batch_size or len(todo) or 1
@@ -152,7 +152,7 @@ class Race:
 
     def tag(self, jobs: list) -> None:
         """Each job's round and question count, where the job finds them (sweep.json: ragexp.run.app)."""
-        from ragexp.run.sweep_folder import SWEEP_FILE, read_sweep
+        from ragexp.sweep.folder import SWEEP_FILE, read_sweep
 
         info = read_sweep(self.sweep_dir)
         info.setdefault("job_tags", {}).update({str(j.number): j.tags() for j in jobs})

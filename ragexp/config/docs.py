@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parent / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 COMMANDS = {"config": "ragexp", "synth": "ragexp.synth", "monitor": "ragexp.monitor"}
 
 KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w.@/-]*|\"[^\"]*\"|'[^']*'):(?:\s+(?P<rest>.*))?$")
