@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import json
 import sys
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable, TypeGuard
@@ -173,13 +174,21 @@ def stage_code_hash(compute: Callable) -> str:
 def definition_hash(module: str, name: str) -> str:
     source = module_source(module)
     try:
-        tree = ast.parse(source)
+        with PARSING:
+            tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return code_digest(source)[:16]
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return code_digest(ast.unparse(node))[:16]
+            with PARSING:
+                text = ast.unparse(node)
+            return code_digest(text)[:16]
     return code_digest(source)[:16]
+
+
+# CPython 3.11's parser is not safe when threads parse at once (a stage's first questions, judged on
+# several threads, ask for its code's identity together): "AST constructor recursion depth mismatch"
+PARSING = threading.Lock()
 
 
 class Unimported(ast.NodeTransformer):
@@ -204,7 +213,8 @@ def code_digest(source: str | bytes) -> str:
     """The digest of code as it runs: its syntax tree without import statements and docstrings
     (comments are not in it); the text's own digest when it does not parse."""
     try:
-        tree = Unimported().visit(ast.parse(source))
+        with PARSING:
+            tree = Unimported().visit(ast.parse(source))
     except (SyntaxError, ValueError):
         text = source if isinstance(source, bytes) else source.encode()
         return hashlib.sha256(text).hexdigest()
