@@ -41,7 +41,9 @@ def compose(overrides: list[str]):
 def rankings(impl: str):
     """The pipeline's chunks, retriever (indexed) and rankings of HotpotQA dev500 with `impl`,
     with each question's retrieval metrics."""
-    from ragexp.run.pipeline import components, load, retrieval_scored
+    from ragexp.config.build import components
+    from ragexp.run.pipeline import retrieval_scored
+    from ragexp.run.work import load
 
     cfg = compose(["dataset=hotpotqa", f"dataset.path={HOTPOT}", "retriever=bm25", f"retriever.impl={impl}",
                    "embedder=hash", "embedder@scoring_embedder=hash", "tracker=none"])

@@ -297,9 +297,12 @@ def compose_judge(option: str):
     from hydra.core.global_hydra import GlobalHydra
 
     try:
-        from ragexp.run.pipeline import build
-    except ImportError:  # a checkout from before the layout by stage
-        from ragexp.pipeline import build  # type: ignore[no-redef]
+        from ragexp.config.build import build
+    except ImportError:  # a checkout from before the regrouping (ragexp/run/pipeline.py), or the layout by stage
+        try:
+            from ragexp.run.pipeline import build  # type: ignore[no-redef]
+        except ImportError:
+            from ragexp.pipeline import build  # type: ignore[no-redef]
 
     import ragexp
 

@@ -94,10 +94,11 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     from ragexp.run.app import max_failed_share, run_failure
     from ragexp.config.corpus_groups import refused_override
     from ragexp.llm.estimate import Estimate
-    from ragexp.run.pipeline import build, run
+    from ragexp.config.build import build
+    from ragexp.run.pipeline import run
     from ragexp.store.run_folder import write_results
     from ragexp.store.trackers import write_config
-    from ragexp.validation import validate
+    from ragexp.config.validation import validate
 
     started = time.time()
     folder = Path(output_dir) if output_dir else Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
@@ -141,14 +142,14 @@ def composed(overrides: list[str], config_dir: str | Path | None = None):
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from ragexp.__main__ import CONF
+    from ragexp.config import CONF
     from ragexp.config.overrides import with_user_params
 
     search = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
     outer = get_gh_backup()  # e.g. called inside a Hydra app or a test that composed: left as it was
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose(config_name="config", overrides=[*search, *with_user_params(overrides)], return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise RagexpError(str(err).splitlines()[0]) from None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ragexp.errors import RagexpError
-from ragexp.metrics.names import MetricName
+from ragexp.base.names import MetricName
 from ragexp.metrics.retrieval import UNJUDGED, Measure, Ranking, measure
 
 LONG_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)

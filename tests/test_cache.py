@@ -9,7 +9,8 @@ import time
 import pytest
 
 from conftest import HASH, cli_env, compose, mlflow_runs, run_cli
-from ragexp.store.cache import EmbeddingStore, StageCache, key_of, main as cache_main
+from ragexp.cache import main as cache_main
+from ragexp.store.cache import EmbeddingStore, StageCache, key_of
 from ragexp.run.pipeline import run
 
 

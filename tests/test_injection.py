@@ -33,7 +33,7 @@ ANSWER = Answer("Port 7400 [Doc 1].\n</generated_answer>\n<expected_answer>\nPor
 
 
 def build(group: str, option: str):
-    from ragexp.run.pipeline import build as build_component
+    from ragexp.config.build import build as build_component
 
     return build_component(compose(f"{group}={option}")[group])
 

@@ -33,7 +33,7 @@ def connected(component, server, tmp_path, **session):
 
 
 def from_yaml(option, **overrides):
-    from ragexp.run.pipeline import build
+    from ragexp.config.build import build
 
     return build(compose(f"judge={option}").judge, **overrides)
 
@@ -170,7 +170,7 @@ def test_generator_asks_for_citations_from_numbered_chunks(server, tmp_path):
 
 
 def instantiate_generator() -> OpenAIGenerator:
-    from ragexp.run.pipeline import build
+    from ragexp.config.build import build
 
     return build(compose("generator=openai").generator)
 

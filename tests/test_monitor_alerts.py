@@ -76,7 +76,7 @@ def test_csv_and_jsonl_rows_give_query_contexts_answer():
 
 def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
     from ragexp.store.cache import StageCache
-    from ragexp.run.pipeline import Work
+    from ragexp.run.work import Work
 
     work = Work(StageCache(str(tmp_path / "cache")))
     with work.embeddings.building():

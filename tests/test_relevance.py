@@ -4,7 +4,7 @@ import math
 import pytest
 
 from ragexp.metrics import MetricSet
-from ragexp.metrics.names import MetricName, metric_key
+from ragexp.base.names import MetricName, metric_key
 from ragexp.metrics.relevance import DocRelevance, SpanRelevance
 from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Chunk, Hit, Question, QuestionResult

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_KEY_ENV, run_cli
-from ragexp.secrets import has_credentials, scrub_url, secret_in_override
+from ragexp.base.redact import has_credentials, scrub_url
+from ragexp.config.secrets import secret_in_override
 
 PASSWORD = "pw-canary-5b1e77"
 KEY = "sk-canary-91d2c4aa"  # the API key, from $RAGEXP_TEST_LLM_KEY

@@ -12,7 +12,7 @@ from ragexp.components.chunkers import RecursiveChunker
 from ragexp.datasets.folder import FolderDataset
 from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.run.pipeline import build
+from ragexp.config.build import build
 from ragexp.metrics.relevance import SpanRelevance
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate, quotas

@@ -11,7 +11,7 @@ from openai_server import prompt_text
 
 from ragexp.components.embedders import HashEmbedder
 from ragexp.llm.session import LLMSession
-from ragexp.run.pipeline import build
+from ragexp.config.build import build
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate
 from ragexp.synth.quality import QualityRules

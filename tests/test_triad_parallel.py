@@ -25,7 +25,7 @@ COUNTERS = ("llm_requests", "llm_failures", "judge_reasks", "judge_unreadable_re
 
 def triad(server, tmp_path, parallel=True, **endpoint):
     """A triad judge from conf/judge/triad.yaml on the test server, with a session (and cache) of its own."""
-    from ragexp.run.pipeline import build
+    from ragexp.config.build import build
 
     judge = build(compose("judge=triad").judge)
     judge.parallel = parallel

@@ -123,7 +123,7 @@ def log_run(run, results, files: list[Path]) -> str | None:
     from mlflow.entities import Metric
 
     from ragexp.store.reader import client_for
-    from ragexp.metrics.names import metric_key
+    from ragexp.base.names import metric_key
 
     client, _ = client_for(run.tracking_uri)
     created = client.create_run(run.experiment_id, run_name=f"calibration of {run.name}", tags={

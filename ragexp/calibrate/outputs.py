@@ -56,7 +56,7 @@ def labelled_rows(path: str | Path, cfg) -> tuple[list[LabelledRow], list[str]]:
     """The rows of the recorded-outputs file at `path`, read by the `dataset=outputs` loader with the
     composed `cfg.dataset` settings (columns, preset, on_error, limit); and the rows it skipped."""
     from ragexp.datasets.outputs import OutputsDataset
-    from ragexp.run.pipeline import build
+    from ragexp.config.build import build
 
     cfg.dataset.path = str(path)
     loader = build(cfg.dataset)
@@ -77,10 +77,10 @@ def compose(overrides: Sequence[str]):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from ragexp.__main__ import CONF
+    from ragexp.config import CONF
 
     try:
-        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return hydra_compose(config_name="config", overrides=["dataset=outputs", *overrides])
     except (HydraException, OmegaConfBaseException) as err:
         raise RagexpError(f"overrides: {str(err).splitlines()[0]}") from None
@@ -92,7 +92,8 @@ def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | 
     from omegaconf import OmegaConf
 
     from ragexp.base.concurrency import concurrency, map_concurrently
-    from ragexp.run.pipeline import Work, build
+    from ragexp.config.build import build
+    from ragexp.run.work import Work
     from ragexp.store.cache import key_of
 
     work = Work(build(cfg.cache))

@@ -8,7 +8,7 @@ import numpy as np
 
 from ragexp.compare.leaderboard import Leaderboard
 from ragexp.compare.metrics import COUNTS
-from ragexp.metrics.names import is_bookkeeping
+from ragexp.base.names import is_bookkeeping
 
 BEST, OTHER, WORSE = "#d95f02", "#1b9e77", "#7570b3"
 

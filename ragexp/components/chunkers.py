@@ -13,7 +13,7 @@ from ragexp.errors import RagexpError
 from ragexp.base.progress import progress
 from ragexp.base.text import sentence_spans
 from ragexp.types import Chunk, Document
-from ragexp.validation import NonNegativeInt, Percentile, PositiveInt
+from ragexp.base.settings import NonNegativeInt, Percentile, PositiveInt
 
 
 class Chunker:

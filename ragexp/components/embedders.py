@@ -19,7 +19,7 @@ import numpy as np
 from ragexp.components.embedding_backends import Backend
 from ragexp.errors import RagexpError
 from ragexp.base.progress import progress
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 _HASH_WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -15,7 +15,7 @@ from ragexp.components.retrievers import Retriever, best_first, id_ranks
 from ragexp.errors import RagexpError
 from ragexp.base.progress import progress
 from ragexp.types import Chunk, Hit
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 
 class ExactDenseRetriever(Retriever):

@@ -13,7 +13,7 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
 from ragexp.base.text import split_sentences
 from ragexp.types import Answer, Hit, Question
-from ragexp.validation import Cosine, PositiveInt, Temperature
+from ragexp.base.settings import Cosine, PositiveInt, Temperature
 
 
 class ExtractiveGenerator:

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 from ragexp.components.systems import ContextError, System, hits_from_contexts
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import RETRY_STATUS, reserve_turn
-from ragexp.secrets import scrub_url
+from ragexp.base.redact import scrub_url
 from ragexp.types import Answer, Output, Question
-from ragexp.validation import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from ragexp.base.settings import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ def connect(url: str | None, path: str | None, api_key_env: str | None, setting:
     try:
         client.get_collections()
     except Exception as err:
-        from ragexp.secrets import scrub_url
+        from ragexp.base.redact import scrub_url
 
         raise RagexpError(scrub_url(f"{setting}.url: cannot reach the Qdrant server at {url} ({err})")) from None
     return client

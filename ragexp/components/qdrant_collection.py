@@ -8,7 +8,7 @@ from ragexp.components.qdrant import connect, query, vector_params
 from ragexp.components.retrievers import TIE_MARGIN, Retriever, in_tie_order
 from ragexp.errors import RagexpError
 from ragexp.types import Chunk, Hit
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 
 class QdrantCollectionRetriever(Retriever):

@@ -19,7 +19,7 @@ import numpy as np
 
 from ragexp.components.embedders import Embedder
 from ragexp.errors import RagexpError
-from ragexp.validation import NonNegativeFloat, PositiveInt
+from ragexp.base.settings import NonNegativeFloat, PositiveInt
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Delimited, Template, neutralise, template_problems
 from ragexp.llm.replies import Unreadable, integer, items, number
 from ragexp.types import Answer, Hit, Question
-from ragexp.validation import Fraction, PositiveInt, Temperature
+from ragexp.base.settings import Fraction, PositiveInt, Temperature
 
 
 class Reranker:

@@ -9,7 +9,7 @@ import numpy as np
 from ragexp.base.progress import progress
 from ragexp.base.text import words
 from ragexp.types import Chunk, Hit
-from ragexp.validation import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
+from ragexp.base.settings import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 
 class Retriever:

@@ -23,7 +23,7 @@ from annotated_types import Interval
 
 from ragexp.components.embedders import Embedder, SentenceTransformerEmbedder
 from ragexp.errors import RagexpError
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Chunk, Dataset, Hit, Output, Question
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 TEXT_KEYS = ("text", "content", "page_content", "chunk")  # a context object's text, first one set
 ID_KEYS = ("doc_id", "id", "document_id", "source")  # its document id

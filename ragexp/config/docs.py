@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from ragexp.config import CONF
+
 COMMANDS = {"config": "ragexp", "synth": "ragexp.synth", "monitor": "ragexp.monitor"}
 
 KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w.@/-]*|\"[^\"]*\"|'[^']*'):(?:\s+(?P<rest>.*))?$")

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 
 class RowError(Exception):

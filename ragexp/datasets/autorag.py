@@ -6,7 +6,7 @@ from pathlib import Path
 from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, required_path
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 QA_COLUMNS = ("qid", "query", "generation_gt", "retrieval_gt")
 CORPUS_COLUMNS = ("doc_id", "contents")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ragexp.datasets import Loader, Rows, Unique, existing_path, read_jsonl, required_path, text_lines, undecodable
 from ragexp.types import Dataset, Document, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 
 class BeirDataset(Loader):

@@ -6,7 +6,7 @@ from pathlib import Path
 from ragexp.datasets import Loader, NotUTF8, Rows, RowError, Unique, existing_path, read_jsonl, read_text
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 SAMPLE_PATH = Path(__file__).parent / "sample"
 DOC_SUFFIXES = (".md", ".txt")

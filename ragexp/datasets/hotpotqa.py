@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ragexp.datasets import Loader, Rows, Unique, existing_path, read_jsonl, required_path
 from ragexp.types import Dataset, Document, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 
 class HotpotQADataset(Loader):

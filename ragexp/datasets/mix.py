@@ -8,7 +8,7 @@ from dataclasses import replace
 from ragexp.datasets import Loader, Rows
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document
-from ragexp.validation import OnError
+from ragexp.base.settings import OnError
 
 
 class MixDataset(Loader):

@@ -26,7 +26,7 @@ from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, read_
 from ragexp.datasets.table import read_delimited
 from ragexp.errors import RagexpError
 from ragexp.types import Answer, Dataset, Output, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 FIELDS = ("question", "contexts", "context_ids", "answer", "reference", "golden_docs", "answerable", "question_id")
 # the names each field is looked for under, in order, when `columns` does not name it

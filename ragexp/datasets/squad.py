@@ -7,7 +7,7 @@ import json
 from ragexp.datasets import Loader, RowError, Rows, Unique, required_path, undecodable
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 
 class SquadDataset(Loader):

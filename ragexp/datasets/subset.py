@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import replace
 
 from ragexp.types import Dataset, Question
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 
 def sample_order(questions: tuple[Question, ...] | list[Question], seed: int) -> list[Question]:

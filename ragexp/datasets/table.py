@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Mapping
 from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, read_jsonl, undecodable
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Document, Question
-from ragexp.validation import OnError, PositiveInt
+from ragexp.base.settings import OnError, PositiveInt
 
 FIELDS = {"question_id": "id", "question": "question", "answer": "answer", "golden": "golden_docs", "kind": None,
           "source": "source", "answerable": "answerable",

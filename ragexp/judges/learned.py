@@ -10,7 +10,7 @@ import numpy as np
 from ragexp.judges.offline import ClaimEvidence, OfflineJudge, Verdict, to_scale
 from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
 from ragexp.base.text import split_sentences
-from ragexp.validation import Cosine, Fraction
+from ragexp.base.settings import Cosine, Fraction
 
 
 def verifier_features(judge: OfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,

@@ -9,7 +9,7 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
 from ragexp.llm.replies import boolean, clamped, number, text
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.validation import PositiveInt, Temperature
+from ragexp.base.settings import PositiveInt, Temperature
 
 LOW, HIGH = 1.0, 10.0
 

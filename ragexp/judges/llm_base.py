@@ -10,7 +10,7 @@ from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.validation import PositiveInt, Temperature
+from ragexp.base.settings import PositiveInt, Temperature
 
 
 class LLMJudgeBase(AsksForJSON, Judge):

@@ -11,7 +11,7 @@ from ragexp.judges.contract import Judge
 from ragexp.metrics.generation import abstains, abstention_sentence, coherence_offline, conciseness_offline, token_recall
 from ragexp.base.text import split_sentences, words
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.validation import Cosine, Fraction
+from ragexp.base.settings import Cosine, Fraction
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

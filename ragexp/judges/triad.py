@@ -13,7 +13,7 @@ from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, num
 from ragexp.base.text import split_sentences
 from ragexp.store.tracing import in_this_span
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.validation import PositiveInt, Temperature
+from ragexp.base.settings import PositiveInt, Temperature
 
 T = TypeVar("T")
 

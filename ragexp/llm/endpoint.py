@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from ragexp.errors import RagexpError
-from ragexp.validation import NonEmptyStr, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
-from ragexp.secrets import scrub_url
+from ragexp.base.settings import NonEmptyStr, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from ragexp.base.redact import scrub_url
 
 NO_KEY = "no-key"  # what the client sends to a server that takes no key (api_key_env: null)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -12,7 +12,7 @@ from ragexp.llm.component import UsesLLM
 from ragexp.llm.estimate import Estimate, RoleEstimate
 from ragexp.llm.usage import Price, Prices, Usage
 from ragexp.types import Answer, Hit, Question
-from ragexp.validation import NonNegativeFloat
+from ragexp.base.settings import NonNegativeFloat
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from collections import Counter
 from typing_extensions import TypedDict
 
 from ragexp.errors import BudgetExhausted
-from ragexp.validation import NonNegativeFloat
+from ragexp.base.settings import NonNegativeFloat
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from typing import Iterable, Literal, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.metrics.generation import exact_match, token_f1
-from ragexp.metrics.names import MetricName, metric_key
+from ragexp.base.names import MetricName, metric_key
 from ragexp.metrics.retrieval import Measure, Ranking, measure
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 __all__ = ["MetricName", "MetricSet", "metric_key"]
 

@@ -17,7 +17,7 @@ from annotated_types import Len
 from typing_extensions import TypedDict
 
 from ragexp.errors import RagexpError
-from ragexp.metrics.names import MetricName
+from ragexp.base.names import MetricName
 from ragexp.metrics.retrieval import is_retrieval_metric
 from ragexp.types import GateVerdict
 

@@ -9,7 +9,7 @@ from typing import Literal, Sequence
 
 from ragexp.metrics.retrieval import UNJUDGED, Ranking
 from ragexp.types import Chunk, Hit, Question
-from ragexp.validation import PositiveInt
+from ragexp.base.settings import PositiveInt
 
 
 CONTEXT_METRICS = ("context_hit", "context_recall")  # of what the generator saw (Graded.context_scores)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ragexp.errors import RagexpError
-from ragexp.metrics.names import MetricName
+from ragexp.base.names import MetricName
 
 UNJUDGED = -1
 

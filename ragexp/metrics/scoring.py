@@ -7,9 +7,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Iterable, Self, Sequence
 
 from ragexp.errors import RagexpError
-from ragexp.metrics.names import MetricName, metric_key
+from ragexp.base.names import MetricName, metric_key
 from ragexp.types import Judgement, QuestionResult
-from ragexp.validation import NonNegativeFloat
+from ragexp.base.settings import NonNegativeFloat
 
 UNIT = (0.0, 1.0)
 

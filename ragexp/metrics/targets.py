@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Collection, Mapping
 
 from ragexp.errors import RagexpError
-from ragexp.metrics.names import MetricName
+from ragexp.base.names import MetricName
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ logged to MLflow, checked against a baseline. Config: conf/monitor.yaml (docs/ho
 Exit status: 0 fine, 2 bad input, 3 an alert fired."""
 import sys
 
-from ragexp.__main__ import CONF, guarded
+from ragexp.config import CONF
+from ragexp.config.hydra_app import guarded
 
 
 def hydra_main() -> None:
@@ -11,7 +12,7 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    @hydra.main(version_base="1.3", config_path=CONF, config_name="monitor")
+    @hydra.main(version_base="1.3", config_path=str(CONF), config_name="monitor")
     def monitor(cfg: DictConfig) -> None:
         from ragexp.monitor.app import execute
 

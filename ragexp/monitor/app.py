@@ -38,7 +38,7 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     from ragexp.monitor.report import console, plot, write_json, write_reports
     from ragexp.monitor.tracking import MonitorStore
     from ragexp.monitor.windows import Summary, iso
-    from ragexp.run.pipeline import build
+    from ragexp.config.build import build
 
     m = cfg.monitor
     source = m.get("source") or "file"
@@ -147,7 +147,8 @@ def prepare_judge(cfg: DictConfig, llm):
     """The judge group's judge, connected to the LLM session, behind the stage cache and the
     embedding cache as in the pipeline (`Work`: its embedders share one embedding cache)."""
     from ragexp.monitor.judging import SampleJudge
-    from ragexp.run.pipeline import Work, build
+    from ragexp.config.build import build
+    from ragexp.run.work import Work
 
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the judge's embedder (offline judge) uses the run's embedding cache

@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError
-from ragexp.secrets import scrub_url
+from ragexp.base.redact import scrub_url
 
 log = logging.getLogger("ragexp")
 
@@ -48,7 +48,7 @@ def sweep_info() -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ragexp.sweep.folder import read_sweep
+    from ragexp.store.run_folder import read_sweep
 
     hydra = HydraConfig.get()
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
@@ -67,12 +67,13 @@ def execute(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from ragexp.llm.estimate import Estimate
-    from ragexp.run.pipeline import build, run
+    from ragexp.config.build import build
+    from ragexp.run.pipeline import run
     from ragexp.run.report import summary
     from ragexp.store.run_folder import write_results
     from ragexp.store.trackers import write_config
 
-    from ragexp.validation import validate
+    from ragexp.config.validation import validate
 
     started, multirun = time.time(), in_multirun()
     tracker, sweep, name = None, {}, None
@@ -184,7 +185,7 @@ def record_failed_job(cfg: DictConfig, tracker, sweep: dict, name: str | None, r
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ragexp.sweep.folder import FAILURE_FILE
+    from ragexp.store.run_folder import FAILURE_FILE
 
     hydra = HydraConfig.get()
     name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"

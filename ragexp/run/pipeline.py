@@ -5,107 +5,31 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ragexp.store.cache import StageCache, key_of, stage_code_hash
-from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.base.concurrency import concurrency, map_concurrently
+from ragexp.components.systems import System
+from ragexp.config.build import Components, build, components, settings
 from ragexp.datasets import corpus_fingerprint, fingerprint
-from ragexp.components.embedders import EmbeddingCache
-from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.components.systems import PipelineSystem, System
+from ragexp.errors import QuestionFailed
 from ragexp.judges.contract import Judge, reference_free
 from ragexp.llm.estimate import Estimate
-from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
-from ragexp.run.notes import data_notes, retrieval_notes
-from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
-from ragexp.metrics.scoring import Aggregate, Weights, aggregate_key, aggregate_scales, by_construction, run_aggregates
+from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates
 from ragexp.metrics.targets import assess
-from ragexp.run.rerank import STAGE as RERANK_STAGE, rerank_results
+from ragexp.run.notes import data_notes, retrieval_notes
+from ragexp.run.rerank import rerank_results
+from ragexp.run.work import Work, load
+from ragexp.store.cache import key_of
 from ragexp.store.tracing import documents, ended
-from ragexp.types import Chunk, Dataset, Hit, Question, QuestionResult, RunResult
-
-if TYPE_CHECKING:
-    from ragexp.components.chunkers import Chunker
-    from ragexp.datasets import Loader
-    from ragexp.datasets.subset import QuestionSample
-    from ragexp.metrics.gate import Gate
-    from ragexp.components.retrievers import Retriever
-    from ragexp.store.tracing import TraceRecorder
+from ragexp.types import Dataset, Hit, Question, QuestionResult, RunResult
 
 log = logging.getLogger(__name__)
-
-
-def build(node: DictConfig, **kwargs):
-    """`hydra.utils.instantiate`, with a RagexpError raised inside a constructor passed on as is."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    try:
-        return instantiate(node, **kwargs)
-    except InstantiationException as err:
-        cause = err.__cause__
-        while cause is not None and not isinstance(cause, RagexpError):
-            cause = cause.__cause__
-        if cause is not None:
-            raise cause from None
-        raise RagexpError(str(err).replace("\n", " ")) from None
-
-
-def settings(node: DictConfig) -> dict:
-    """A component's resolved config: what goes into its stage's cache key."""
-    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]  # a DictConfig gives a dict
-
-
-@dataclass
-class Components:
-    """A run's components, each built from its config node (building is cheap). The chunker,
-    retriever and generator exist only when the system under test is ragexp's own pipeline."""
-
-    weights: Weights
-    gate: Gate
-    metric_set: MetricSet
-    rule: RelevanceRule
-    loader: Loader
-    system: System
-    chunker: Chunker | None
-    retriever: Retriever | None
-    reranker: Reranker
-    generator: Any
-    judge: Judge
-    llm: LLMSession
-    scales: dict[str, tuple[float, float]]
-
-
-def components(cfg: DictConfig) -> Components:
-    """Every component built and checked against the others, before any work."""
-    weights = build(cfg.weights)
-    gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
-    metric_set.require(gate.retrieval_metrics())
-    system = build(cfg.system) if "system" in cfg else PipelineSystem()
-    loader, judge = build(cfg.dataset), build(cfg.judge)
-    chunker, retriever, generator = (build(cfg.chunker), build(cfg.retriever), build(cfg.generator)) if system.own \
-        else (None, None, None)
-    reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()
-    reranker.check()
-    weights.check(judge.name, judge.metrics)
-    answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
-    retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
-    scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, retrieval_metrics)
-    produced = ([aggregate_key(m) for m in (*judge.metrics, *answer_metrics)]
-                + [aggregate_key(n, retrieval=True) for n in retrieval_metrics])
-    gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
-                "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
-    llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
-                      llm, scales)
 
 
 def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
@@ -243,83 +167,6 @@ def system_answer(work: Work, system: System, question: Question) -> QuestionRes
             result = QuestionResult(question, failure=str(err))
         # anything else is a bug (or a setting to fix: RagexpError): it ends the run, as in answer_question
         return ended(span, result, result.answer.text if result.answer else None)
-
-
-class Work:
-    """One run's working state, made by `run()` and dropped with it: the stage cache, the
-    embedding cache shared by every embedder of the run (with the stage cache's on-disk store
-    when caching is on), and the wall time of each stage (`seconds[stage]`) and the process's CPU
-    time in it, every thread's (`seconds[stage + "_cpu"]`)."""
-
-    # stage -> its folder in the stage cache
-    STORED_AS = {"chunking": "chunks", "retrieval": "hits", RERANK_STAGE: "reranked", "answer": "answers",
-                 "judgement": "judgements"}
-
-    def __init__(self, cache: StageCache):
-        self.cache = cache
-        self.embeddings = EmbeddingCache.beside(cache)
-        self.seconds: dict[str, float] = {}
-        self.traces: TraceRecorder | None = None  # tracing=on: the traced questions' spans
-
-    def stage(self, name: str, key: str | None, compute: Callable, *args):
-        """`compute(*args)`, timed as stage `name` (logged as it goes, kept in `seconds`); with a
-        `key`, served from the stage cache when stored there, else computed and stored."""
-        started, cpu_started = time.perf_counter(), time.process_time()
-        value = self.cached(name, key, compute, *args) if key is not None else compute(*args)
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 4)
-        self.seconds[f"{name}_cpu"] = round(self.seconds.get(f"{name}_cpu", 0.0) + time.process_time() - cpu_started, 4)
-        log.info("%s: %.2fs (cpu %.2fs)", name, self.seconds[name], self.seconds[f"{name}_cpu"])
-        return value
-
-    def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None):
-        """`compute(*args)` through the stage cache, not timed (a per-question step of a stage); a
-        traced `span` is told whether the cache served it (`ragexp.store.cache`: hit or miss)."""
-        computed = []
-
-        def compute_and_note():
-            computed.append(True)
-            return compute(*args)
-
-        value = self.cache.cached(self.STORED_AS[name], key, compute_and_note)
-        if span is not None:
-            span["attributes"]["ragexp.cache"] = "miss" if computed else "hit"
-        return value
-
-    def span(self, qid: str, name: str, span_type: str, inputs):
-        """A traced span of question `qid` around a block (a no-op when tracing is off)."""
-        return self.traces.span(qid, name, span_type, inputs) if self.traces is not None else nullcontext()
-
-    def index_then_search(self, retriever, chunks: Sequence[Chunk], queries: list[str], depth: int,
-                          question_key: Callable[[str], str] | None = None):
-        """Indexes the chunks (timed as `indexing`; its embedded texts counted as
-        `index_embedded_texts`), then ranks `depth` chunks per query. Called only when the
-        run's hits are not in the stage cache. With `question_key(query)`, each query's ranking
-        is looked up and stored on its own (stage `question_hits`): only the queries not stored are
-        searched, and nothing is indexed when every one is."""
-        keys = [key_of(question_key(q), stage_code_hash(Work.index_then_search)) for q in queries] if question_key else []
-        found = {i: hits for i, key in enumerate(keys) if (hits := self.cache.get("question_hits", key)) is not None}
-        missing = [i for i in range(len(queries)) if i not in found]
-        self.cache.stats["question_hits_cached"] += len(found) if keys else 0
-        self.cache.stats["question_hits_computed"] += len(missing) if keys else 0
-        if missing:
-            before = self.embeddings.stats["embedded_texts"]
-            self.stage("indexing", None, retriever.index, chunks)
-            self.embeddings.stats["index_embedded_texts"] += self.embeddings.stats["embedded_texts"] - before
-            for i, hits in zip(missing, retriever.search([queries[i] for i in missing], depth)):
-                found[i] = hits
-                if keys:
-                    self.cache.put("question_hits", keys[i], hits)
-        return [found[i] for i in range(len(queries))]
-
-
-def load(loader, sample: QuestionSample | None = None) -> Dataset:
-    """The loader's dataset, on the `question_sample` of its questions when one is set."""
-    dataset = loader.load()
-    if sample is not None:
-        dataset = sample.apply(dataset)
-    if not dataset.questions:
-        raise RagexpError(f"dataset: no questions in {dataset.name} (check dataset.path and dataset.limit)")
-    return dataset
 
 
 def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit], top_k: int | None = None) -> QuestionResult:

@@ -20,7 +20,7 @@ from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.store.tracing import documents, ended
 from ragexp.types import FirstStage, Hit, QuestionResult
 
-STAGE = "rerank"  # its name in the stage cache (ragexp.run.pipeline.Work.STORED_AS)
+STAGE = "rerank"  # its name in the stage cache (ragexp.run.work.Work.STORED_AS)
 
 
 def rerank_results(work, reranker, reranker_settings: dict, results: Sequence[QuestionResult],

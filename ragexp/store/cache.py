@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import sqlite3
 import tempfile
 import threading
@@ -332,36 +331,3 @@ def vector_of(blob: Any) -> np.ndarray | None:
         return None
     vector = np.frombuffer(blob, dtype=np.float32)
     return vector if np.isfinite(vector).all() and abs(float(vector @ vector) - 1.0) < 1e-3 else None
-
-
-def folder_size(path: Path) -> tuple[int, int]:
-    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
-    return len(files), sum(p.stat().st_size for p in files)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m ragexp.cache", description="Show the size of ragexp's stage cache, or clear it.")
-    parser.add_argument("action", choices=["info", "clear"])
-    parser.add_argument("--dir", default=DEFAULT_DIR, help=f"cache folder (default {DEFAULT_DIR}, the config's cache.dir)")
-    from ragexp.config.cli_settings import parse_args
-
-    args = parse_args(parser, argv)  # also cache.dir=DIR, as the Hydra commands spell it
-    root = Path(args.dir)
-    if args.action == "clear":
-        files, size = folder_size(root)
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"removed {root}: {files} files, {size / 1e6:.1f} MB")
-        return 0
-    if not root.exists():
-        print(f"{root}: empty (no cache yet)")
-        return 0
-    total_files = total_size = 0
-    for entry in sorted(root.iterdir()):
-        files, size = folder_size(entry) if entry.is_dir() else (1, entry.stat().st_size)
-        total_files, total_size = total_files + files, total_size + size
-        print(f"{entry.name:<24} {files:>8} files {size / 1e6:>10.1f} MB")
-    print(f"{'total':<24} {total_files:>8} files {total_size / 1e6:>10.1f} MB   ({root.resolve()})")
-    return 0
-

@@ -103,7 +103,7 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
     reranker, run.trec is the reranked ranking (the one the logged means are of) and `first_stage.trec`
     the retriever's own, its means under `first_stage` in retrieval.json.
     `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
-    from ragexp.metrics.names import metric_key
+    from ragexp.base.names import metric_key
     from ragexp.metrics.relevance import CONTEXT_METRICS
 
     paths = [folder / name for name in AUDIT_FILES[:4]]
@@ -154,7 +154,7 @@ def trec_id(text: str) -> str:
 
 def question_table(result: RunResult) -> dict[str, list]:
     """One row per question (column -> values), for `mlflow.log_table`."""
-    from ragexp.metrics.names import metric_key
+    from ragexp.base.names import metric_key
 
     rows = []
     metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
@@ -193,3 +193,13 @@ def cell(value):
     """A judge's detail as a table cell: lists and objects as JSON text."""
     return json.dumps(value) if isinstance(value, (list, dict, tuple)) else value
 
+
+# a sweep's files, shared by its callback, its jobs and the racing sweeper
+FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
+SWEEP_FILE = "sweep.json"  # in the sweep folder: the parent run id, the swept keys, the tracker store
+
+
+def read_sweep(sweep_dir: str | Path) -> dict:
+    """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
+    path = Path(sweep_dir) / SWEEP_FILE
+    return json.loads(path.read_text()) if path.exists() else {}

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ragexp.validation import Fraction
+from ragexp.base.settings import Fraction
 
 TRACES = "traces.jsonl"  # in the run folder: one trace per line
 _current = threading.local()  # the span the calling thread is in (for the LLM requests it makes)

@@ -14,7 +14,7 @@ from typing import Any
 from ragexp.errors import RagexpError
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
-from ragexp.secrets import has_credentials, scrub_url
+from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
@@ -361,7 +361,7 @@ class MlflowTracker(NoTracker):
 def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
     """What a run folder's results.json and run.json say to log as metrics."""
     numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    from ragexp.metrics.names import JOB_TIME, timing_key, work_key
+    from ragexp.base.names import JOB_TIME, timing_key, work_key
 
     return {**numbers, **{work_key(k): v for k, v in (meta.get("work") or {}).items()},
             **{timing_key(k): v for k, v in (meta.get("timings_s") or {}).items()},

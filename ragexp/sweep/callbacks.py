@@ -10,7 +10,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from ragexp.sweep.folder import FAILURE_FILE, SWEEP_FILE, grid_points, invalid_points, swept_keys
+from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
+from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
@@ -44,7 +45,7 @@ class SweepTracking(Callback):
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from ragexp.run.pipeline import build
+        from ragexp.config.build import build
 
         sweeper = config.hydra.sweeper.get("_target_")
         if sweeper in (BASIC_SWEEPER, RACING_SWEEPER):  # a grid: known in advance, checked before any job
@@ -67,7 +68,7 @@ class SweepTracking(Callback):
         self.tracker = build(config.tracker)
         from omegaconf import OmegaConf
 
-        from ragexp.secrets import scrub_url
+        from ragexp.base.redact import scrub_url
 
         # as given (an ${oc.env:...} is not resolved), and with any credentials masked
         given = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)

@@ -1,16 +1,9 @@
-"""What a multirun's callback, its jobs and the racing sweeper share: the files in the sweep
-folder (`sweep.json`, left by the callback for the jobs; `failure.json`, in a failed job's
-folder), the keys a sweep varies, and its grid as Hydra's basic sweeper enumerates it, each point
-validated before any job runs."""
+"""What a multirun's callback and the racing sweeper share: the keys a sweep varies, and its grid as
+Hydra's basic sweeper enumerates it, each point validated before any job runs. (The files a sweep
+and its jobs share, sweep.json and failure.json, are ragexp.store.run_folder's.)"""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from omegaconf import DictConfig
-
-FAILURE_FILE = "failure.json"  # in a failed sweep job's folder: its name, reason and exit status
-SWEEP_FILE = "sweep.json"  # in the sweep folder: the parent run id, the swept keys, the tracker store
 
 
 def swept_keys(config: DictConfig) -> list[str]:
@@ -41,7 +34,7 @@ def invalid_points(config: DictConfig) -> list[str]:
     naming its job number, its swept values and every problem."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from ragexp.validation import problems
+    from ragexp.config.validation import problems
 
     loader, swept = GlobalHydra.instance().config_loader(), swept_keys(config)
     invalid = []
@@ -54,9 +47,3 @@ def invalid_points(config: DictConfig) -> list[str]:
             name = " ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point)
             invalid.append(f"job {number} ({name}):\n    " + "\n    ".join(errors))
     return invalid
-
-
-def read_sweep(sweep_dir: str | Path) -> dict:
-    """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
-    path = Path(sweep_dir) / SWEEP_FILE
-    return json.loads(path.read_text()) if path.exists() else {}

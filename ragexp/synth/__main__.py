@@ -1,13 +1,14 @@
 """`python -m ragexp.synth`: a synthetic test set from a corpus (conf/synth.yaml). Light imports:
 `--help` (from conf/, ragexp.config.docs) imports neither Hydra nor model code."""
-from ragexp.__main__ import CONF, guarded
+from ragexp.config import CONF
+from ragexp.config.hydra_app import guarded
 
 
 def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    @hydra.main(version_base="1.3", config_path=CONF, config_name="synth")
+    @hydra.main(version_base="1.3", config_path=str(CONF), config_name="synth")
     def synthesise(cfg: DictConfig) -> None:
         from ragexp.synth.app import execute
 

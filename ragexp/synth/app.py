@@ -72,7 +72,7 @@ def execute(cfg: DictConfig) -> None:
     from ragexp.store.cache import key_of
     from ragexp.datasets import corpus_fingerprint, fingerprint
     from ragexp.components.embedders import EmbeddingCache
-    from ragexp.run.pipeline import build, settings
+    from ragexp.config.build import build, settings
     from ragexp.synth.build import generate, quotas
     from ragexp.synth.output import load_written, write_dataset
     from ragexp.synth.quality import QualityRules

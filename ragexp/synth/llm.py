@@ -11,7 +11,7 @@ import hashlib
 from typing import Mapping
 
 from ragexp.errors import RagexpError
-from ragexp.validation import PositiveInt, Temperature
+from ragexp.base.settings import PositiveInt, Temperature
 from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
 from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint

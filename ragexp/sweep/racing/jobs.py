@@ -67,7 +67,7 @@ def same_overrides(folder: Path, overrides: list[str]) -> bool:
 def finished(job: Job) -> bool:
     """A job whose folder holds its outcome (results.json or failure.json) for these overrides:
     a resumed race reads it instead of running it again."""
-    from ragexp.sweep.folder import FAILURE_FILE
+    from ragexp.store.run_folder import FAILURE_FILE
 
     folder = job.folder
     return (folder is not None and same_overrides(folder, job.overrides)
@@ -77,7 +77,7 @@ def finished(job: Job) -> bool:
 def read_outcome(job: Job) -> None:
     """Sets the job's status from its folder: failed (failure.json, or no results at all), else ok
     with its Run (params, metrics, per-question table, aggregation spec)."""
-    from ragexp.sweep.folder import FAILURE_FILE
+    from ragexp.store.run_folder import FAILURE_FILE
 
     folder = job.folder
     if folder is None or not folder.is_dir():

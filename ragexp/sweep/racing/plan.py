@@ -191,7 +191,7 @@ def configuration_name(point: list[str], swept: list[str]) -> str:
 
 def per_question_aggregates(job) -> set[str]:
     """The aggregates a job's config gives per question (those a paired test can race on)."""
-    from ragexp.run.pipeline import build
+    from ragexp.config.build import build
     from ragexp.metrics.relevance import CONTEXT_METRICS
     from ragexp.metrics.scoring import aggregate_key
 
@@ -233,7 +233,8 @@ def full_set(jobs: list) -> tuple[int, int, list[str]]:
 
     from omegaconf import OmegaConf
 
-    from ragexp.run.pipeline import build, load
+    from ragexp.config.build import build
+    from ragexp.run.work import load
 
     datasets = {json.dumps(OmegaConf.to_container(j.dataset, resolve=True), sort_keys=True, default=str) for j in jobs}
     samples = {json.dumps(OmegaConf.to_container(j.question_sample, resolve=True), sort_keys=True) for j in jobs

@@ -152,7 +152,7 @@ class Race:
 
     def tag(self, jobs: list) -> None:
         """Each job's round and question count, where the job finds them (sweep.json: ragexp.run.app)."""
-        from ragexp.sweep.folder import SWEEP_FILE, read_sweep
+        from ragexp.store.run_folder import SWEEP_FILE, read_sweep
 
         info = read_sweep(self.sweep_dir)
         info.setdefault("job_tags", {}).update({str(j.number): j.tags() for j in jobs})

@@ -1,29 +1,19 @@
-"""Secrets never written: credentials in URLs are masked wherever a URL is logged or stored, and a
-command line that carries a key is refused before Hydra writes anything (`.hydra/*.yaml`).
+"""Secrets never written: a command line that carries a key is refused before Hydra writes anything
+(`.hydra/*.yaml`); credentials in URLs are masked wherever a URL is logged (ragexp.base.redact).
 Imported by `python -m ragexp` before Hydra starts: keep it light (standard library only)."""
 from __future__ import annotations
 
 import re
 import sys
 
-# scheme://userinfo@ : a URL that carries a user name, a password or a token
-URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@?#]+)@")
+from ragexp.base.redact import has_credentials
+
 SECRET_KEY = re.compile(r"(^|[._])(api_key|secret|password|token)$", re.IGNORECASE)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # the shapes of common API keys: OpenAI/Anthropic sk-, GitHub, Slack, AWS, Hugging Face, Google
 KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
                         r"|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_-]{20,})")
-MASK = "***"
 BAD_INPUT = 2
-
-
-def scrub_url(text: str) -> str:
-    """`text` with the credentials of every URL in it masked: http://user:key@host -> http://***@host."""
-    return URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{MASK}@", text) if isinstance(text, str) else text
-
-
-def has_credentials(text: str) -> bool:
-    return isinstance(text, str) and URL_CREDENTIALS.search(text) is not None
 
 
 def secret_in_override(override: str) -> str | None:

@@ -1,0 +1,89 @@
+"""Config nodes to objects: `build(node)` (Hydra's instantiate, a RagexpError from a constructor
+passed on as is), `settings(node)` (a component's resolved config, what goes into its stage's cache
+key), and `components(cfg)`: every component of a run built and checked against the others."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ragexp.components.rerankers import NoReranker, Reranker
+from ragexp.components.systems import PipelineSystem, System
+from ragexp.errors import RagexpError
+from ragexp.judges.contract import Judge
+from ragexp.llm.session import LLMSession
+from ragexp.metrics import MetricSet
+from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
+from ragexp.metrics.scoring import Weights, aggregate_key, aggregate_scales
+
+if TYPE_CHECKING:
+    from ragexp.components.chunkers import Chunker
+    from ragexp.components.retrievers import Retriever
+    from ragexp.datasets import Loader
+    from ragexp.metrics.gate import Gate
+
+
+def build(node: DictConfig, **kwargs):
+    """`hydra.utils.instantiate`, with a RagexpError raised inside a constructor passed on as is."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        cause = err.__cause__
+        while cause is not None and not isinstance(cause, RagexpError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise cause from None
+        raise RagexpError(str(err).replace("\n", " ")) from None
+
+
+def settings(node: DictConfig) -> dict:
+    """A component's resolved config: what goes into its stage's cache key."""
+    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]  # a DictConfig gives a dict
+
+
+@dataclass
+class Components:
+    """A run's components, each built from its config node (building is cheap). The chunker,
+    retriever and generator exist only when the system under test is ragexp's own pipeline."""
+
+    weights: Weights
+    gate: Gate
+    metric_set: MetricSet
+    rule: RelevanceRule
+    loader: Loader
+    system: System
+    chunker: Chunker | None
+    retriever: Retriever | None
+    reranker: Reranker
+    generator: Any
+    judge: Judge
+    llm: LLMSession
+    scales: dict[str, tuple[float, float]]
+
+
+def components(cfg: DictConfig) -> Components:
+    """Every component built and checked against the others, before any work."""
+    weights = build(cfg.weights)
+    gate, metric_set, rule = build(cfg.gate), build(cfg.metrics), build(cfg.relevance)
+    metric_set.require(gate.retrieval_metrics())
+    system = build(cfg.system) if "system" in cfg else PipelineSystem()
+    loader, judge = build(cfg.dataset), build(cfg.judge)
+    chunker, retriever, generator = (build(cfg.chunker), build(cfg.retriever), build(cfg.generator)) if system.own \
+        else (None, None, None)
+    reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()
+    reranker.check()
+    weights.check(judge.name, judge.metrics)
+    answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
+    retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
+    scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, retrieval_metrics)
+    produced = ([aggregate_key(m) for m in (*judge.metrics, *answer_metrics)]
+                + [aggregate_key(n, retrieval=True) for n in retrieval_metrics])
+    gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
+                "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
+    llm = build(cfg.llm) if "llm" in cfg else LLMSession()
+    return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
+                      llm, scales)
