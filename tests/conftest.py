@@ -234,7 +234,6 @@ def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subpr
         finally:
             GlobalHydra.instance().clear()
             reset_mlflow()
-            forget_embedding_store()
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
@@ -269,22 +268,12 @@ def logged_sweep(uri: str, experiment: str = "ragexp"):
     return client, parent, children
 
 
-def forget_embedding_store() -> None:
-    """A run shares vectors through an on-disk store set for the whole process (ragexp.components.embedders,
-    relative to the working directory when first used): the next test must not write into it."""
-    embedders = sys.modules.get("ragexp.embedders")
-    if embedders is not None and hasattr(embedders, "use_store"):
-        embedders.use_store(None)
-
-
 @pytest.fixture(autouse=True)
 def no_state_between_tests():
-    """A tracking URI one test sets (mlflow_runs, ragexp.compare) is not the next test's store, and
-    the embedding store of one test's run is not the next test's."""
+    """A tracking URI one test sets (mlflow_runs, ragexp.compare) is not the next test's store."""
     saved = os.environ.get("MLFLOW_TRACKING_URI")
     yield
     reset_mlflow()
-    forget_embedding_store()
     if saved is not None:
         os.environ["MLFLOW_TRACKING_URI"] = saved
 
