@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 from typing import Sequence
 
 from ragexp.config.cli_settings import parse_args
-from ragexp.store.cache import DEFAULT_DIR
+from ragexp.errors import BAD_INPUT
+from ragexp.store.cache import DEFAULT_DIR, MARKER
 
 
 def folder_size(path: Path) -> tuple[int, int]:
     files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
     return len(files), sum(p.stat().st_size for p in files)
+
+
+def not_a_cache(root: Path) -> str | None:
+    """Why `root` must not be cleared, or None: it is the working folder or one above it, or it
+    lacks the stage cache's own mark (a folder ragexp did not make as a cache)."""
+    here, folder = Path.cwd().resolve(), root.resolve()
+    if folder == here or folder in here.parents:
+        return f"--dir {root} is the working folder or one above it, which holds more than a cache"
+    if root.exists() and not (root / MARKER).is_file():
+        return (f"--dir {root} has no {MARKER}, so it is not a stage cache ragexp made (a cache made before "
+                f"ragexp marked its folders lacks it too: delete that folder yourself)")
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,6 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(parser, argv)  # also cache.dir=DIR, as the Hydra commands spell it
     root = Path(args.dir)
     if args.action == "clear":
+        refused = not_a_cache(root)
+        if refused:
+            print(f"python -m ragexp.cache: error: {refused}; nothing was deleted", file=sys.stderr)
+            return BAD_INPUT
+        if not root.exists():
+            print(f"{root}: empty (no cache yet)")
+            return 0
         files, size = folder_size(root)
         shutil.rmtree(root, ignore_errors=True)
         print(f"removed {root}: {files} files, {size / 1e6:.1f} MB")

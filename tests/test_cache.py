@@ -118,6 +118,27 @@ def test_cache_command_shows_and_clears(tiny, capsys):
     assert not cache_dir.exists()
 
 
+def test_cache_clear_deletes_only_a_stage_cache(tiny, tmp_path, monkeypatch, capsys):
+    """A folder without the cache's mark (a typo, `--dir .`, `cache.dir=.`'s working folder) is never
+    deleted: one line, exit 2, every file kept."""
+    data, cache_dir = tiny
+    work(data, cache_dir)
+    assert (cache_dir / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    unrelated = tmp_path / "thesis"
+    unrelated.mkdir()
+    (unrelated / "chapter1.tex").write_text("keep me")
+    assert cache_main(["clear", "--dir", str(unrelated)]) == 2
+    assert (unrelated / "chapter1.tex").read_text() == "keep me"
+    assert "no CACHEDIR.TAG" in capsys.readouterr().err
+    monkeypatch.chdir(unrelated)
+    (unrelated / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")  # marked, but it is here
+    for here in (".", str(tmp_path)):
+        assert cache_main(["clear", "--dir", here]) == 2
+        assert (unrelated / "chapter1.tex").exists()
+    assert "working folder" in capsys.readouterr().err
+    assert cache_main(["clear", "--dir", str(cache_dir)]) == 0 and not cache_dir.exists()
+
+
 @pytest.mark.process
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     args = ["dataset.limit=12", "tracker=none", "retriever=bm25", "hydra.run.dir=out"]

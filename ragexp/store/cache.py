@@ -37,6 +37,11 @@ from ragexp.types import CODECS
 log = logging.getLogger(__name__)
 
 DEFAULT_DIR = ".ragexp-cache"
+# the mark of a stage cache's folder (the Cache Directory Tagging convention: backup tools skip it);
+# `python -m ragexp.cache clear` deletes only a folder that carries it
+MARKER = "CACHEDIR.TAG"
+MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+               "# ragexp's stage cache: `python -m ragexp.cache clear --dir THIS_FOLDER` empties it.\n")
 FORMAT = "ragexp-stage-cache/2"  # the layout of an entry file; /1 was pickles, never read
 
 
@@ -186,6 +191,9 @@ class StageCache:
             with tempfile.TemporaryFile(dir=self.dir, prefix=".tmp-probe-") as file:
                 file.write(b"ragexp")
                 file.flush()
+            marker = self.dir / MARKER
+            if not marker.exists():
+                marker.write_text(MARKER_TEXT, encoding="utf-8")
         except OSError as err:
             self.enabled = False
             log.warning("cache.dir: cannot write to %s (%s); the run goes on uncached: fix the folder or set "
