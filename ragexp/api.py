@@ -1,18 +1,21 @@
 """`ragexp.evaluate(...)`: the command line in Python, for a notebook or a pytest suite.
 
-It composes the packaged config with Hydra's compose API (the same config, overrides and config
-check as `python -m ragexp`), calls the same `ragexp.run.pipeline.run`, writes the same run folder and,
-with `track`, logs it to the tracker as a job does. It re-implements no step."""
+It composes the packaged config with Hydra's compose API (the same config and overrides as
+`python -m ragexp`) and runs the same job (ragexp.run.job: the config check, the run's name, the
+run folder and, with `track`, the tracker), so both doors name, check, write and log a run alike."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from ragexp.config.compose import compose
+from ragexp.config.corpus_groups import refused_override
 from ragexp.errors import RagexpError
+from ragexp.llm.estimate import Estimate
+from ragexp.run.job import Job
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,18 +92,6 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     - `config_dir`: your own config folder, searched before the packaged one (as --config-dir).
 
     Settings errors raise RagexpError (one line each, as the command line prints them)."""
-    from omegaconf import OmegaConf
-
-    from ragexp.run.app import max_failed_share, run_failure
-    from ragexp.config.corpus_groups import refused_override
-    from ragexp.llm.estimate import Estimate
-    from ragexp.config.build import build
-    from ragexp.run.pipeline import run
-    from ragexp.store.run_folder import write_results
-    from ragexp.store.trackers import write_config
-    from ragexp.config.validation import validate
-
-    started = time.time()
     folder = Path(output_dir) if output_dir else Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
     folder.mkdir(parents=True, exist_ok=True)
     rows = rows_of(data)
@@ -118,50 +109,10 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     refused = refused_override(given)
     if refused:
         raise RagexpError(refused)
-    cfg, choices = composed(given, config_dir)
-    validate(cfg)
-    tracker = build(cfg.tracker)
-    run_name = name or cfg.get("run_name") or default_name(choices)
-    result = run(cfg, run_name)
-    if isinstance(result, Estimate):
+    cfg, choices = compose(given, config_dir)
+    job = Job(cfg, choices, name=name)
+    outcome = job.run(folder)
+    if isinstance(outcome, Estimate):
         raise RagexpError("dry_run=true makes no request and judges nothing: call it from the command line")
-    failure = run_failure(result, max_failed_share(cfg))
-    write_results(result, folder, started, failure)
-    write_config(folder, {**OmegaConf.to_container(cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
-    run_id = tracker.log_folder(folder) if track else None
-    return Evaluation(result, folder, failure, run_id)
-
-
-def composed(overrides: list[str], config_dir: str | Path | None = None):
-    """The job config (without Hydra's own node) and the chosen option of each group, composed from
-    the packaged config (and `config_dir` first, when given) with Hydra's compose API."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from hydra.initialize import get_gh_backup, restore_gh_from_backup
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from ragexp.config import CONF
-    from ragexp.config.overrides import with_user_params
-
-    search = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
-    outer = get_gh_backup()  # e.g. called inside a Hydra app or a test that composed: left as it was
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[*search, *with_user_params(overrides)], return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as err:
-        raise RagexpError(str(err).splitlines()[0]) from None
-    finally:
-        restore_gh_from_backup(outer)
-    choices = dict(cfg.hydra.runtime.choices)
-    job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    return job, choices
-
-
-def default_name(choices: Mapping[str, Any]) -> str:
-    """As the command line names a run: the chosen components joined (sample-recursive-...)."""
-    own = choices.get("system") in (None, "pipeline")
-    groups = ("dataset", "chunker", "embedder", "retriever", "generator") if own else ("dataset", "system")
-    return "-".join(str(choices[g]) for g in groups if choices.get(g)) or "run"
+    run_id = job.log(outcome) if track else None
+    return Evaluation(outcome.result, folder, outcome.failure, run_id)

@@ -10,6 +10,12 @@ class StoreUnreachable(RagexpError):
     as an answer that a run is absent. Commands exit RUN_FAILED (4) on it."""
 
 
+class UserCodeStopped(RagexpError):
+    """Code the run called (a user's system function, component or judge) raised SystemExit,
+    KeyboardInterrupt or another BaseException that is not an Exception: it cannot end a run as a
+    pass. The message names the function; commands exit RUN_FAILED (4) on it."""
+
+
 class QuestionFailed(Exception):
     """One question cannot be completed (an LLM request failed after its retries, a reply that
     could not be read, the budget spent); the run goes on. `str(err)` is the reason shown."""

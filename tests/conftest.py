@@ -103,12 +103,11 @@ def port_dataset(root: Path, docs: int = 4, repeat: int = 3) -> Path:
 
 
 def compose(*overrides: str):
-    """The job config Hydra would build for `python -m ragexp <overrides>`."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    """The job config Hydra would build for `python -m ragexp <overrides>` (ragexp.config.compose)."""
+    from ragexp.config.compose import compose as compose_config
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+    cfg, _ = compose_config(overrides)
+    return cfg
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from ragexp.calibrate.labels import Label, label_value
 from ragexp.calibrate.source import JudgedRun
+from ragexp.config.compose import compose as compose_config
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Hit, Judgement, Output, Question
 
@@ -72,18 +73,11 @@ def labelled_rows(path: str | Path, cfg) -> tuple[list[LabelledRow], list[str]]:
 
 def compose(overrides: Sequence[str]):
     """The packaged config with `dataset=outputs` and `overrides` (as `python -m ragexp` composes it)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from ragexp.config import CONF
-
     try:
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=["dataset=outputs", *overrides])
-    except (HydraException, OmegaConfBaseException) as err:
-        raise RagexpError(f"overrides: {str(err).splitlines()[0]}") from None
+        cfg, _ = compose_config(["dataset=outputs", *overrides])
+    except RagexpError as err:
+        raise RagexpError(f"overrides: {err}") from None
+    return cfg
 
 
 def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | str]]:

@@ -9,13 +9,13 @@ from dataclasses import replace
 from functools import partial
 from typing import Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.components.systems import System
 from ragexp.config.build import Components, build, components, settings
 from ragexp.datasets import corpus_fingerprint, fingerprint
-from ragexp.errors import QuestionFailed
+from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.contract import Judge, reference_free
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
@@ -32,11 +32,33 @@ from ragexp.types import Dataset, Hit, Question, QuestionResult, RunResult
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig, name: str = "run") -> RunResult | Estimate:
+def run(cfg: DictConfig, name: str = "run") -> RunResult:
     """The stages in order: load; the system under test answers each question (ragexp's own pipeline,
     or recorded outputs, your function or your service: see ragexp.components.systems); judge;
-    aggregate. With `dry_run=true`, stops before any LLM request and returns what the LLM requests of
-    the run would be and cost (an Estimate) instead of making them."""
+    aggregate. A config with `dry_run=true` is for `estimate`."""
+    outcome = stages(cfg, name)
+    if isinstance(outcome, Estimate):
+        raise RagexpError("dry_run=true makes no request and judges nothing: estimate(cfg) tells what the run "
+                          "would ask (python -m ragexp ... dry_run=true prints it)")
+    return outcome
+
+
+def estimate(cfg: DictConfig, name: str = "run") -> Estimate:
+    """What the LLM requests of the run would be and cost, making none: the stages up to the first
+    LLM request (retrieval included), as `dry_run=true` runs them."""
+    if "llm" not in cfg:
+        raise RagexpError("llm: the config has no llm node, so nothing says what a request costs")
+    planned = cfg.copy()
+    with open_dict(planned):
+        planned.dry_run = True
+        planned.llm.dry_run = True
+    outcome = stages(planned, name)
+    assert isinstance(outcome, Estimate)  # every stage stops before its first request in a dry run
+    return outcome
+
+
+def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
+    """`run`'s stages; with `dry_run=true` they stop before any LLM request, with the Estimate."""
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)

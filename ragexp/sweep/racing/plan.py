@@ -183,7 +183,7 @@ def plan(config) -> Plan:
 
 
 def configuration_name(point: list[str], swept: list[str]) -> str:
-    """The swept values, as a job of the sweep names its run (ragexp.run.app.run_name)."""
+    """The swept values, as a job of the sweep names its run (ragexp.run.job.run_name)."""
     from ragexp.config.overrides import point_name
 
     return point_name(point, swept) or " ".join(point)

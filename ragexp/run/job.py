@@ -1,0 +1,164 @@
+"""One job, whichever door it comes through (`python -m ragexp`, a job of a sweep, `ragexp.evaluate`):
+check every setting, name the run, run it (or estimate it: `dry_run=true`), tell whether it failed
+as a whole, write its folder and its config, log it. The doors say only where the folder is, what
+a sweep left for the job, and what to do with an error."""
+from __future__ import annotations
+
+import sysconfig
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from ragexp.base.redact import scrub_url
+from ragexp.config.build import build
+from ragexp.config.validation import validate
+from ragexp.errors import RagexpError, UserCodeStopped
+from ragexp.llm.estimate import Estimate
+from ragexp.run.pipeline import estimate, run
+from ragexp.store.run_folder import write_results
+from ragexp.store.trackers import write_config
+from ragexp.types import RunResult
+
+DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more failed questions fail the run
+OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named
+
+
+def run_name(cfg: DictConfig, choices: Mapping[str, Any], swept: str = "", given: str | None = None) -> str:
+    """The run's name: `given` (ragexp.evaluate's `name=`) or `run_name` if set; in a sweep, the
+    values of its swept keys (`swept`, e.g. chunker=semantic,retriever=bm25); otherwise the chosen
+    components joined (sample-recursive-minilm-dense-extractive, the reranker after the retriever
+    when one reranks), or for another system under test the dataset and the system, a file of
+    recorded outputs by its name (answers.jsonl: answers-recorded)."""
+    if given:
+        return given
+    if cfg.get("run_name"):
+        return str(cfg.run_name)
+    if swept:
+        return scrub_url(swept)
+    own = choices.get("system") in (None, "pipeline")  # else: recorded outputs, your function or your service
+    chosen = [choices.get(g) for g in (OWN_PIPELINE if own else ("dataset", "system"))]
+    if own and choices.get("reranker") not in (None, "none"):
+        chosen.insert(4, choices.get("reranker"))  # after the retriever, when one reranks
+    path = OmegaConf.select(cfg, "dataset.path", default=None)
+    if not own and choices.get("dataset") == "outputs" and isinstance(path, str) and path:
+        chosen[0] = Path(path).stem
+    return "-".join(str(c) for c in chosen if c) or "run"
+
+
+def max_failed_share(cfg: DictConfig) -> float:
+    share = cfg.get("max_failed_share", DEFAULT_MAX_FAILED_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise RagexpError(f"max_failed_share must be a number between 0 and 1 (the share of questions that may "
+                          f"fail before the run counts as failed), got {share!r}")
+    return float(share)
+
+
+def run_failure(result, max_share: float) -> str | None:
+    """Why the run failed as a whole, or None: every question failed and nothing was measured, or
+    of the questions with something to judge (all but retrieval-only ones), all or more than
+    `max_share` failed."""
+    judgeable = [r for r in result.questions if r.status != "retrieved"]
+    failed = [r for r in judgeable if r.failed]
+    aggregates = result.aggregates
+    total = aggregates["total_questions"]
+    retrieval_scored = total - aggregates.get("retrieval_excluded_questions", 0)
+    first = f" (first reason: {failed[0].failure})" if failed else ""
+    if total and aggregates.get("failed_questions") == total and not retrieval_scored:
+        return f"all {total} questions failed and nothing was measured{first}"
+    if judgeable and len(failed) == len(judgeable):
+        return f"run failed: all {len(failed)} questions failed{first}"
+    if judgeable and len(failed) / len(judgeable) > max_share:
+        return (f"run failed: {len(failed)} of {len(judgeable)} questions failed, more than "
+                f"max_failed_share={max_share:g}{first}")
+    return None
+
+
+def stopped_by(err: BaseException) -> UserCodeStopped:
+    """The error that ends a run whose code raised `err`, a BaseException that is not an Exception,
+    naming where: the innermost frame neither ragexp's nor the standard library's (the user's
+    function), else the innermost one."""
+    own, stdlib = Path(__file__).resolve().parents[1], Path(sysconfig.get_paths()["stdlib"]).resolve()
+    frames = traceback.extract_tb(err.__traceback__)
+    theirs = [f for f in frames if not Path(f.filename).resolve().is_relative_to(own)
+              and not Path(f.filename).resolve().is_relative_to(stdlib)]
+    where = (theirs or frames)[-1] if frames else None
+    what = f"{type(err).__name__}({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
+    at = f" in {where.name}() at {where.filename}:{where.lineno}" if where is not None else ""
+    return UserCodeStopped(f"{what} was raised{at}: code a run calls cannot end it (a run that stops there would "
+                           "count as a pass); raise an exception to fail one question, or fix the code")
+
+
+class TrackingFailed(Exception):
+    """The run measured and wrote its folder, but the tracker could not take it."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job measured and wrote: the run, its folder and results file, why it failed as a
+    whole (None when it did not)."""
+
+    result: RunResult
+    folder: Path
+    results_file: Path
+    failure: str | None
+
+
+@dataclass
+class Job:
+    """One job's sequence. `choices`: the chosen option of each config group (Hydra's runtime
+    choices); `swept`: in a sweep, the point's swept values; `name`: a name the caller gives;
+    `tracking_uri`, `parent_id`, `tags`: what a sweep left for its jobs (its store, its parent
+    run, the job's tags). `tracker` and `name` are set as the job goes, so that a door can record
+    a job that failed half-way."""
+
+    cfg: DictConfig
+    choices: Mapping[str, Any]
+    swept: str = ""
+    name: str | None = None
+    tracking_uri: str | None = None
+    parent_id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    tracker: Any = None
+    started: float = field(default_factory=time.time)
+
+    def run(self, folder: Path) -> Outcome | Estimate:
+        """Checks every setting (every problem reported at once, before any work), names the run
+        and runs it, writes `folder` (results, the audit trail, the config that re-runs it, the
+        run's name included); with `dry_run=true`, the Estimate of its LLM requests instead, and
+        nothing written. Code the run calls that raises SystemExit, KeyboardInterrupt or any other
+        BaseException ends it with UserCodeStopped, naming that code: never a silent pass."""
+        try:
+            return self.stages(folder)
+        except Exception:
+            raise
+        except BaseException as err:  # noqa: BLE001 - sys.exit() in a user's function, a generator closed...
+            raise stopped_by(err) from None
+
+    def stages(self, folder: Path) -> Outcome | Estimate:
+        validate(self.cfg)
+        share = max_failed_share(self.cfg)
+        self.tracker = build(self.cfg.tracker)
+        self.tracker.use_store(self.tracking_uri)
+        self.name = run_name(self.cfg, self.choices, self.swept, self.name)
+        if OmegaConf.select(self.cfg, "llm.dry_run", default=False):
+            return estimate(self.cfg, self.name)
+        result = run(self.cfg, self.name)
+        failure = run_failure(result, share)
+        results_file = write_results(result, folder, self.started, failure, self.tags)
+        write_config(folder, {**OmegaConf.to_container(self.cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
+        return Outcome(result, folder, results_file, failure)
+
+    def log(self, outcome: Outcome) -> str | None:
+        """The run folder logged to the tracker (None: it logs nothing); when the store cannot take
+        it (a server gone away), TrackingFailed saying where the results are and the command that
+        logs them later."""
+        try:
+            return self.tracker.log_folder(outcome.folder, self.parent_id)
+        except Exception as err:  # noqa: BLE001 - any failure of the store: the results are safe on disk
+            raise TrackingFailed(f"could not log the run to {self.tracker.where()} ({type(err).__name__}: "
+                                 f"{scrub_url(str(err)).splitlines()[0][:300]}); its results are on disk in "
+                                 f"{outcome.folder}: log them later with `python -m ragexp.track {outcome.folder}`") from None

@@ -1,0 +1,53 @@
+"""One job for every door (ragexp.run.job): the same config through `python -m ragexp` and
+`ragexp.evaluate` gives a run of the same name, params and aggregates in MLflow; a run of recorded
+outputs is named after its file; the dry run is its own `estimate`."""
+import json
+
+import pytest
+
+import ragexp
+from conftest import HASH, compose, mlflow_runs, run_app
+from ragexp.errors import RagexpError
+from ragexp.run.pipeline import estimate, run
+
+ARGS = (*HASH, "retriever=bm25", "reranker=mmr", "dataset.limit=4")
+
+
+def test_the_command_line_and_the_api_name_check_write_and_log_a_run_alike(tmp_path):
+    cli, api = tmp_path / "cli", tmp_path / "api"
+    for folder in (cli, api):
+        folder.mkdir()
+    store = f"tracker.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = run_app(*ARGS, store, f"cache.dir={tmp_path / 'cache'}", "hydra.run.dir=" + str(cli / "run"), cwd=cli)
+    assert proc.returncode == 0, proc.stderr
+    evaluation = ragexp.evaluate(overrides=[*ARGS, store, f"cache.dir={tmp_path / 'cache'}"], track=True,
+                                 output_dir=api / "run")
+    _, runs = mlflow_runs(tmp_path)
+    assert len(runs) == 2
+    by_door = {("cli" if r.info.run_id != evaluation.run_id else "api"): r for r in runs}
+    cli_run, api_run = by_door["cli"], by_door["api"]
+    assert cli_run.info.run_name == api_run.info.run_name == "sample-recursive-hash-bm25-mmr-extractive"
+    assert cli_run.data.params == api_run.data.params
+    timing = ("time", "seconds", "_s", "cpu", "work_")  # how long it took, and what the shared cache spared the second
+    kept = {k: v for k, v in cli_run.data.metrics.items() if not any(t in k for t in timing)}
+    assert kept and kept == {k: v for k, v in api_run.data.metrics.items() if not any(t in k for t in timing)}
+    assert json.loads((cli / "run" / "results.json").read_text()) == json.loads((api / "run" / "results.json").read_text())
+
+
+def test_a_run_of_recorded_outputs_is_named_after_its_file(tmp_path):
+    path = tmp_path / "answers.jsonl"
+    path.write_text(json.dumps({"question": "Which port?", "answer": "Port 7070.",
+                                "contexts": ["quarryd listens on port 7070."]}) + "\n")
+    args = ["embedder@scoring_embedder=hash", f"cache.dir={tmp_path / 'cache'}"]
+    evaluation = ragexp.evaluate(path, overrides=args, output_dir=tmp_path / "run")
+    assert evaluation.result.name == "answers-recorded"
+    named = ragexp.evaluate(path, overrides=[*args, "run_name=mine"], output_dir=tmp_path / "named")
+    assert named.result.name == "mine"
+
+
+def test_the_dry_run_is_its_own_estimate(tmp_path):
+    args = (*HASH, "retriever=bm25", "dataset.limit=3", f"cache.dir={tmp_path / 'cache'}")
+    planned = estimate(compose(*args, "judge=llm"), "planned")
+    assert planned.requests == 3  # one judge request per question, none made
+    with pytest.raises(RagexpError, match="dry_run=true"):
+        run(compose(*args, "dry_run=true"))
