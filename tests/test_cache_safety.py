@@ -322,7 +322,7 @@ def test_no_space_left_gives_one_message_and_leaves_no_temporary_file(tmp_path, 
     assert result.aggregates["failed_questions"] == 0 and result.counters["judgements_computed"] == 3
     [message] = cache_warnings(caplog)
     assert "No space left on device" in message and "the run goes on uncached" in message
-    assert not [p for p in cache_dir.rglob("*") if p.is_file() and p.name != "embeddings.sqlite"
+    assert not [p for p in cache_dir.rglob("*") if p.is_file() and p.name not in ("embeddings.sqlite", "CACHEDIR.TAG")
                 and not p.name.startswith("embeddings.sqlite-")]
     monkeypatch.undo()
     assert work(data, cache_dir).counters["chunks_computed"] == 1  # nothing was stored

@@ -33,6 +33,7 @@ def test_the_tools_accept_both_spellings(tmp_path):
     assert parse_args(compare_parser(), ["tracker.tracking_uri=sqlite:///x.db"]).tracking_uri == "sqlite:///x.db"
     (tmp_path / "c" / "stage").mkdir(parents=True)
     (tmp_path / "c" / "stage" / "f.json").write_text("{}")
+    (tmp_path / "c" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")  # a stage cache's mark
     assert cache_main(["clear", f"cache.dir={tmp_path / 'c'}"]) in (0, None)
     assert not (tmp_path / "c").exists()
 
