@@ -51,3 +51,8 @@ def test_the_dry_run_is_its_own_estimate(tmp_path):
     assert planned.requests == 3  # one judge request per question, none made
     with pytest.raises(RagexpError, match="dry_run=true"):
         run(compose(*args, "dry_run=true"))
+
+
+def test_a_bad_option_through_the_api_lists_the_options_as_the_command_line_does(tmp_path):
+    with pytest.raises(RagexpError, match=r"Could not find 'judge/nosuchjudge'; the options: .*offline, .*triad"):
+        ragexp.evaluate(overrides=["judge=nosuchjudge"], output_dir=tmp_path / "run")
