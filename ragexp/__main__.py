@@ -14,6 +14,7 @@ def hydra_main() -> None:
     from ragexp.config.overrides import for_hydra
 
     sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
+    register_plugins()
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
     def evaluate(cfg: DictConfig) -> float | None:
@@ -22,6 +23,18 @@ def hydra_main() -> None:
         return execute(cfg)
 
     evaluate()
+
+
+def register_plugins() -> None:
+    """Hydra finds plugins by scanning the folders of the `hydra_plugins` namespace, which an
+    editable install's import hook (`make install`) does not add to: from a folder outside the
+    checkout, `hydra/sweeper=racing` was an "Unknown plugin class". The racing sweeper is registered
+    by hand (the same class the scan finds in a wheel's site-packages or a checkout)."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.ragexp_racing import RacingSweeper
+
+    Plugins.instance().register(RacingSweeper)
 
 
 def main() -> None:

@@ -113,3 +113,19 @@ def test_installed_wheel_races_a_grid(installed, tmp_path):
     [race] = tmp_path.glob("multirun/*/*/racing.json")
     state = json.loads(race.read_text())
     assert state["finished"] and [r["questions"] for r in state["rounds"]] == [6, 12]
+
+
+@pytest.mark.process
+def test_the_editable_install_races_from_any_folder(tmp_path):
+    """`make install`'s editable install, run from a folder outside the checkout: Hydra's plugin scan
+    does not see the editable import hook's hydra_plugins.ragexp_racing ("Unknown plugin class"), so
+    `python -m ragexp` registers the sweeper itself."""
+    where = run(sys.executable, "-c", "import ragexp; print(ragexp.__file__)", cwd=tmp_path)
+    if not Path(where.stdout.strip()).is_relative_to(ROOT):
+        pytest.skip(f"CI cannot run this here: {sys.executable} does not hold an editable install of {ROOT}")
+    proc = run(sys.executable, "-m", "ragexp", "-m", "hydra/sweeper=racing", "retriever=bm25", "retriever.top_k=1,10",
+               *SMOKE, "dataset.limit=12", "hydra.sweeper.min_questions=6", "hydra.sweeper.rounds=[0.5,1.0]",
+               f"cache.dir={tmp_path / 'cache'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [race] = tmp_path.glob("multirun/*/*/racing.json")
+    assert json.loads(race.read_text())["finished"]
