@@ -88,7 +88,7 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     - `judge`: a judge option (offline, llm, triad, ...); None = the config's;
     - `overrides`: any command-line overrides, e.g. ["system=python", "system.function=m:f"];
     - `track`: log the run to the configured tracker (MLflow) as a job does; False = tracker=none;
-    - `output_dir`: the run folder (default outputs/<date>/<time> under the working directory);
+    - `output_dir`: the run folder (default outputs/<date>/<time to the microsecond> under the working directory);
     - `config_dir`: your own config folder, searched before the packaged one (as --config-dir).
 
     Settings errors raise RagexpError (one line each, as the command line prints them)."""

@@ -19,7 +19,7 @@ from ragexp.config.validation import validate
 from ragexp.errors import RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.pipeline import estimate, run
-from ragexp.store.run_folder import write_results
+from ragexp.store.run_folder import claim, write_results
 from ragexp.store.trackers import write_config
 from ragexp.types import RunResult
 
@@ -139,6 +139,7 @@ class Job:
             raise stopped_by(err) from None
 
     def stages(self, folder: Path) -> Outcome | Estimate:
+        claim(folder)  # this run's folder alone: another live run's is refused before anything is written
         validate(self.cfg)
         share = max_failed_share(self.cfg)
         self.tracker = build(self.cfg.tracker)

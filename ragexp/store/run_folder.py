@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
+from ragexp.base.processes import alive, this_process
+from ragexp.errors import RagexpError
 from ragexp.types import RunResult
 
 AGGREGATES = "aggregates.json"
@@ -203,3 +207,41 @@ def read_sweep(sweep_dir: str | Path) -> dict:
     """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
     path = Path(sweep_dir) / SWEEP_FILE
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+OWNER = ".ragexp-owner"  # in a run folder: the process that writes it (host, pid, start time)
+
+
+def claim(folder: Path) -> None:
+    """Makes `folder` this process's run folder: its owner file is created (atomically) unless it
+    names another process that still runs, in which case nothing is written and RagexpError says
+    so (two runs writing one folder would log each other's results). A folder a finished or killed
+    run left is taken over."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path, me = folder / OWNER, this_process()
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = owner_of(path)
+            if holder is not None and {k: holder.get(k) for k in me} == me:
+                return  # already ours: a second job of this process in the same folder
+            if (holder is None and time.time() - path.stat().st_mtime < 10) or (holder is not None and alive(holder)):
+                who = f"process {holder['pid']} on {holder['host']}" if holder else "a run starting now"
+                raise RagexpError(f"hydra.run.dir: the run folder {folder} is in use by another run ({who}); give "
+                                  "each run its own folder (the default, outputs/<date>/<time to the microsecond>, is one)") from None
+            path.unlink(missing_ok=True)  # left by a run that ended or was killed
+            continue
+        with os.fdopen(fd, "w") as out:
+            json.dump(me, out)
+        return
+    raise RagexpError(f"hydra.run.dir: could not claim the run folder {folder}; give this run its own folder")
+
+
+def owner_of(path: Path) -> dict | None:
+    """The owner a run folder's owner file names, or None while it is being written or unreadable."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
