@@ -25,6 +25,11 @@ KEY = "sk-canary-91d2c4aa"  # the API key, from $RAGEXP_TEST_LLM_KEY
     "generator.endpoint.api_key_env=not a name",
     "+judge.endpoint.api_key=anything",
     "run_name=ghp_0123456789abcdefghijkl",
+    "+system.headers.Authorization=Bearer tok-canary-77",
+    "system.headers.X-Api-Key=abc123canary",
+    "system.headers.X-Auth-Token=abc123canary",
+    "system.headers.Cookie=session=abc123canary",
+    "system.headers.X-Trace=${oc.env:TOK}",
 ])
 def test_overrides_that_carry_a_secret_are_refused_without_echoing_it(override):
     why = secret_in_override(override)
@@ -35,6 +40,8 @@ def test_overrides_that_carry_a_secret_are_refused_without_echoing_it(override):
     "judge.endpoint.base_url=http://127.0.0.1:8000/v1", "judge.endpoint.api_key_env=MY_KEY",
     "judge.endpoint.api_key_env=null", "judge.endpoint.base_url=${oc.env:JUDGE_URL}", "hydra.run.dir=/tmp/x",
     "dataset.path=/data/sk-folder", "tracker.tracking_uri=sqlite:///mlflow.db", "-m", "judge.endpoint.model=a,b",
+    "system.headers.X-Tenant=team-a", "system.headers.Accept-Language=de",
+    "system.headers_env.Authorization=Bearer $RAG_TOKEN",
 ])
 def test_ordinary_overrides_pass(override):
     assert secret_in_override(override) is None
@@ -100,3 +107,48 @@ def test_credentials_in_urls_are_in_no_file_and_no_output(server, tmp_path):
             assert PASSWORD not in value
     job = next(r for r in runs if "judge.endpoint.base_url" in r.data.params)
     assert job.data.params["judge.endpoint.base_url"] == server.base_url.replace("http://", "http://***@")
+
+
+HEADER_TOKEN = "tok-canary-3f9a"
+
+
+@pytest.mark.parametrize("door", ["command line", "evaluate", "config folder"])
+def test_a_credential_in_a_header_is_refused_at_every_door_and_written_nowhere(door, tmp_path, monkeypatch):
+    """`system.headers.Authorization=Bearer ...` (and X-Api-Key, Cookie, a value from ${oc.env:...}):
+    refused with one line pointing to headers_env, through the command line, ragexp.evaluate's
+    overrides and a YAML file under --config-dir; the token is in no file."""
+    import ragexp
+    from ragexp.errors import RagexpError
+
+    from conftest import run_app
+
+    monkeypatch.chdir(tmp_path)
+    base = ["system=http", "system.url=http://127.0.0.1:9/answer", "dataset=outputs",
+            f"dataset.path={Path(__file__).parents[1] / 'examples' / 'recorded_outputs.jsonl'}", "tracker=none"]
+    header = f"system.headers.Authorization=Bearer {HEADER_TOKEN}"
+    if door == "command line":
+        proc = run_app(*base, header, cwd=tmp_path)
+        assert proc.returncode == 2 and "headers_env.Authorization" in proc.stderr and HEADER_TOKEN not in proc.stderr
+    elif door == "evaluate":
+        with pytest.raises(RagexpError, match="headers_env.Authorization") as err:
+            ragexp.evaluate(overrides=[*base, header], output_dir=tmp_path / "run")
+        assert HEADER_TOKEN not in str(err.value)
+    else:
+        (tmp_path / "mine" / "experiment").mkdir(parents=True)
+        (tmp_path / "mine" / "experiment" / "svc.yaml").write_text(
+            f"# @package _global_\nsystem:\n  headers:\n    Authorization: Bearer {HEADER_TOKEN}\n")
+        proc = run_app("--config-dir", str(tmp_path / "mine"), "+experiment=svc", *base, cwd=tmp_path)
+        assert proc.returncode == 2 and "system.headers.Authorization" in proc.stderr
+        assert "headers_env.Authorization" in proc.stderr and HEADER_TOKEN not in proc.stderr
+    leaked = [p for p in written_files(tmp_path) if HEADER_TOKEN in p.read_text(errors="replace")
+              and "mine" not in p.parts]
+    assert leaked == []
+
+
+def test_the_documented_headers_env_spelling_works_as_printed(tmp_path, monkeypatch):
+    """`system.headers_env.Authorization='Bearer $RAG_TOKEN'`, as docs/own-system.md prints it (no `+`)."""
+    from conftest import compose
+
+    cfg = compose("system=http", "system.url=http://127.0.0.1:9/answer", "system.headers_env.Authorization=Bearer $RAG_TOKEN",
+                  "system.headers.X-Tenant=team-a")
+    assert cfg.system.headers_env.Authorization == "Bearer $RAG_TOKEN" and cfg.system.headers["X-Tenant"] == "team-a"

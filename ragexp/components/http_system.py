@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from ragexp.components.systems import ContextError, System, hits_from_contexts
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import RETRY_STATUS, reserve_turn
-from ragexp.base.redact import scrub_url
+from ragexp.base.redact import credential_header, scrub_url
 from ragexp.types import Answer, Output, Question
 from ragexp.base.settings import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
@@ -122,8 +122,10 @@ class HttpSystem(System):
         self._client = None
 
     @classmethod
-    def constraints(cls, url: str | None = None, body: Any = None, params: Mapping | None = None, **_) -> list[str]:
-        """The URL's form and the body's placeholders, checked with the config before any work."""
+    def constraints(cls, url: str | None = None, body: Any = None, params: Mapping | None = None,
+                    headers: Mapping | None = None, **_) -> list[str]:
+        """The URL's form, the body's placeholders and no credential in `headers` (they belong in
+        `headers_env`), checked with the config before any work."""
         problems = []
         parts = urlsplit(str(url or ""))
         if not url:
@@ -139,6 +141,7 @@ class HttpSystem(System):
                     problems.append(f"body: {{{name}}} names no param; set system.params.{name.removeprefix('params.')}=...")
             elif name not in ("question", "question_id"):
                 problems.append(f"body: unknown placeholder {{{name}}}; use {{question}}, {{question_id}} or {{params.NAME}}")
+        problems += [why for header, value in (headers or {}).items() if (why := credential_header(str(header), value))]
         return problems
 
     def settings(self) -> dict:

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 MULTIRUN = ("-m", "--multirun")
-USER_PARAMS = "system.params."  # the system under test's own settings (conf/system/python.yaml, http.yaml)
+# the system under test's own settings (conf/system/python.yaml, http.yaml) and the headers of its requests:
+# names only the user knows, so no YAML declares them
+USER_PARAMS = ("system.params.", "system.headers.", "system.headers_env.")
 CONFIG_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
 
 

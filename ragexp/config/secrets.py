@@ -6,16 +6,11 @@ from __future__ import annotations
 import re
 import sys
 
-from ragexp.base.redact import has_credentials
+from ragexp.base.redact import KEY_SHAPES, credential_header, has_credentials
 
 SECRET_KEY = re.compile(r"(^|[._])(api_key|secret|password|token)$", re.IGNORECASE)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# the shapes of common API keys: OpenAI/Anthropic sk-, GitHub, Slack, AWS, Hugging Face, Google
-KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
-                        r"|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_-]{20,})")
 BAD_INPUT = 2
-
-
 def secret_in_override(override: str) -> str | None:
     """Why a command-line `key=value` override must not be used (it would be written to .hydra/ and
     logged), or None. The value itself is never echoed."""
@@ -32,6 +27,11 @@ def secret_in_override(override: str) -> str | None:
             ENV_NAME.fullmatch(v.strip()) for v in value.split(",")):
         return (f"{key} must be the NAME of an environment variable (such as OPENAI_API_KEY) that holds the "
                 "key, not the key itself")
+    owner, dot, header = key.rpartition(".headers.")
+    if dot and header and "." not in header:
+        why = credential_header(header, value)
+        if why:
+            return f"{owner}.{why}"
     if KEY_SHAPES.search(value):
         return f"{key}: the value looks like an API key; {fix} and name that variable in the *.api_key_env setting"
     if SECRET_KEY.search(key) and value.lower() not in ("null", "none", ""):
