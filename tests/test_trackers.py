@@ -54,3 +54,45 @@ def test_a_run_and_a_sweep_print_the_link_to_their_experiments_runs_table(tmp_pa
     assert sweep.returncode == 0, sweep.stderr
     assert sum(link in line for line in sweep.stdout.splitlines()) == 1  # once, at the sweep's end, not per job
     assert sweep.stdout.rstrip().splitlines()[-1].endswith(link)
+
+
+def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept(tmp_path, monkeypatch):
+    """A run killed while it was logged stays RUNNING; the next run against the store ends it KILLED
+    when its process is gone (a pid that exited, or a pid reused by a newer process), and leaves a
+    live process's run and a run logged on another host as they are."""
+    import subprocess
+    import sys
+
+    import mlflow
+
+    from conftest import HASH, run_app
+    from ragexp.base.processes import started, this_process
+
+    monkeypatch.chdir(tmp_path)  # the experiment's artifacts go to ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.create_experiment("ragexp")
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    me = this_process()
+    try:
+        def left(name, host, pid, start):
+            tags = {"ragexp.host": host, "ragexp.pid": str(pid), "ragexp.process_started": str(start)}
+            return client.create_run(experiment, run_name=name, tags=tags).info.run_id
+
+        dead = left("dead", me["host"], int(done.stdout), 1)
+        reused = left("reused", me["host"], sleeper.pid, (started(sleeper.pid) or 0) + 1)  # its pid, not its start
+        live = left("live", me["host"], sleeper.pid, started(sleeper.pid))
+        elsewhere = left("elsewhere", "another-host", 1, 1)
+        proc = run_app(*HASH, "retriever=bm25", "dataset.limit=2", f"tracker.tracking_uri={uri}",
+                       f"cache.dir={tmp_path / 'cache'}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        status = {run_id: client.get_run(run_id).info.status for run_id in (dead, reused, live, elsewhere)}
+        assert status == {dead: "KILLED", reused: "KILLED", live: "RUNNING", elsewhere: "RUNNING"}
+        logged_lines = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.glob("outputs/*/*/*.log"))
+        assert f"left RUNNING by process {done.stdout.strip()} on" in logged_lines
+        [logged] = [r for r in client.search_runs([experiment]) if r.info.run_name.startswith("sample-")]
+        assert logged.info.status == "FINISHED" and logged.data.tags["ragexp.pid"] == str(me["pid"])
+    finally:
+        sleeper.kill()
+        sleeper.wait()

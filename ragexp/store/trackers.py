@@ -6,15 +6,19 @@ import logging
 import os
 import random
 import re
+import signal
 import socket
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ragexp.base.processes import alive, this_process
+from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.errors import RagexpError
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
-from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
@@ -114,6 +118,45 @@ def process_alive(pid: str | None) -> bool:
     return True
 
 
+def process_tags() -> dict[str, str]:
+    """Which process logs a run (host, pid, start time), so that a later command can tell a run
+    whose process is gone (killed while logging) from a live one (`close_dead_runs`)."""
+    me = this_process()
+    return {"ragexp.host": me["host"], "ragexp.pid": str(me["pid"]), "ragexp.process_started": str(me["started"])}
+
+
+def logger_of(tags: dict[str, str]) -> dict | None:
+    """The process record a run's tags name, or None when they name none (or not wholly)."""
+    pid, started = tags.get("ragexp.pid"), tags.get("ragexp.process_started")
+    if not tags.get("ragexp.host") or not (pid or "").isdigit() or not (started or "").isdigit():
+        return None
+    return {"host": tags["ragexp.host"], "pid": int(pid), "started": int(started)}  # type: ignore[arg-type]
+
+
+@contextmanager
+def ended_if_stopped(client, run_id: str):
+    """While a run is being logged: SIGTERM stops the process with SystemExit (in the main thread),
+    and a stop (SystemExit, KeyboardInterrupt) ends the run KILLED, an error FAILED, so that no run
+    is left RUNNING by a process that can still act."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stopped) if main else None
+    try:
+        yield
+    except Exception:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    except BaseException:
+        client.set_terminated(run_id, "KILLED")
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def stopped(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def retry_locked(call, *args, attempts: int = 8, **kwargs):
     """`call(*args, **kwargs)`, retried with backoff while a SQLite store answers "database is
     locked" (parallel sweep jobs writing to one mlflow.db); a failed write is rolled back, so a
@@ -180,6 +223,7 @@ class MlflowTracker(NoTracker):
                 self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()), tags=EXPERIMENT_TAGS)
             if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
                 client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
+            self.close_dead_runs(client)
         except Exception as err:
             from ragexp.errors import StoreUnreachable
 
@@ -189,6 +233,22 @@ class MlflowTracker(NoTracker):
             raise (StoreUnreachable if unanswered else RagexpError)(
                 f"tracker.tracking_uri: cannot use MLflow store {uri} ({err})") from None
         return client
+
+    def close_dead_runs(self, client) -> None:
+        """Runs left RUNNING by a process of this host that no longer runs (killed while it logged
+        them: the pid is gone, or taken by a newer process) are ended KILLED, tagged
+        `ragexp.closed_by` with this process. A live process's runs, and runs logged on another host,
+        stay as they are."""
+        found = client.search_runs([self._experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
+        me = process_tags()
+        for run in found:
+            record = logger_of(run.data.tags)
+            if record is None or alive(record):
+                continue
+            client.set_tag(run.info.run_id, "ragexp.closed_by", f"{me['ragexp.host']}:{me['ragexp.pid']}")
+            client.set_terminated(run.info.run_id, "KILLED")
+            log.warning("run %s (%s) was left RUNNING by process %s on %s, which is gone; marked KILLED",
+                        run.info.run_id, run.info.run_name, record["pid"], record["host"])
 
     def where(self) -> str:
         import mlflow
@@ -274,7 +334,8 @@ class MlflowTracker(NoTracker):
         from mlflow.entities import Param
 
         client = self.client()
-        tags = {**(tags or {}), "ragexp.status": "failed", "ragexp.failure_reason": scrub_url(reason)[:5000], "git_commit": git_commit()}
+        tags = {**(tags or {}), **process_tags(), "ragexp.status": "failed", "ragexp.failure_reason": scrub_url(reason)[:5000],
+                "git_commit": git_commit()}
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
         start_ms = int(started * 1000) if started else None
@@ -308,7 +369,7 @@ class MlflowTracker(NoTracker):
         config = yaml.safe_load((folder / CONFIG).read_text()) or {}
         client = self.client()
         tags = {**(meta.get("tags") or {}),  # the sweep's own for the job (a racing sweep's round, question count)
-                "git_commit": meta.get("git_commit") or "unknown", "dataset_fingerprint": meta["dataset_fingerprint"],
+                **process_tags(), "git_commit": meta.get("git_commit") or "unknown", "dataset_fingerprint": meta["dataset_fingerprint"],
                 "ragexp_version": meta["ragexp_version"], "judge": meta["judge"],
                 **{f"target.{key}": status for key, status in (meta.get("statuses") or {}).items()}}
         if meta.get("gate"):
@@ -320,7 +381,7 @@ class MlflowTracker(NoTracker):
             tags.update({"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(failure)[:5000]})
         start_ms = int(meta["started"] * 1000) if meta.get("started") else None
         run_id = client.create_run(self._experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
-        try:
+        with ended_if_stopped(client, run_id):
             params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
             for start in range(0, len(params), 100):
                 client.log_batch(run_id, params=params[start : start + 100])
@@ -336,9 +397,6 @@ class MlflowTracker(NoTracker):
                 frame = pd.DataFrame(table["data"], columns=table["columns"])
                 retry_locked(mlflow.log_table, frame, TABLE, run_id=run_id)
             log_traces(client, folder, self._experiment_id, run_id, meta["judge"], retry_locked)  # tracing=on
-        except Exception:
-            client.set_terminated(run_id, "FAILED")
-            raise
         client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
         return run_id
 
