@@ -1,5 +1,6 @@
 """The MLflow tracker against a real SQLite store."""
 from pathlib import Path
+import pytest
 
 from ragexp.store.trackers import MlflowTracker, artifacts_beside
 
@@ -96,3 +97,62 @@ def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def half_made(path: Path, runs: bool = False) -> None:
+    """A store as two processes creating it at once, or one killed while MLflow created its tables,
+    leave it: some tables made, no revision recorded (and, with `runs`, a run in it)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    # made in another process: MLflow keeps a store it opened for the rest of the process
+    subprocess.run([sys.executable, "-c", f"import mlflow; mlflow.MlflowClient('sqlite:///{path}').search_experiments()"],
+                   check=True, capture_output=True)
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM alembic_version")
+        if runs:
+            db.execute("INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id, status, "
+                       "start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id) VALUES "
+                       "('0123', 'r', 'LOCAL', '', '', 'u', 'FINISHED', 0, 0, '', 'active', '', 0)")
+
+
+def test_a_half_made_store_without_runs_is_made_again_and_one_with_runs_is_one_line(tmp_path, monkeypatch, caplog):
+    from ragexp.errors import RagexpError
+
+    monkeypatch.chdir(tmp_path)
+    empty, full = tmp_path / "empty.db", tmp_path / "full.db"
+    half_made(empty)
+    half_made(full, runs=True)
+    tracker = MlflowTracker(tracking_uri=f"sqlite:///{empty}")
+    tracker.client().search_experiments()  # opened: made again
+    assert [p.name.split(".broken-")[0] for p in tmp_path.glob("empty.db.broken-*")] == ["empty.db"]
+    assert "was half-made" in caplog.text
+    with pytest.raises(RagexpError, match=r"cannot be opened .* it holds runs, so it was left as it is"):
+        MlflowTracker(tracking_uri=f"sqlite:///{full}").client()
+    assert full.exists() and not list(tmp_path.glob("full.db.broken-*"))
+
+
+OPEN_STORE = """
+import sys
+from ragexp.store.trackers import MlflowTracker
+MlflowTracker(tracking_uri=sys.argv[1]).client().search_experiments()
+print("opened")
+"""
+
+
+@pytest.mark.process
+def test_processes_that_create_one_store_together_all_open_it(tmp_path):
+    """MLflow creates a new store's tables on first open; three processes doing it at once broke the
+    store for good (2 of 4 trials): its first open is serialised by a lock beside it."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    for trial in range(3):
+        uri = f"sqlite:///{tmp_path / f'new{trial}.db'}"
+        procs = [subprocess.Popen([sys.executable, "-c", OPEN_STORE, uri], cwd=tmp_path, env=cli_env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        outputs = [p.communicate(timeout=300) for p in procs]
+        assert [out.strip() for out, _ in outputs] == ["opened"] * 3, [err[-500:] for _, err in outputs]

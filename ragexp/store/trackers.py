@@ -19,6 +19,7 @@ from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.errors import RagexpError
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
+from ragexp.store.sqlite_store import opened
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
@@ -216,18 +217,20 @@ class MlflowTracker(NoTracker):
 
         if self.tracking_uri:
             mlflow.set_tracking_uri(self.tracking_uri)
-        client = RetryingLocked(mlflow.MlflowClient())
+        uri = mlflow.get_tracking_uri()
         try:
+            client = opened(uri, lambda: RetryingLocked(mlflow.MlflowClient()), lambda c: c.search_experiments(max_results=1))
             experiment = client.get_experiment_by_name(self.experiment)
             self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(
                 self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()), tags=EXPERIMENT_TAGS)
             if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
                 client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
             self.close_dead_runs(client)
+        except RagexpError:
+            raise
         except Exception as err:
             from ragexp.errors import StoreUnreachable
 
-            uri = mlflow.get_tracking_uri()
             unanswered = uri.startswith(("http://", "https://")) and getattr(err, "error_code", None) in (
                 None, "INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE")  # no answer, or a server error: not the setting
             raise (StoreUnreachable if unanswered else RagexpError)(
