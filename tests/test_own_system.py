@@ -473,3 +473,45 @@ def test_a_sweep_whose_user_function_exits_records_the_job_and_goes_on(tmp_path,
     statuses = {("exiting" if "exiting_rag" in r.info.run_name else "mine" if "my_rag" in r.info.run_name
                  else r.data.tags.get("ragexp.role")): r.info.status for r in runs}
     assert statuses == {"exiting": "FAILED", "mine": "FINISHED", "sweep": "FAILED"}
+
+
+class Busy(BaseHTTPRequestHandler):
+    """429 with Retry-After as an HTTP date 2 s ahead on the first request, then the answer."""
+
+    def do_POST(self):  # noqa: N802
+        import email.utils
+        import time
+
+        self.rfile.read(int(self.headers["content-length"]))
+        self.server.asked.append(time.monotonic())
+        first = len(self.server.asked) == 1
+        data = json.dumps({"error": "busy"} if first else {"answer": "fine", "contexts": ["c"]}).encode()
+        self.send_response(429 if first else 200)
+        if first:
+            self.send_header("retry-after", email.utils.formatdate(time.time() + 2, usegmt=True))
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_http_system_waits_as_long_as_a_retry_after_date_asks(tmp_path):
+    """Retry-After as an HTTP date (RFC 9110 allows both forms) was ignored by the HTTP system (retried
+    after its backoff, 0.4 s); one reader serves the LLM clients and it."""
+    from ragexp.run.pipeline import run
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    server.asked = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps({"id": "q", "question": "Which port?"}) + "\n")
+    try:
+        result = run(compose("system=http", f"system.url=http://127.0.0.1:{server.server_address[1]}/a",
+                             "system.backoff_s=0.01", "dataset=outputs", f"dataset.path={path}", SCORING,
+                             "tracker=none", "cache.enabled=false"))
+    finally:
+        server.shutdown()
+    assert result.aggregates["failed_questions"] == 0
+    assert len(server.asked) == 2 and server.asked[1] - server.asked[0] >= 1.0  # a date to the second: >= 1 s left

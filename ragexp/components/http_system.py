@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ragexp.components.systems import ContextError, System, hits_from_contexts
 from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.llm.client import RETRY_STATUS, reserve_turn
+from ragexp.llm.client import RETRY_STATUS, asked_wait, reserve_turn
 from ragexp.base.redact import credential_header, scrub_url
 from ragexp.types import Answer, Output, Question
 from ragexp.base.settings import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
@@ -248,7 +248,7 @@ class HttpSystem(System):
                             raise QuestionFailed(f"system: {self.url} answered HTTP {status} with a body that is not "
                                                  f"JSON: {response.text[:120]!r}") from None
                     why = f"HTTP {status}" + (f" ({response.text[:200].strip()})" if response.text.strip() else "")
-                    wait = retry_after(response.headers)
+                    wait = asked_wait(response.headers)
             if status in (401, 403):
                 raise RagexpError(f"system.headers_env: {self.url} refused the request (HTTP {status}); "
                                   "check the credentials in the environment") from None
@@ -284,13 +284,3 @@ class HttpSystem(System):
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
-
-
-def retry_after(headers) -> float | None:
-    """Seconds the service asked to wait (Retry-After in seconds), else None."""
-    value = headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
-

@@ -66,8 +66,14 @@ def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
 
 
 def retry_after(err) -> float | None:
-    """Seconds the server asked to wait (Retry-After in seconds or as a date, or retry-after-ms)."""
-    headers = getattr(getattr(err, "response", None), "headers", None) or {}
+    """Seconds the server asked to wait in the reply of a failed request `err` (`asked_wait`)."""
+    return asked_wait(getattr(getattr(err, "response", None), "headers", None) or {})
+
+
+def asked_wait(headers) -> float | None:
+    """Seconds a reply's headers ask the client to wait: Retry-After in seconds or as an HTTP date,
+    or retry-after-ms; None when they ask nothing (or nothing readable). Every client reads it here:
+    the LLM endpoints, the embedding endpoints and the HTTP system under test."""
     try:
         if headers.get("retry-after-ms"):
             return max(0.0, float(headers["retry-after-ms"]) / 1000)
