@@ -446,31 +446,32 @@ EXITING = ("import sys\n\n\ndef answer(question, params):\n    if 'port' in ques
 def test_a_user_function_that_exits_fails_the_run_naming_it(tmp_path, monkeypatch, code, concurrency):
     """sys.exit() inside a system=python function (in the calling thread or a worker thread) is never
     a pass: one line naming the function, exit 4 (also with max_failed_share=0), no results."""
-    (tmp_path / "exiting_rag.py").write_text(EXITING.format(code=code))
+    module = f"exiting_rag_{concurrency}_{len(code)}"  # a module of its own: an imported one stays in sys.modules
+    (tmp_path / f"{module}.py").write_text(EXITING.format(code=code))
     monkeypatch.syspath_prepend(str(tmp_path))
-    args = ("system=python", "system.function=exiting_rag:answer", f"system.concurrency={concurrency}",
+    args = ("system=python", f"system.function={module}:answer", f"system.concurrency={concurrency}",
             "dataset=outputs", f"dataset.path={RECORDED}", SCORING, "cache.enabled=false",
             "max_failed_share=0")
     proc = run_app(*args, "tracker=none", "hydra.run.dir=run", cwd=tmp_path)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("ragexp: error: SystemExit(") and "in answer() at" in line and "exiting_rag.py:6" in line
+    assert line.startswith("ragexp: error: SystemExit(") and "in answer() at" in line and f"{module}.py:6" in line
     assert not (tmp_path / "run" / "results.json").exists()
-    with pytest.raises(RagexpError, match=r"SystemExit\(.*in answer\(\) at .*exiting_rag.py"):
+    with pytest.raises(RagexpError, match=rf"SystemExit\(.*in answer\(\) at .*{module}.py"):
         ragexp.evaluate(RECORDED, overrides=[*args[:3], SCORING, "cache.enabled=false"], output_dir=tmp_path / "api")
 
 
 def test_a_sweep_whose_user_function_exits_records_the_job_and_goes_on(tmp_path, monkeypatch):
-    (tmp_path / "exiting_rag.py").write_text(EXITING.format(code=""))
+    (tmp_path / "exiting_sweep_rag.py").write_text(EXITING.format(code=""))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    proc = run_app("-m", "system=python", "system.function=exiting_rag:answer,my_rag:answer", "dataset=outputs",
+    proc = run_app("-m", "system=python", "system.function=exiting_sweep_rag:answer,my_rag:answer", "dataset=outputs",
                    f"dataset.path={RECORDED}", SCORING, "cache.enabled=false", cwd=tmp_path)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # a job failed: the sweep's status
     assert "failed: SystemExit(None) was raised in answer() at" in proc.stderr
     assert "1 of 2 jobs failed" in proc.stderr
     client, runs = mlflow_runs(tmp_path)
-    statuses = {("exiting" if "exiting_rag" in r.info.run_name else "mine" if "my_rag" in r.info.run_name
+    statuses = {("exiting" if "exiting_sweep_rag" in r.info.run_name else "mine" if "my_rag" in r.info.run_name
                  else r.data.tags.get("ragexp.role")): r.info.status for r in runs}
     assert statuses == {"exiting": "FAILED", "mine": "FINISHED", "sweep": "FAILED"}
 
