@@ -516,3 +516,24 @@ def test_the_http_system_waits_as_long_as_a_retry_after_date_asks(tmp_path):
         server.shutdown()
     assert result.aggregates["failed_questions"] == 0
     assert len(server.asked) == 2 and server.asked[1] - server.asked[0] >= 1.0  # a date to the second: >= 1 s left
+
+
+def test_a_csv_that_pandas_wrote_is_read_with_its_python_style_lists(tmp_path):
+    """A ragas user's DataFrame saved with `to_csv` writes list columns as Python's repr (['a', 'b']):
+    read as the lists they are (as literals: no code runs); text that is no list says what would work."""
+    import pandas as pd
+
+    from ragexp.datasets.outputs import OutputsDataset
+
+    path = tmp_path / "ragas.csv"
+    pd.DataFrame([{"user_input": "Which port?", "retrieved_contexts": ["It listens on 7070.", "UID's 10001."],
+                   "response": "7070.", "reference": "Port 7070"}]).to_csv(path, index=False)
+    assert "['It listens on 7070.'" in path.read_text()
+    [question] = (dataset := OutputsDataset(path=str(path)).load()).questions
+    assert [h.chunk.text for h in dataset.outputs[question.qid].hits] == ["It listens on 7070.", "UID's 10001."]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("user_input,retrieved_contexts,response\nWhich port?,[__import__('os').getcwd()],7070.\n")
+    from ragexp.errors import RagexpError
+
+    with pytest.raises(RagexpError, match=r"bad.csv:2.* must be a list .*\['first passage', 'second'\] \(as pandas"):
+        OutputsDataset(path=str(bad)).load()

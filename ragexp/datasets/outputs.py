@@ -17,6 +17,7 @@ with the question (`kind` and `source` as such), so `slices=[kind,channel]` slic
 response, expectations.expected_response, trace_id."""
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping
@@ -97,12 +98,19 @@ def field_at(row: Mapping, dotted: str) -> tuple[bool, Any]:
 
 
 def listed(value: Any) -> Any:
-    """A list given as JSON text (a CSV or Parquet cell) as the list; a numpy array as a list."""
+    """A list given as text (a CSV or Parquet cell) as the list: JSON (`["a", "b"]`), or Python's
+    own spelling as pandas writes a list column to CSV (`['a', 'b']`, read as a literal: no code
+    runs); a numpy array as a list."""
     if isinstance(value, str) and value.strip()[:1] in "[{":
         try:
             return json.loads(value)
         except ValueError:
+            pass
+        try:
+            literal = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
             return value
+        return literal if isinstance(literal, (list, dict, tuple)) else value
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         return value.tolist()
     return value
@@ -251,7 +259,9 @@ class OutputsDataset(Loader):
         column, contexts = self.value(row, "contexts", where)
         contexts = listed(contexts)
         if column is not None and isinstance(contexts, str):
-            raise RowError(f"the contexts ({column}) must be a list (of strings or of objects with a text), got a string")
+            raise RowError(f"the contexts ({column}) must be a list of strings or of objects with a text, "
+                           f"such as [\"first passage\", \"second\"] (JSON) or ['first passage', 'second'] (as pandas "
+                           "writes a list to CSV); got a string that is neither")
         try:
             hits = hits_from_contexts(contexts)
         except ContextError as err:
