@@ -9,8 +9,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from ragexp.components.systems import given_function
 from ragexp.config.compose import compose
 from ragexp.config.corpus_groups import refused_override
 from ragexp.errors import RagexpError
@@ -79,7 +80,8 @@ def rows_of(data: Any) -> list[dict] | None:
 
 
 def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str] = (), track: bool = False,
-             name: str | None = None, output_dir: str | Path | None = None, config_dir: str | Path | None = None) -> Evaluation:
+             name: str | None = None, output_dir: str | Path | None = None, config_dir: str | Path | None = None,
+             system: Callable | None = None) -> Evaluation:
     """Evaluates as `python -m ragexp dataset=outputs dataset.path=DATA judge=JUDGE OVERRIDES...` would:
 
     - `data`: recorded outputs (a .jsonl / .csv / .parquet path, a list of dicts, or a DataFrame;
@@ -89,7 +91,11 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
     - `overrides`: any command-line overrides, e.g. ["system=python", "system.function=m:f"];
     - `track`: log the run to the configured tracker (MLflow) as a job does; False = tracker=none;
     - `output_dir`: the run folder (default outputs/<date>/<time to the microsecond> under the working directory);
-    - `config_dir`: your own config folder, searched before the packaged one (as --config-dir).
+    - `config_dir`: your own config folder, searched before the packaged one (as --config-dir);
+    - `system`: your RAG code as a function, the system under test (`system=python`):
+      `fn(question)` or `fn(question, params)`, async or not, returning the answer as text, a dict
+      with `answer` and `contexts`, or a `ragexp.SystemOutput`; its answers are cached under its
+      name and its code, so editing it asks again.
 
     Settings errors raise RagexpError (one line each, as the command line prints them)."""
     folder = Path(output_dir) if output_dir else Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
@@ -102,6 +108,11 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
         given = ["dataset=outputs", f"dataset.path={path.resolve()}", *given]
     elif data is not None:
         given = ["dataset=outputs", f"dataset.path={Path(data).resolve()}", *given]
+    if system is not None:
+        if not callable(system):
+            raise RagexpError(f"system: expected a function (your RAG code), got {type(system).__name__}")
+        given = ["system=python", f"system.function={given_function(system)}",
+                 f"system.version=code-{function_digest(system)}", *given]
     if judge is not None:
         given.append(f"judge={judge}")
     if not track:
@@ -116,3 +127,18 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
         raise RagexpError("dry_run=true makes no request and judges nothing: call it from the command line")
     run_id = job.log(outcome) if track else None
     return Evaluation(outcome.result, folder, outcome.failure, run_id)
+
+
+def function_digest(function: Callable) -> str:
+    """A short digest of a function's code (its source without docstrings and comments, or its
+    bytecode when the source cannot be read): the version its answers are cached under."""
+    import inspect
+    import textwrap
+
+    from ragexp.store.code_identity import code_digest
+
+    try:
+        return code_digest(textwrap.dedent(inspect.getsource(function)))[:12]
+    except (OSError, TypeError):
+        code = getattr(function, "__code__", None)
+        return code_digest(code.co_code if code is not None else repr(function).encode())[:12]

@@ -56,3 +56,31 @@ def test_the_dry_run_is_its_own_estimate(tmp_path):
 def test_a_bad_option_through_the_api_lists_the_options_as_the_command_line_does(tmp_path):
     with pytest.raises(RagexpError, match=r"Could not find 'judge/nosuchjudge'; the options: .*offline, .*triad"):
         ragexp.evaluate(overrides=["judge=nosuchjudge"], output_dir=tmp_path / "run")
+
+
+def test_evaluate_takes_the_system_under_test_as_a_function_as_predict_fn_does(tmp_path):
+    """`ragexp.evaluate(rows, system=fn)`: fn(question) or fn(question, params), async or not, returning
+    a dict, a SystemOutput or the answer as text; a lambda too. Its answers are cached under its code."""
+    rows = [{"question": "Which port does quarryd listen on?", "reference": "Port 7070."},
+            {"question": "Which user ID does it run as?", "reference": "10001"}]
+    context = {"Which port does quarryd listen on?": "quarryd listens on port 7070.",
+               "Which user ID does it run as?": "quarryd runs as user ID 10001."}
+    calls = []
+
+    def answer(question):
+        calls.append(question)
+        return {"answer": context[question].split()[-1].rstrip("."), "contexts": [context[question]]}
+
+    async def answer_async(question, params):
+        return ragexp.SystemOutput(answer=context[question].split()[-1].rstrip("."), contexts=[context[question]])
+
+    args = ["embedder@scoring_embedder=hash", f"cache.dir={tmp_path / 'cache'}"]
+    for n, fn in enumerate((answer, answer_async, lambda question: "7070")):
+        evaluation = ragexp.evaluate(rows, system=fn, overrides=args, output_dir=tmp_path / f"run{n}")
+        assert evaluation.aggregates["failed_questions"] == 0
+        assert [r.answer.text for r in evaluation.result.questions][:1] in (["7070"],)
+    assert len(calls) == 2
+    again = ragexp.evaluate(rows, system=answer, overrides=args, output_dir=tmp_path / "again")
+    assert len(calls) == 2 and again.result.counters["system_calls"] == 0  # answered from the cache
+    with pytest.raises(RagexpError, match="system: expected a function"):
+        ragexp.evaluate(rows, system="my_rag:answer", output_dir=tmp_path / "bad")

@@ -15,17 +15,20 @@ raises RagexpError. `settings()` is what the system's answers are cached under (
 declared `version`), None for a system whose answers are not cached (recorded ones)."""
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import re
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ragexp.base.settings import PositiveInt
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Chunk, Dataset, Hit, Output, Question
-from ragexp.base.settings import PositiveInt
 
 TEXT_KEYS = ("text", "content", "page_content", "chunk")  # a context object's text, first one set
 ID_KEYS = ("doc_id", "id", "document_id", "source")  # its document id
@@ -79,13 +82,15 @@ def output_of(value: Any, answer_required: bool = True) -> Output:
     QuestionFailed naming the field that is missing or wrong."""
     if isinstance(value, SystemOutput):
         answer, contexts = value.answer, value.contexts
+    elif isinstance(value, str):  # the answer alone (an MLflow predict_fn's habit): no contexts to judge it by
+        answer, contexts = value, ()
     elif isinstance(value, Mapping):
         if "answer" not in value and answer_required:
             raise QuestionFailed(f"system: the reply has no 'answer' (it has {', '.join(map(str, value)) or 'no keys'})")
         answer, contexts = value.get("answer"), value.get("contexts", ())
     else:
-        raise QuestionFailed(f"system: returned {type(value).__name__}; return a dict with 'answer' and 'contexts' "
-                             "or a ragexp.SystemOutput")
+        raise QuestionFailed(f"system: returned {type(value).__name__}; return a dict with 'answer' and 'contexts', "
+                             "a ragexp.SystemOutput, or the answer as text")
     if answer is not None and not isinstance(answer, str):
         raise QuestionFailed(f"system: the answer is {type(answer).__name__}, not text")
     try:
@@ -157,8 +162,56 @@ class RecordedOutputs(System):
         return self.outputs[question.qid]
 
 
+# functions handed over in Python (`ragexp.evaluate(rows, system=fn)`), by the name system.function logs:
+# a lambda, a closure or a notebook cell's function has no importable name
+GIVEN: dict[str, Callable] = {}
+
+
+def given_function(function: Callable) -> str:
+    """Registers a callable handed over in Python and returns the name `system.function` gives it
+    (`module:name`, the name made of its qualified name's words: `<lambda>` is `lambda`)."""
+    module = re.sub(r"[^\w.]", "_", str(getattr(function, "__module__", None) or "given")).strip(".") or "given"
+    words = re.findall(r"\w+", str(getattr(function, "__qualname__", None) or type(function).__name__))
+    name = f"{module}:{'_'.join(w for w in words if w != 'locals') or 'function'}"
+    if not FUNCTION.fullmatch(name):
+        name = f"given:function_{len(GIVEN)}"
+    GIVEN[name] = function
+    return name
+
+
+def called(value: Any) -> Any:
+    """A function's return value, awaited when it is awaitable (an async function): on a fresh event
+    loop, in a thread of its own when this thread already runs one (a notebook's)."""
+    if not inspect.isawaitable(value):
+        return value
+
+    async def waited():
+        return await value
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(waited())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, waited()).result()
+
+
+def takes_params(function: Callable) -> bool:
+    """Whether `function` takes `(question, params)`; one that takes only the question (as an
+    MLflow `predict_fn` may) is called with it alone."""
+    try:
+        parameters = [p for p in inspect.signature(function).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return True
+    return len(parameters) != 1 or parameters[0].kind == parameters[0].VAR_POSITIONAL
+
+
 def import_function(path: str, setting: str) -> Callable:
-    """The function `module:function` names, or a RagexpError naming `setting`."""
+    """The function `module:function` names (or one handed over in Python: `given_function`), or a
+    RagexpError naming `setting`."""
+    if path in GIVEN:
+        return GIVEN[path]
     if not FUNCTION.fullmatch(str(path)):
         raise RagexpError(f"{setting}: {path!r} is not module:function (such as mypackage.rag:answer)")
     module, name = path.split(":")
@@ -185,6 +238,7 @@ class PythonSystem(System):
         self.concurrency = concurrency
         self.name = name or self.path or "python"
         self.function: Callable | None = None  # imported by `start`
+        self.with_params = True  # called as function(question, params); False: function(question)
         self.counts: Counter = Counter()
         self._lock = threading.Lock()
 
@@ -197,6 +251,7 @@ class PythonSystem(System):
 
     def start(self, dataset: Dataset) -> list[str]:
         self.function = import_function(self.path, "system.function")
+        self.with_params = takes_params(self.function)
         return super().start(dataset)
 
     def settings(self) -> dict:
@@ -209,7 +264,8 @@ class PythonSystem(System):
         if self.function is None:
             raise RuntimeError("PythonSystem.start() imports the function before the first question")
         try:
-            value = self.function(question.text, dict(self.params))
+            value = called(self.function(question.text, dict(self.params)) if self.with_params
+                           else self.function(question.text))
         except Exception as err:  # noqa: BLE001 - the question fails with the reason, the run goes on
             with self._lock:
                 self.counts["system_failures"] += 1
