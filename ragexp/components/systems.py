@@ -110,9 +110,10 @@ class System:
     def start(self, dataset: Dataset) -> list[str]:
         """Sees the dataset once before any question; returns notes for the run's summary. A system
         that answers by itself ignores answers recorded in the dataset, and says so."""
-        if dataset.outputs:
+        recorded = sum(o.answer is not None or bool(o.hits) for o in dataset.outputs.values())
+        if recorded:
             return [f"system={self.name} answers the questions itself: the answers and contexts recorded in "
-                    f"{dataset.name} ({len(dataset.outputs)} rows) are ignored"]
+                    f"{dataset.name} ({recorded} rows) are ignored"]
         return []
 
     def settings(self) -> dict | None:
