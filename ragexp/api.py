@@ -23,14 +23,16 @@ if TYPE_CHECKING:
 
     from ragexp.types import RunResult
 
+TARGETS_GATE = "targets"  # with no gate set, the targets decide Evaluation.passed
 DATA_FILE = "data.jsonl"  # rows given in memory, written into the run folder (so it is its own audit trail)
 
 
 @dataclass(frozen=True)
 class Evaluation:
     """What `evaluate` returns: `aggregates` (the keys of results.json), `table` (the per-question
-    table as a pandas DataFrame), `passed` (the quality gate's verdict, and the run not failed as a
-    whole: see `failure`), `folder` (the run folder), `result` (the RunResult itself)."""
+    table as a pandas DataFrame), `passed` (the verdict of `gate`: the quality gate's, or with none
+    set the targets', and the run not failed as a whole: see `failure`), `folder` (the run folder),
+    `result` (the RunResult itself)."""
 
     result: RunResult
     folder: Path
@@ -51,13 +53,29 @@ class Evaluation:
         return pd.DataFrame(question_table(self.result))
 
     @property
+    def gate(self) -> str:
+        """Which gate decided `passed`: the configured quality gate's name, or `targets` when none is
+        set (each aggregate's target then acts as the gate)."""
+        return self.result.gate.name if self.result.gate is not None else TARGETS_GATE
+
+    @property
+    def warnings(self) -> list[str]:
+        """The aggregates rated `warning` against their targets (`metric value`)."""
+        return [f"{key} {self.result.aggregates.get(key)}" for key, status in self.result.statuses.items()
+                if status == "warning"]
+
+    @property
     def passed(self) -> bool:
+        """The verdict of the gate that decides (`gate`): the quality gate's when one is set, else
+        no aggregate rated `warning` against its target; and the run not failed as a whole
+        (`failure`). Never True by default: `assert result.passed` means something."""
+        if self.failure is not None:
+            return False
         gate = self.result.gate
-        return self.failure is None and (gate is None or gate.passed)
+        return gate.passed if gate is not None else not self.warnings
 
     def __repr__(self) -> str:
-        gate = self.result.gate
-        verdict = f"gate {gate.name!r} {'passed' if gate.passed else 'FAILED'}" if gate else "no gate"
+        verdict = f"gate {self.gate!r} {'passed' if self.passed else 'FAILED'}"
         return (f"Evaluation({self.result.name!r}, {self.aggregates.get('total_questions')} questions, "
                 f"{verdict}{', run failed' if self.failure else ''}, folder={str(self.folder)!r})")
 

@@ -84,3 +84,20 @@ def test_evaluate_takes_the_system_under_test_as_a_function_as_predict_fn_does(t
     assert len(calls) == 2 and again.result.counters["system_calls"] == 0  # answered from the cache
     with pytest.raises(RagexpError, match="system: expected a function"):
         ragexp.evaluate(rows, system="my_rag:answer", output_dir=tmp_path / "bad")
+
+
+def test_with_no_gate_set_the_targets_decide_whether_an_evaluation_passed(tmp_path):
+    """`Evaluation.passed` was True whenever no gate was set (hallucination_rate 0.75 and overall 0
+    included), so `assert result.passed` always passed: the targets now act as a gate named `targets`."""
+    context = "quarryd listens on port 7070."
+    rows = [{"question": "Which port?", "reference": "Port 7070.", "answer": "Port 7070.", "contexts": [context]},
+            {"question": "Which user?", "reference": "10001", "answer": "It runs on Mars as a potato named Bob.",
+             "contexts": [context]}]
+    args = ["embedder@scoring_embedder=hash", f"cache.dir={tmp_path / 'cache'}"]
+    invented = ragexp.evaluate(rows[1:], overrides=args, output_dir=tmp_path / "bad")
+    assert invented.gate == "targets" and invented.warnings and not invented.passed
+    assert "gate 'targets' FAILED" in repr(invented)
+    gated = ragexp.evaluate(rows[1:], overrides=[*args, "gate=production", "~gate.thresholds.answer_relevance",
+                                                "~gate.thresholds.mrr", "~gate.thresholds.hit_rate_at_5",
+                                                "gate.thresholds.faithfulness.min=0"], output_dir=tmp_path / "gated")
+    assert gated.gate == "production" and gated.warnings and gated.passed  # the gate set decides, not the targets

@@ -294,7 +294,8 @@ def test_evaluate_gives_the_same_aggregates_as_the_command_line(tmp_path):
     [cli] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
     overrides = [SCORING, f"cache.dir={tmp_path / 'c'}"]
     from_path = ragexp.evaluate(RECORDED, overrides=overrides, output_dir=tmp_path / "api")
-    assert from_path.aggregates == cli and from_path.passed and from_path.folder == tmp_path / "api"
+    assert from_path.aggregates == cli and from_path.folder == tmp_path / "api"
+    assert from_path.gate == "targets" and from_path.passed == (not from_path.warnings)  # no gate set: the targets decide
     rows = [json.loads(line) for line in RECORDED.read_text().splitlines()]
     from_rows = ragexp.evaluate(rows, judge="offline", overrides=overrides, output_dir=tmp_path / "rows")
     from_frame = ragexp.evaluate(pd.DataFrame(rows), overrides=overrides, output_dir=tmp_path / "frame")
