@@ -188,3 +188,17 @@ def test_the_metrics_plot_has_a_panel_per_score_and_none_for_work_counters_or_ti
     titles = [ax.get_title() for ax in metrics_plot(board).axes if ax.get_visible()]
     assert titles == [m for m in board.metrics if m not in ("work_embedded_texts", "time_indexing_s", "job_time_s")]
     assert titles[0] == "overall_score" and "hallucination_rate" in titles
+
+
+def test_a_row_reads_approximately_best_only_when_its_interval_holds_zero():
+    """A difference whose interval excludes 0 read "≈ best" when Holm's correction kept its test from
+    rejecting: such a row is "worse before Holm" now."""
+    from ragexp.compare.leaderboard import UNCLEAR, Comparison, verdict
+    from ragexp.stats.inference import Interval, PairedTest
+
+    def compared(low: float, high: float) -> Comparison:
+        return Comparison(PairedTest(Interval((low + high) / 2, low, high), 0.03, 40), 40, 0, 0)
+
+    assert verdict(compared(-0.5, -0.1), p_holm=0.01, alpha=0.05) == "worse"
+    assert verdict(compared(-0.5, -0.1), p_holm=0.09, alpha=0.05) == UNCLEAR == "worse before Holm"
+    assert verdict(compared(-0.5, 0.2), p_holm=0.4, alpha=0.05) == "≈ best"

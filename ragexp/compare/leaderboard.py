@@ -151,7 +151,23 @@ def compare_with_best(board: Leaderboard) -> None:
             entry.verdict = "not tested"
     for (entry, comparison, _), adjusted in zip(tested, holm([p for _, _, p in tested])):
         comparison.p_holm = adjusted
-        entry.verdict = "worse" if adjusted < board.alpha else "≈ best"
+        entry.verdict = verdict(comparison, adjusted, board.alpha)
+
+
+UNCLEAR = "worse before Holm"  # the difference's interval excludes 0, the corrected test does not reject
+
+
+def verdict(comparison: Comparison, p_holm: float, alpha: float) -> str:
+    """`worse` when the Holm-corrected test rejects at `alpha`; `≈ best` only when it does not and
+    the difference's interval holds 0; else UNCLEAR (significant on its own, not after the
+    correction for the other comparisons), so that no row reads "≈ best" beside an interval that
+    says otherwise."""
+    if p_holm < alpha:
+        return "worse"
+    difference = comparison.test.difference if comparison.test is not None else None
+    if difference is not None and not difference.contains(0):
+        return UNCLEAR
+    return "≈ best"
 
 
 def paired(run: Run, best: Run, spec: MetricSpec, board: Leaderboard) -> Comparison:

@@ -40,7 +40,7 @@ def legend(ax) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], marker="o", linestyle="", color=c, label=label)
-               for c, label in ((BEST, "best"), (OTHER, "≈ best / not tested"), (WORSE, "significantly worse"))]
+               for c, label in ((BEST, "best"), (OTHER, "≈ best / worse before Holm / not tested"), (WORSE, "significantly worse"))]
     ax.legend(handles=handles, fontsize=7, loc="best")
 
 

@@ -195,7 +195,8 @@ def method(board: Leaderboard) -> str:
             f"scores swapped at random per question, {board.resamples:,} times) gives the p-value, a paired "
             "bootstrap the CI of the difference; p-values are Holm-corrected over the "
             f"{max(0, len(board.entries) - 1)} comparisons. **≈ best**: not significantly different from the "
-            f"best at α = {board.alpha}. Questions that failed in either run of a pair are left out of its test "
+            f"best at α = {board.alpha}, the difference's interval holding 0; **worse before Holm**: the interval "
+            "excludes 0, but the test does not reject once corrected for the other comparisons. Questions that failed in either run of a pair are left out of its test "
             "and counted in the comparisons table.")
 
 
