@@ -55,9 +55,32 @@ def test_leaderboard_reads_the_logged_numbers_from_another_folder(small_sweep, t
             assert low is not None and low - 1e-3 <= estimate <= high + 1e-3, metric
     best, other = data["entries"]
     assert best["verdict"] == "best" and best["comparison"] is None
-    assert other["verdict"] in ("≈ best", "worse") and other["comparison"]["questions_compared"] == 6
+    assert other["verdict"] in ("≈ best", "worse", "worse before Holm") and other["comparison"]["questions_compared"] == 6
     assert other["comparison"]["failed_in_either"] == 0
     assert (tmp_path / "out" / "plots" / "metrics.png").exists()
+
+
+def test_compare_keeps_the_report_a_sweep_made_and_writes_beside_it(small_sweep, tmp_path):
+    """`python -m ragexp.compare --no-plots` wrote over the sweep's own report (4 plots -> 0): a folder
+    that holds a report is kept, the new one goes beside it (report-2), unless --overwrite."""
+    import shutil
+
+    report = small_sweep.sweep_dir / "report"
+    plots = sorted(p.name for p in (report / "plots").iterdir())
+    try:
+        proc = compare_cli("--tracking-uri", small_sweep.uri, "--no-log", "--no-plots", "--resamples", "200",
+                           cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(p.name for p in (report / "plots").iterdir()) == plots and len(plots) >= 3
+        beside = small_sweep.sweep_dir / "report-2"
+        assert (beside / "report.md").exists() and not (beside / "plots").exists()
+    finally:
+        shutil.rmtree(small_sweep.sweep_dir / "report-2", ignore_errors=True)
+    for _ in range(2):
+        proc = compare_cli("--tracking-uri", small_sweep.uri, "--no-log", "--no-plots", "--resamples", "200",
+                           "--out", str(tmp_path / "mine"), "--overwrite", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "mine-2").exists()
 
 
 def test_default_target_is_the_latest_sweep_in_the_store_here(small_sweep, tmp_path):

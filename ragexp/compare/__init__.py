@@ -21,13 +21,24 @@ def default_folder(selection) -> Path:
     return Path("ragexp-compare") / name
 
 
+def free_folder(folder: Path) -> Path:
+    """`folder`, or when it already holds a report, the first of folder-2, folder-3, ... that does not."""
+    candidate, n = folder, 1
+    while (candidate / "report.md").exists():
+        n += 1
+        candidate = folder.with_name(f"{folder.name}-{n}")
+    return candidate
+
+
 def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, all_runs: bool = False,
          objective: str | None = None, maximize: bool = True, level: float = 0.95, alpha: float = 0.05,
          resamples: int = 10_000, seed: int = 0, out_dir: Path | None = None, plots: bool = True,
-         log: bool = True, labels: str | Path | None = None):
+         log: bool = True, labels: str | Path | None = None, overwrite: bool = False):
     """Leaderboard + report for `targets` (see ragexp.store.reader.select); returns (leaderboard, files, logged run id).
     `labels`: human labels for part of the runs' questions (see ragexp.compare.corrected): the report
-    adds each labelled metric's human-corrected mean beside the judge's."""
+    adds each labelled metric's human-corrected mean beside the judge's. A folder that already holds a
+    report (the sweep's own, made at its end) is kept unless `overwrite`: the new report goes to the
+    next free folder beside it (report-2, report-3, ...), and is logged under that name."""
     from ragexp.compare import leaderboard, report
     from ragexp.store import reader
 
@@ -38,6 +49,8 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
 
         board.corrected = corrected.measure([e.run for e in board.entries], corrected.read(labels, selection.runs), level)
     folder = Path(out_dir) if out_dir else default_folder(selection)
+    if not overwrite:
+        folder = free_folder(folder)
     files = report.write(board, folder, with_plots=plots)
     logged = report.log_to_parent(board, folder) if log else None
     return board, files, logged

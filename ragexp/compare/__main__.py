@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed of the resampling (default 0)")
     p.add_argument("--out", help="report folder (default: the sweep's folder/report, else ./ragexp-compare/ID)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    p.add_argument("--overwrite", action="store_true", help="write over a report already in the folder (default: "
+                   "a new folder beside it, report-2, ..., so that the sweep's own report is kept)")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the sweep's parent run")
     p.add_argument("--labels", metavar="FILE", help="human labels for part of the runs' questions (CSV or JSONL with "
                    "a `run` column): adds human-corrected (PPI) means beside the judge's")
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         board, files, logged = make(args.targets, args.tracking_uri, all_runs=args.all_runs, objective=args.objective,
                                     maximize=not args.minimize, level=args.level, alpha=args.alpha,
                                     resamples=args.resamples, seed=args.seed, out_dir=args.out,
-                                    plots=not args.no_plots, log=not args.no_log, labels=args.labels)
+                                    plots=not args.no_plots, log=not args.no_log, labels=args.labels,
+                                    overwrite=args.overwrite)
     except RagexpError as err:
         print(f"ragexp.compare: error: {err}", file=sys.stderr)
         return 2

@@ -348,6 +348,8 @@ def log_to_parent(board: Leaderboard, folder: Path) -> str | None:
     import mlflow
 
     client = mlflow.MlflowClient(board.selection.tracking_uri)
-    client.log_artifacts(parent.run_id, str(folder), ARTIFACT_DIR)
-    client.set_tag(parent.run_id, "ragexp.report", f"{ARTIFACT_DIR}/report.html")
+    # the sweep's own report is `report/`; a later one beside it (report-2) keeps its folder's name
+    artifact_dir = folder.name if folder.name.startswith(f"{ARTIFACT_DIR}-") else ARTIFACT_DIR
+    client.log_artifacts(parent.run_id, str(folder), artifact_dir)
+    client.set_tag(parent.run_id, "ragexp.report", f"{artifact_dir}/report.html")
     return parent.run_id

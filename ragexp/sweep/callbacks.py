@@ -138,7 +138,7 @@ class SweepTracking(Callback):
             from ragexp.compare.report import leaderboard_table
 
             board, files, _ = make([self.parent_id], getattr(self.tracker, "tracking_uri", None),
-                                   out_dir=sweep_dir / "report")
+                                   out_dir=sweep_dir / "report", overwrite=True)  # the sweep's own report
             print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
                   + leaderboard_table(board).markdown())
             if board.selection.incomplete:
