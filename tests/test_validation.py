@@ -133,6 +133,19 @@ def test_every_grid_point_is_composed_and_checked(sweep_config):
     assert invalid_points(sweep_config("retriever=bm25", "chunker.chunk_size=128,256")) == []
 
 
+def test_a_missing_data_file_is_a_bad_grid_point_like_a_misspelt_setting(sweep_config, tmp_path):
+    """docs/own-system.md's sweep over a questions file that did not exist started 6 jobs that each
+    failed (exit 4, a FAILED parent and 6 FAILED children): it is refused before any job now."""
+    from ragexp.sweep.folder import invalid_points
+
+    missing = tmp_path / "questions.jsonl"
+    cfg = sweep_config("dataset=outputs", f"dataset.path={missing}", "judge=offline,offline_learned")
+    found = invalid_points(cfg)
+    assert len(found) == 2 and all(f"dataset.path: {missing} does not exist" in point for point in found)
+    missing.write_text('{"question": "Which port?", "answer": "7070", "contexts": ["port 7070"]}\n')
+    assert invalid_points(cfg) == []
+
+
 def test_a_sweep_with_one_bad_grid_point_runs_nothing(tmp_path):
     sweep_dir, store = tmp_path / "multirun", tmp_path / "mlflow.db"
     proc = run_cli("-m", "retriever=bm25", "chunker.chunk_size=64,256", "dataset.limit=2", f"hydra.sweep.dir={sweep_dir}",

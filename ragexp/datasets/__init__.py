@@ -158,6 +158,18 @@ class Loader:
         self.path, self.limit, self.name = path, limit, name
         self.on_error, self.qrels = on_error, qrels
 
+    @classmethod
+    def constraints(cls, **settings) -> list[str]:
+        """The files it reads exist: checked with the config, so a sweep whose data file is missing is
+        refused before any job, as a misspelt setting is (6 of 6 jobs failed one by one)."""
+        problems = []
+        for setting, value in (("path", settings.get("path")), ("qrels", settings.get("qrels"))):
+            if value and not Path(str(value)).expanduser().exists():
+                resolved = Path(str(value)).expanduser().resolve()
+                problems.append(f"{setting}: {value} does not exist (looked for {resolved}); "
+                                f"set dataset.{setting}=/path/to/it")
+        return problems
+
     def full(self, questions: list) -> bool:
         """True once `limit` questions are kept: loaders stop reading questions there."""
         return self.limit is not None and len(questions) >= self.limit

@@ -150,9 +150,9 @@ class OutputsDataset(Loader):
         self.places: dict[str, str] = {}  # question id -> where its row is (file:line), filled by load()
 
     @classmethod
-    def constraints(cls, columns: Mapping | None = None, **_) -> list[str]:
+    def constraints(cls, columns: Mapping | None = None, **settings) -> list[str]:
         return [f"columns.{name}: unknown field; the fields are {', '.join(FIELDS)}"
-                for name in sorted(set(columns or {}) - set(FIELDS))]
+                for name in sorted(set(columns or {}) - set(FIELDS))] + super().constraints(**settings)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping], name: str = "outputs", **settings) -> OutputsDataset:

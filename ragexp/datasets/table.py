@@ -68,10 +68,10 @@ class TableDataset(Loader):
         self.questions_file, self.corpus_file, self.list_separator = questions, corpus, list_separator
 
     @classmethod
-    def constraints(cls, fields: Mapping | None = None, **_) -> list[str]:
+    def constraints(cls, fields: Mapping | None = None, **settings) -> list[str]:
         """Cross-field checks of the settings, run by ragexp.validation before any work."""
         return [f"fields.{name}: unknown field; the fields are {', '.join(FIELDS)}"
-                for name in sorted(set(fields or {}) - set(FIELDS))]
+                for name in sorted(set(fields or {}) - set(FIELDS))] + super().constraints(**settings)
 
     def file(self, name: str, setting: str) -> tuple[Path, Callable]:
         path = Path(name) if Path(name).is_absolute() or not self.path else Path(self.path) / name
