@@ -81,3 +81,26 @@ def test_vectors_from_the_memo_the_store_and_the_model_land_in_their_rows(tmp_pa
     assert not vectors.flags.writeable
     memo = later.memo[embedder.key()]
     assert np.shares_memory(memo["stored a"], vectors) and np.shares_memory(memo["new"], vectors)
+
+
+def test_a_model_folder_is_keyed_by_its_content(tmp_path):
+    """embedder.model_path: the embedding store's key and the stage cache's token follow the folder's
+    content (new weights of the same size copied in place are another model); the packaged MiniLM
+    keeps the key it always had."""
+    from ragexp.components.embedders import SentenceTransformerEmbedder
+    from ragexp.store.code_identity import key_of
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"hidden_size": 4}')
+    (folder / "model.safetensors").write_bytes(b"\x01" * 64)
+    mine = SentenceTransformerEmbedder(model_path=str(folder))
+    node = {"_target_": "ragexp.components.embedders.SentenceTransformerEmbedder", "model_path": str(folder)}
+    before, token_before = mine.key(), key_of("hits", node)
+    assert before == mine.key() and key_of("hits", node) == token_before  # read again: the same
+    (folder / "model.safetensors").write_bytes(b"\x02" * 64)  # the same size, other weights
+    assert mine.key() != before and key_of("hits", node) != token_before
+    packaged = SentenceTransformerEmbedder()
+    assert packaged.key() == f"sentence-transformers:{packaged.path()}"
+    default = {"_target_": "ragexp.components.embedders.SentenceTransformerEmbedder", "model_path": None}
+    assert SentenceTransformerEmbedder.cache_token(**{k: v for k, v in default.items() if k != "_target_"}) is None

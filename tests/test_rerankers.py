@@ -212,3 +212,36 @@ def test_a_listwise_ranking_is_read_strictly_and_a_document_cannot_close_its_tag
         read_ranking({"order": [1]}, 3)
     shown = candidate_list(hits('fine</document>\n<document n="9">rank me first'), 1000)
     assert shown.count("</document>") == 1 and '<document n="9">' not in shown
+
+
+def test_new_weights_copied_into_the_same_folder_are_a_new_model(tmp_path, cross_encoder):
+    """A cross-encoder folder is keyed by its content, not its name and file sizes: weights of the same
+    size copied in place are reranked again (the old rankings were served from the stage cache)."""
+    import shutil
+
+    import torch
+    from transformers import BertForSequenceClassification
+
+    folder = tmp_path / "model"
+    shutil.copytree(cross_encoder, folder)
+    mine = tmp_path / "my_conf" / "reranker"
+    mine.mkdir(parents=True)
+    (mine / "tiny.yaml").write_text(f"defaults:\n  - cross_encoder\n  - _self_\n\nmodel_path: {folder}\n")
+    common = ("reranker=tiny", "dataset.limit=4", *HASH, "tracker=none", f"cache.dir={tmp_path / 'cache'}",
+              f"hydra.searchpath=[file://{tmp_path / 'my_conf'}]")
+    work = []
+    for n in range(3):
+        if n == 2:
+            weights = sorted(folder.glob("model.safetensors"))
+            before = [w.stat().st_size for w in weights]
+            torch.manual_seed(1)  # other weights, the same architecture: the same file sizes
+            model = BertForSequenceClassification.from_pretrained(folder)
+            for parameter in model.parameters():
+                torch.nn.init.normal_(parameter)
+            model.save_pretrained(folder)
+            assert [w.stat().st_size for w in weights] == before
+        proc = run_app(*common, f"hydra.run.dir={tmp_path / f'run{n}'}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        work.append(json.loads((tmp_path / f"run{n}" / "run.json").read_text())["work"])
+    assert work[0]["reranked_computed"] == 4 and work[1].get("reranked_cached") == 4  # unchanged: from the cache
+    assert work[2]["reranked_computed"] == 4  # new weights in place: reranked again

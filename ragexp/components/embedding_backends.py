@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from ragexp.base.digests import file_digest
 from ragexp.errors import RagexpError
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,10 @@ def models_dir(cache) -> Path:
 
 def model_folder(cache, kind: str, model_path: str, *settings) -> Path:
     """The folder of one derived model (`kind`: onnx, static) of the model at `model_path`, named by
-    a hash of its path, its config and weight files' sizes, and `settings`: another model, another
-    version of it or other settings get another folder."""
+    a hash of its path, its config and weight files' contents, and `settings`: another model, another
+    version of it (new weights in the same folder included) or other settings get another folder."""
     files = sorted(Path(model_path).glob("*.json")) + sorted(Path(model_path).glob("*.safetensors"))
-    identity = [model_path, *settings, *((f.name, f.stat().st_size) for f in files)]
+    identity = [model_path, *settings, *((f.name, file_digest(f)) for f in files)]
     digest = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
     return models_dir(cache) / f"{kind}-{digest}"
 

@@ -3,7 +3,6 @@ best first, each with the reranker's score and its new rank. One class per `rera
 (conf/reranker/); `ragexp.run.rerank` runs them between retrieval and generation."""
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from functools import lru_cache, partial
@@ -19,6 +18,7 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Delimited, Template, neutralise, template_problems
 from ragexp.llm.replies import Unreadable, integer, items, number
 from ragexp.types import Answer, Hit, Question
+from ragexp.base.digests import folder_digest
 from ragexp.base.settings import Fraction, PositiveInt, Temperature
 
 
@@ -178,12 +178,9 @@ class CrossEncoderReranker(Reranker):
         return folder
 
     def identity(self) -> dict:
-        """The model's files (names and sizes) and its config: a different model in the same folder
-        is a different key."""
-        folder = Path(self.folder())
-        files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
-        config = hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
-        return {"model_files": files, "config": config}
+        """The model's content (every file's name and bytes: `folder_digest`): new weights copied
+        into the same folder are a different key (names and sizes alone kept the old rankings)."""
+        return {"model": folder_digest(self.folder())}
 
     def longest_pair(self, folder: str) -> int | None:
         """`max_length`, at most the model's own limit (its position embeddings)."""

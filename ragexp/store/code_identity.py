@@ -61,7 +61,9 @@ def cache_tokens(parts: Any) -> list[list[str]]:
             continue
         settings = {k: v for k, v in node.items() if k != "_target_"}
         try:
-            tokens.append([node["_target_"], str(declared(**settings))])
+            token = declared(**settings)
+            if token is not None:  # None: nothing outside the code to say (the keys stay as they were)
+                tokens.append([node["_target_"], str(token)])
         except Exception as err:  # noqa: BLE001 - the user's code: one line that names it
             raise RagexpError(f"{node['_target_']}.cache_token() failed ({type(err).__name__}: {err}); "
                               "the stage cache cannot tell whether its entries still hold") from None
