@@ -220,3 +220,33 @@ def test_trec_qrels_replace_the_golden_documents_of_any_loader(tmp_path):
     (tmp_path / "qrels.txt").write_text("1 0 b 2\n1 0 c\n")
     with pytest.raises(RagexpError, match=rf"{tmp_path / 'qrels.txt'}:2: a qrels line is 'qid iter doc_id grade'"):
         FolderDataset(str(tmp_path), qrels=str(tmp_path / "qrels.txt")).load()
+
+
+@pytest.mark.parametrize("on_error", ["stop", "skip"])
+def test_a_jsonl_line_nested_thousands_deep_is_a_malformed_row_not_a_crash(tmp_path, on_error):
+    """json.loads raises RecursionError on a line nested ~100k deep: it crashed the run with a
+    traceback, even with on_error=skip. It is one malformed row, named by file:line."""
+    from ragexp.datasets.outputs import OutputsDataset
+    from ragexp.errors import RagexpError
+
+    path = tmp_path / "outputs.jsonl"
+    fine = '{"question": "Which port?", "answer": "7070", "contexts": ["port 7070"]}\n'
+    path.write_text(fine + '{"question": ' + "[" * 100_000 + "]" * 100_000 + "}\n" + fine.replace("port?", "host?"))
+    loader = OutputsDataset(path=str(path), on_error=on_error)
+    if on_error == "stop":
+        with pytest.raises(RagexpError, match=r"outputs.jsonl:2: nested too deep to read"):
+            loader.load()
+    else:
+        dataset = loader.load()
+        assert len(dataset.questions) == 2 and "nested too deep" in dataset.skipped_rows[0]
+
+
+def test_a_csv_record_is_named_by_the_line_it_starts_on(tmp_path):
+    """A record with a quoted newline spans lines: its errors named the last one (csv's line_num)."""
+    from ragexp.datasets.outputs import OutputsDataset
+    from ragexp.errors import RagexpError
+
+    path = tmp_path / "outputs.csv"
+    path.write_text('question,answer,contexts\n"Which\nport?",7070,"[""port 7070""]"\n"Who\nis it?",Bob,"not a list"\n')
+    with pytest.raises(RagexpError, match=r"outputs.csv:4: .*contexts"):
+        OutputsDataset(path=str(path)).load()

@@ -126,6 +126,9 @@ def read_jsonl(path: Path, rows: Rows | None = None) -> Iterator[tuple[int, dict
         except json.JSONDecodeError as err:
             rows.malformed(f"{path}:{number}", f"not valid JSON ({err.msg}, column {err.colno})")
             continue
+        except RecursionError:  # a value nested thousands deep: Python's parser gives up
+            rows.malformed(f"{path}:{number}", "nested too deep to read (thousands of levels of [ or {)")
+            continue
         if not isinstance(row, dict):
             rows.malformed(f"{path}:{number}", f"expected a JSON object, got {type(row).__name__}")
             continue

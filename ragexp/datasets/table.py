@@ -25,8 +25,10 @@ def read_delimited(delimiter: str) -> Callable[[Path, Rows], Iterator[tuple[int,
                 header = undecodable(delimiter.join(reader.fieldnames or []))
                 if header:
                     raise RagexpError(f"{path}:1: the header: {header}")
+                ended = reader.line_num  # the line the previous record ended on: this one starts after it
                 for row in reader:
-                    where = f"{path}:{reader.line_num}"
+                    start, ended = ended + 1, reader.line_num  # a record with a quoted newline spans lines
+                    where = f"{path}:{start}"
                     if None in row:
                         rows.malformed(where, f"more fields than the header's {len(reader.fieldnames or ())}")
                         continue
@@ -38,7 +40,7 @@ def read_delimited(delimiter: str) -> Callable[[Path, Rows], Iterator[tuple[int,
                     if bad_bytes:
                         rows.malformed(where, bad_bytes)
                         continue
-                    yield reader.line_num, row
+                    yield start, row
             except csv.Error as err:
                 raise RagexpError(f"{path}:{reader.line_num}: not valid CSV ({err})") from None
     return read
