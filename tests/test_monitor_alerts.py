@@ -93,7 +93,7 @@ def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
          "Backups run nightly at 02:00 UTC."),                                               # a context object
     ])
     assert [j.failure for j in judged] == ["", "", "no answer in the record",
-                                           "contexts: context 1: score must be a number, got True", ""]
+                                           "contexts: context 1: score must be a finite number, got True", ""]
     assert judged[4].judgement.scores == judged[0].judgement.scores
     assert judged[0].judgement.scores["faithfulness"] == 10.0 and judged[1].judgement.scores["faithfulness"] == 1.0
     scores = sample.window_scores(judged[:3])

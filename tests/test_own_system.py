@@ -538,3 +538,17 @@ def test_a_csv_that_pandas_wrote_is_read_with_its_python_style_lists(tmp_path):
 
     with pytest.raises(RagexpError, match=r"bad.csv:2.* must be a list .*\['first passage', 'second'\] \(as pandas"):
         OutputsDataset(path=str(bad)).load()
+
+
+@pytest.mark.parametrize("score", ["NaN", "Infinity", "-Infinity"])
+def test_a_context_score_that_is_not_finite_is_one_line_naming_the_row(tmp_path, score):
+    """NaN and Infinity scores (which Python's json reads) were kept and written as non-standard JSON
+    into questions.jsonl; they are bad input, named by file:line."""
+    from ragexp.datasets.outputs import OutputsDataset
+    from ragexp.errors import RagexpError
+
+    path = tmp_path / "outputs.jsonl"
+    path.write_text('{"question": "Which port?", "answer": "7070", "contexts": [{"text": "port 7070", "score": '
+                    + score + '}]}\n')
+    with pytest.raises(RagexpError, match=r"outputs.jsonl:1: .*context 1: score must be a finite number"):
+        OutputsDataset(path=str(path)).load()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import math
 import re
 import threading
 import time
@@ -68,8 +69,9 @@ def hits_from_contexts(contexts: Any) -> tuple[Hit, ...]:
             doc_id = next((context[k] for k in ID_KEYS if isinstance(context.get(k), (str, int))
                            and not isinstance(context.get(k), bool) and context.get(k) != ""), None)
             score = context.get("score")
-            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-                raise ContextError(f"context {rank}: score must be a number, got {score!r}")
+            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                      or not math.isfinite(score)):  # NaN or Infinity: no standard JSON writes it
+                raise ContextError(f"context {rank}: score must be a finite number, got {score!r}")
         else:
             raise ContextError(f"context {rank} is {type(context).__name__}, not a string or an object with a text")
         doc = str(doc_id) if doc_id is not None else f"context-{rank}"
