@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -460,3 +461,25 @@ def test_a_module_moved_to_another_package_keeps_its_keys(tmp_path, monkeypatch)
     importlib.reload(importlib.import_module("new_home.deep.helpers"))
     code_hash.cache_clear()
     assert code_hash("old_place.rules.Rule") != code_hash("new_home.deep.rules.Rule")
+
+
+@pytest.mark.parametrize("damage", ["score", "type"])
+def test_a_well_formed_entry_with_a_wrong_value_is_recomputed_not_used(tmp_path, damage, caplog):
+    """An entry with the right header and key but a judgement score of 1e308 (averaged as it was), or
+    another record where an answer belongs (it crashed the run): counted unreadable, computed again."""
+    data, cache_dir = tiny_dataset(tmp_path), tmp_path / "cache"
+    first = work(data, cache_dir)
+    stage = "judgements" if damage == "score" else "answers"
+    for path in (cache_dir / stage).rglob("*.json"):
+        text = path.read_text()
+        if damage == "score":
+            changed = re.sub(r'"faithfulness": [0-9.]+', '"faithfulness": 1e308', text)
+        else:  # an answer entry whose value is a chunk, well formed
+            changed = re.sub(r'\{"Answer": \{.*\}\}', '{"Chunk": {"chunk_id": "c", "doc_id": "d", "text": "t", '
+                             '"start": 0, "end": 1}}', text, flags=re.S)
+        assert changed != text
+        path.write_text(changed)
+    again = work(data, cache_dir)
+    assert again.counters[f"{stage}_unreadable"] == 3
+    assert again.aggregates == first.aggregates
+    assert any("recomputed" in message for message in cache_warnings(caplog))

@@ -4,6 +4,7 @@ judge; aggregate."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from functools import partial
@@ -27,7 +28,7 @@ from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
 from ragexp.store.cache import key_of
 from ragexp.store.tracing import documents, ended
-from ragexp.types import Dataset, Hit, Question, QuestionResult, RunResult
+from ragexp.types import Answer, Dataset, Hit, Judgement, Output, Question, QuestionResult, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def system_answer(work: Work, system: System, question: Question) -> QuestionRes
                 output = system.respond(question)
             else:
                 key = key_of("answer", system_settings, *system.asked(question))
-                output = work.cached("answer", key, system.respond, question, span=span)
+                output = work.cached("answer", key, system.respond, question, span=span, expect=an_output)
             result = QuestionResult(question, output.hits, answer=output.answer)
         except QuestionFailed as err:  # its message names the stage ("system: ...") or says "budget: ..."
             result = QuestionResult(question, failure=str(err))
@@ -229,6 +230,28 @@ def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge) -
     return scores
 
 
+def an_answer(value) -> str | None:
+    """What is wrong with a stored answer (see Work.cached), or None."""
+    return None if isinstance(value, Answer) else f"an answer entry holds a {type(value).__name__}"
+
+
+def an_output(value) -> str | None:
+    """What is wrong with a stored output of the system under test, or None."""
+    return None if isinstance(value, Output) else f"an answer entry holds a {type(value).__name__}"
+
+
+def on_scale(scales: dict[str, tuple[float, float]], value) -> str | None:
+    """What is wrong with a stored judgement, or None: another type, or a score that is not a finite
+    number on its judge's scale (a damaged entry's 1e308 would be averaged as it is)."""
+    if not isinstance(value, Judgement):
+        return f"a judgement entry holds a {type(value).__name__}"
+    for metric, score in value.scores.items():
+        low, high = scales.get(metric, (-math.inf, math.inf))
+        if not math.isfinite(score) or not low <= score <= high:
+            return f"{metric} {score!r} is off its scale [{low:g}, {high:g}]"
+    return None
+
+
 def context(hits) -> list[tuple[str, str]]:
     return [(h.chunk.chunk_id, h.chunk.text) for h in hits]
 
@@ -244,7 +267,8 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     key = key_of("answer", generator_settings, question.text, context(hits))
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
-            result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span))
+            result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span,
+                                                        expect=an_answer))
         except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
             result = replace(result, failure=str(err))
         # anything else is a bug (or a setting to fix: RagexpError): it ends the run, traceback and all
@@ -263,7 +287,8 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
     inputs = {"question": question.text, "answer": answer.text, "expected": list(question.answers)}
     with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
         try:
-            judgement = work.cached("judgement", key, judge.judge, question, hits, answer, span=span)
+            judgement = work.cached("judgement", key, judge.judge, question, hits, answer, span=span,
+                                    expect=partial(on_scale, getattr(judge, "scales", {})))
             if question.answerable and not question.answers:  # nothing to compare the answer with
                 judgement = reference_free(judgement, judge)
             result = replace(result, judgement=judgement)

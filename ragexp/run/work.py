@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ragexp.components.embedders import EmbeddingCache
 from ragexp.errors import RagexpError
@@ -46,16 +46,18 @@ class Work:
         log.info("%s: %.2fs (cpu %.2fs)", name, self.seconds[name], self.seconds[f"{name}_cpu"])
         return value
 
-    def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None):
+    def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None,
+               expect: Callable[[Any], str | None] | None = None):
         """`compute(*args)` through the stage cache, not timed (a per-question step of a stage); a
-        traced `span` is told whether the cache served it (`ragexp.store.cache`: hit or miss)."""
+        traced `span` is told whether the cache served it (`ragexp.store.cache`: hit or miss);
+        `expect`: what is wrong with a stored value, or None (see StageCache.cached)."""
         computed = []
 
         def compute_and_note():
             computed.append(True)
             return compute(*args)
 
-        value = self.cache.cached(self.STORED_AS[name], key, compute_and_note)
+        value = self.cache.cached(self.STORED_AS[name], key, compute_and_note, expect)
         if span is not None:
             span["attributes"]["ragexp.cache"] = "miss" if computed else "hit"
         return value

@@ -254,11 +254,20 @@ class StageCache:
                 except OSError:
                     pass
 
-    def cached(self, stage: str, key: str, compute: Callable[[], Any]) -> Any:
+    def cached(self, stage: str, key: str, compute: Callable[[], Any], expect: Callable[[Any], str | None] | None = None) -> Any:
         """The stored value for (stage, key), else `compute()`, stored. The entry's key also holds
-        the stage's own code (`stage_code_hash(compute)`)."""
+        the stage's own code (`stage_code_hash(compute)`). `expect(value)` says what is wrong with a
+        stored value (a well-formed entry of the wrong type, a score off its scale), or None: such
+        an entry is counted unreadable and computed again, never used."""
         key = hashlib.sha256(f"{key}\0{stage_code_hash(compute)}".encode()).hexdigest()
         value = self.get(stage, key)
+        wrong = expect(value) if value is not None and expect is not None else None
+        if wrong:
+            with self._lock:
+                self.stats[f"{stage}_unreadable"] += 1
+            self.warn_once(f"read:{stage}", "cache: skipping unreadable %s entries, recomputed (first: %s: %s); "
+                           "this warning is shown once per stage", stage, self.path(stage, key), wrong)
+            value = None
         with self._lock:
             self.stats[f"{stage}_{'cached' if value is not None else 'computed'}"] += 1
         if value is None:
