@@ -552,3 +552,24 @@ def test_a_context_score_that_is_not_finite_is_one_line_naming_the_row(tmp_path,
                     + score + '}]}\n')
     with pytest.raises(RagexpError, match=r"outputs.jsonl:1: .*context 1: score must be a finite number"):
         OutputsDataset(path=str(path)).load()
+
+
+def test_a_python_system_call_that_hangs_fails_its_question_at_the_deadline(tmp_path, monkeypatch):
+    """system.timeout_s: a call that hangs fails its question at the deadline, the others are answered,
+    and the run does not wait for the hung call (it had no per-question limit)."""
+    import time
+
+    from ragexp.run.pipeline import run
+
+    (tmp_path / "hanging_rag.py").write_text("import time\n\n\ndef answer(question, params):\n"
+                                             "    if 'port' in question:\n        time.sleep(120)\n"
+                                             "    return {'answer': 'ok', 'contexts': ['c']}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    result = run(compose("system=python", "system.function=hanging_rag:answer", "system.timeout_s=1",
+                         "dataset=outputs", f"dataset.path={RECORDED}", SCORING, "tracker=none", "cache.enabled=false"))
+    assert time.monotonic() - started < 30
+    failures = {r.question.qid: r.failure for r in result.questions if r.failed}
+    assert failures == {"q007": "system: hanging_rag:answer did not answer within system.timeout_s=1 s "
+                                "(the call goes on in the background; the run does not wait for it)"}
+    assert result.counters["system_failures"] == 1 and len(result.questions) > 1

@@ -23,11 +23,12 @@ import re
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from ragexp.base.settings import PositiveInt
+from ragexp.base.settings import PositiveFloat, PositiveInt
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Chunk, Dataset, Hit, Output, Question
 
@@ -233,12 +234,14 @@ class PythonSystem(System):
     `answer` and `contexts`, or a `ragexp.SystemOutput`. `params` are your system's settings, swept
     like any other (`-m system.params.top_k=3,5`). Its answers are cached under `function`, `params`
     and `version`: bump `version` when the code changes what it answers. `concurrency` questions are
-    asked at once (threads)."""
+    asked at once (threads). `timeout_s`: a question whose call takes longer fails at that deadline
+    (the run does not wait for the call)."""
 
     def __init__(self, function: str | None = None, params: Mapping[str, Any] | None = None, version: str = "1",
-                 concurrency: PositiveInt = 1, name: str | None = None):
+                 concurrency: PositiveInt = 1, name: str | None = None, timeout_s: PositiveFloat | None = None):
         self.path, self.params, self.version = str(function or ""), dict(params or {}), str(version)
         self.concurrency = concurrency
+        self.timeout_s = timeout_s
         self.name = name or self.path or "python"
         self.function: Callable | None = None  # imported by `start`
         self.with_params = True  # called as function(question, params); False: function(question)
@@ -267,8 +270,12 @@ class PythonSystem(System):
         if self.function is None:
             raise RuntimeError("PythonSystem.start() imports the function before the first question")
         try:
-            value = called(self.function(question.text, dict(self.params)) if self.with_params
-                           else self.function(question.text))
+            value = self.answer(question.text)
+        except DeadlineMissed:
+            with self._lock:
+                self.counts["system_failures"] += 1
+            raise QuestionFailed(f"system: {self.path} did not answer within system.timeout_s={self.timeout_s:g} s "
+                                 "(the call goes on in the background; the run does not wait for it)") from None
         except Exception as err:  # noqa: BLE001 - the question fails with the reason, the run goes on
             with self._lock:
                 self.counts["system_failures"] += 1
@@ -279,5 +286,35 @@ class PythonSystem(System):
             output = Output(Answer(answer.text, round(time.perf_counter() - started, 4)), output.hits)
         return output
 
+    def answer(self, question: str) -> Any:
+        """The function's reply to `question`; with `timeout_s`, asked in a thread of its own and
+        waited for that long at most (DeadlineMissed; the thread is a daemon, so the run and the
+        process do not wait for it). Whatever the function raises, SystemExit included, is raised here."""
+        assert self.function is not None
+        function = self.function
+
+        def call() -> Any:
+            return called(function(question, dict(self.params)) if self.with_params else function(question))
+
+        if self.timeout_s is None:
+            return call()
+        reply: Future = Future()
+
+        def run() -> None:
+            try:
+                reply.set_result(call())
+            except BaseException as err:  # noqa: BLE001 - handed to the caller, which decides
+                reply.set_exception(err)
+
+        threading.Thread(target=run, name="ragexp-system", daemon=True).start()
+        try:
+            return reply.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            raise DeadlineMissed from None
+
     def counters(self) -> dict[str, int]:
         return {"system_calls": self.counts["system_calls"], "system_failures": self.counts["system_failures"]}
+
+
+class DeadlineMissed(Exception):
+    """A system=python call took longer than `system.timeout_s`."""
