@@ -101,3 +101,21 @@ def test_with_no_gate_set_the_targets_decide_whether_an_evaluation_passed(tmp_pa
                                                 "~gate.thresholds.mrr", "~gate.thresholds.hit_rate_at_5",
                                                 "gate.thresholds.faithfulness.min=0"], output_dir=tmp_path / "gated")
     assert gated.gate == "production" and gated.warnings and gated.passed  # the gate set decides, not the targets
+
+
+def test_a_stop_inside_a_run_names_where_it_came_from():
+    from ragexp.run.job import stopped_by
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def generator_closed():
+        raise GeneratorExit
+
+    for stop, words in ((interrupted, "the run was interrupted (KeyboardInterrupt in interrupted() at"),
+                        (generator_closed, "GeneratorExit was raised in generator_closed() at")):
+        try:
+            stop()
+        except BaseException as err:  # noqa: BLE001 - what the job catches
+            message = str(stopped_by(err))
+        assert message.startswith(words) and "test_job.py:" in message

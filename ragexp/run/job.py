@@ -88,6 +88,8 @@ def stopped_by(err: BaseException) -> UserCodeStopped:
     where = (theirs or frames)[-1] if frames else None
     what = f"{type(err).__name__}({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
     at = f" in {where.name}() at {where.filename}:{where.lineno}" if where is not None else ""
+    if isinstance(err, KeyboardInterrupt):  # Ctrl-C, or code that raised it: the run ends, not as a pass
+        return UserCodeStopped(f"the run was interrupted ({what}{at}); nothing of it was logged")
     return UserCodeStopped(f"{what} was raised{at}: code a run calls cannot end it (a run that stops there would "
                            "count as a pass); raise an exception to fail one question, or fix the code")
 
