@@ -151,3 +151,15 @@ def test_a_name_with_digits_is_stated_by_the_passage_that_spells_it():
     assert paraphrase.scores["faithfulness"] == 10 and not paraphrase.hallucination
     wrong = judge.judge(PORT, hits, Answer("By default, port 7400 is where Quarry1 listens."))
     assert wrong.hallucination
+
+
+def test_a_question_without_a_reference_is_not_said_to_miss_its_words():
+    """Rows without a reference got the reasoning "the answer holds 0% of the expected answer's words"."""
+    judge = OfflineJudge(HashEmbedder())
+    hits = [Hit(Chunk("c1", "d1", "quarryd listens on port 7070."), 1.0, 1)]
+    unreferenced = judge.judge(Question("q", "Which port does quarryd listen on?", ()), hits, Answer("Port 7070."))
+    assert "expected answer's words" not in unreferenced.reasoning
+    assert "no expected answer to compare it with" in unreferenced.reasoning
+    referenced = judge.judge(Question("q", "Which port does quarryd listen on?", ("Port 7070",)), hits,
+                             Answer("Port 7070."))
+    assert "the answer holds 100% of the expected answer's words" in referenced.reasoning

@@ -211,9 +211,12 @@ class OfflineJudge(Judge):
         a = self.embedder.embed(answer_sentences)
         relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
         abstained = abstains(answer.text)
-        if question.answerable:
+        if question.answerable and question.answers:
             recall = token_recall(answer.text, question.answers)
             expected = f"the answer holds {recall:.0%} of the expected answer's words"
+        elif question.answerable:  # no reference: the scores that need one are left out of the run
+            recall = 0.0
+            expected = "no expected answer to compare it with"
         else:  # the corpus holds no answer: abstaining is the right answer
             recall = 1.0 if abstained else 0.0
             expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
