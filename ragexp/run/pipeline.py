@@ -184,7 +184,7 @@ def system_answer(work: Work, system: System, question: Question) -> QuestionRes
                 output = system.respond(question)
             else:
                 key = key_of("answer", system_settings, *system.asked(question))
-                output = work.cached("answer", key, system.respond, question, span=span, expect=an_output)
+                output = work.cached("answer", key, system.respond, question, span=span, expect=partial(holding, Output))
             result = QuestionResult(question, output.hits, answer=output.answer)
         except QuestionFailed as err:  # its message names the stage ("system: ...") or says "budget: ..."
             result = QuestionResult(question, failure=str(err))
@@ -230,14 +230,10 @@ def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge) -
     return scores
 
 
-def an_answer(value) -> str | None:
-    """What is wrong with a stored answer (see Work.cached), or None."""
-    return None if isinstance(value, Answer) else f"an answer entry holds a {type(value).__name__}"
-
-
-def an_output(value) -> str | None:
-    """What is wrong with a stored output of the system under test, or None."""
-    return None if isinstance(value, Output) else f"an answer entry holds a {type(value).__name__}"
+def holding(kind: type, value) -> str | None:
+    """What is wrong with a stored answer entry (see Work.cached): not a `kind` (an Answer of the
+    generator, an Output of the system under test); else None."""
+    return None if isinstance(value, kind) else f"an answer entry holds a {type(value).__name__}"
 
 
 def on_scale(scales: dict[str, tuple[float, float]], value) -> str | None:
@@ -268,7 +264,7 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
     with work.span(question.qid, "generate", "CHAIN", {"question": question.text, "context": context(hits)}) as span:
         try:
             result = replace(result, answer=work.cached("answer", key, generator.generate, question.text, hits, span=span,
-                                                        expect=an_answer))
+                                                        expect=partial(holding, Answer)))
         except QuestionFailed as err:  # its message names the stage ("generator: ...") or says "budget: ..."
             result = replace(result, failure=str(err))
         # anything else is a bug (or a setting to fix: RagexpError): it ends the run, traceback and all

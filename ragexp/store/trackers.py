@@ -107,18 +107,6 @@ def runs_view_link(tracking_uri: str, experiment_id: str) -> str:
     return f"MLflow UI: mlflow ui --backend-store-uri {tracking_uri} --port 5000, then open http://127.0.0.1:5000/{path}"
 
 
-def process_alive(pid: str | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except (TypeError, ValueError, ProcessLookupError):
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
 def process_tags() -> dict[str, str]:
     """Which process logs a run (host, pid, start time), so that a later command can tell a run
     whose process is gone (killed while logging) from a live one (`close_dead_runs`)."""
@@ -210,6 +198,7 @@ class MlflowTracker(NoTracker):
     def __init__(self, experiment: str = "ragexp", tracking_uri: str | None = None):
         self.experiment = experiment
         self.tracking_uri = tracking_uri
+        self._closed_dead_runs = False
 
     def client(self):
         logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -225,7 +214,9 @@ class MlflowTracker(NoTracker):
                 self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()), tags=EXPERIMENT_TAGS)
             if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
                 client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
-            self.close_dead_runs(client)
+            if not self._closed_dead_runs:  # once per tracker: a job opens its client several times
+                self.close_dead_runs(client)
+                self._closed_dead_runs = True
         except RagexpError:
             raise
         except Exception as err:
@@ -292,8 +283,10 @@ class MlflowTracker(NoTracker):
         runs = client.search_runs([self._experiment_id], "tags.`ragexp.role` = 'sweep' and attributes.status = 'RUNNING'")
         for run in runs:
             tags = run.data.tags
+            pid = tags.get("ragexp.pid", "")
+            launcher = {"host": tags.get("ragexp.host"), "pid": int(pid) if pid.isdigit() else 0}
             if (run.info.run_id != successor and tags.get("sweep_overrides") == overrides
-                    and tags.get("ragexp.host") == socket.gethostname() and not process_alive(tags.get("ragexp.pid"))):
+                    and launcher["host"] == socket.gethostname() and not alive(launcher)):
                 client.set_tag(run.info.run_id, "ragexp.resumed_by", successor)
                 client.set_terminated(run.info.run_id, "KILLED")
                 orphans = client.search_runs([self._experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}' "
