@@ -5,7 +5,9 @@ It composes the packaged config with Hydra's compose API (the same config and ov
 run folder and, with `track`, the tracker), so both doors name, check, write and log a run alike."""
 from __future__ import annotations
 
+import inspect
 import json
+import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +19,7 @@ from ragexp.config.corpus_groups import refused_override
 from ragexp.errors import RagexpError
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job
+from ragexp.store.code_identity import code_digest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -150,11 +153,6 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
 def function_digest(function: Callable) -> str:
     """A short digest of a function's code (its source without docstrings and comments, or its
     bytecode when the source cannot be read): the version its answers are cached under."""
-    import inspect
-    import textwrap
-
-    from ragexp.store.code_identity import code_digest
-
     try:
         return code_digest(textwrap.dedent(inspect.getsource(function)))[:12]
     except (OSError, TypeError):
