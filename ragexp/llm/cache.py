@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+from ragexp.base.sqlite_files import shared
+
 FILE = "responses.sqlite"
 
 log = logging.getLogger(__name__)
@@ -28,13 +30,9 @@ class ResponseCache:
 
     def db(self) -> sqlite3.Connection:
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA busy_timeout = 60000")
-            db.execute("PRAGMA journal_mode = WAL")
+            db = shared(self.path, "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
+                        "reply TEXT NOT NULL, created REAL NOT NULL)", isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA synchronous = NORMAL")  # a cache: survives a crash, may lose the last replies on power loss
-            db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
-                       "reply TEXT NOT NULL, created REAL NOT NULL)")
             self._db = db
         return self._db
 

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from ragexp.base.sqlite_files import shared
 from ragexp.store.code_identity import key_of, stage_code_hash  # noqa: F401 (key_of: the pipeline builds keys with it)
 from ragexp.types import CODECS
 
@@ -289,12 +290,8 @@ class EmbeddingStore:
 
     def db(self) -> sqlite3.Connection:
         if getattr(self._local, "db", None) is None:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.file, timeout=60)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_sha TEXT, vector BLOB, "
-                       "PRIMARY KEY (model, text_sha))")
-            self._local.db = db
+            self._local.db = shared(self.file, "CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_sha TEXT, "
+                                    "vector BLOB, PRIMARY KEY (model, text_sha))")
         return self._local.db
 
     def bypass(self, err: Exception) -> None:

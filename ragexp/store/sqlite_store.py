@@ -5,15 +5,14 @@ serialised by a lock file beside it; a store left half-made that holds no run is
 again; one that holds runs and cannot be opened is one line saying what to do."""
 from __future__ import annotations
 
-import fcntl
 import logging
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from ragexp.base.sqlite_files import creation_lock
 from ragexp.errors import RagexpError
 
 log = logging.getLogger("ragexp")
@@ -23,18 +22,6 @@ T = TypeVar("T")
 def database_of(uri: str) -> Path | None:
     """The database file of a `sqlite:///PATH` tracking URI; None for any other store."""
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
-
-
-@contextmanager
-def creation_lock(database: Path):
-    """An exclusive lock on `<database>.lock` (flock: released when the process dies, however it dies)."""
-    database.parent.mkdir(parents=True, exist_ok=True)
-    with open(database.with_name(database.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def holds_runs(database: Path) -> bool:
