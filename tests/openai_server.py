@@ -2,6 +2,7 @@
 script, for measurements: `python tests/openai_server.py --port 8000 --latency 0.2`).
 
 - Embeddings are deterministic bag-of-words hashes (texts sharing words get similar vectors).
+- `POST .../answer` is a team's RAG service: `{"answer": ..., "contexts": [...]}`, always the same.
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
   `headers`) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
@@ -15,8 +16,10 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
   and, once its reply is written, `done` (time.monotonic).
 - Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
   to answer with (int), a dict {"status": 429, "retry_after": "1"}, "timeout" (reply only after
-  `timeout_sleep` seconds), "garbage" (a 200 whose body is not the protocol's JSON) or "truncated"
-  (a 200 whose JSON body is cut in half, with a matching Content-Length).
+  `timeout_sleep` seconds), "garbage" (a 200 whose body is not the protocol's JSON), "truncated"
+  (a 200 whose JSON body is cut in half, with a matching Content-Length), "dribble" (the normal
+  reply, status line and headers included, written one byte every `dribble_s` seconds) or
+  {"huge": N} (a 200 whose JSON body is N bytes long).
   `reject_response_format = True` answers 400 to requests that ask for a JSON response format.
 - Random faults (fault-injection mode): `fault_rate` (0-1) of the chat requests, drawn from a
   `random.Random(seed)`, get one of `FAULT_KINDS`: 429 with and without Retry-After, 500, a hang
@@ -37,6 +40,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DIM = 64
+DRIBBLE = "x-test-dribble"  # a reply's header entry (not sent) that has it written a byte at a time
 
 
 def bag_of_words(text: str) -> list[float]:
@@ -164,6 +168,7 @@ class OpenAIServer:
         self.chat = chat or auto_reply
         self.reject_response_format = False
         self.timeout_sleep = 2.0
+        self.dribble_s = 0.5
         self.in_flight = self.max_in_flight = 0
         self.gather = 0
         self.lock = threading.Lock()
@@ -201,6 +206,8 @@ class OpenAIServer:
                     server.gathered.notify_all()
 
             def reply(self, status, payload, headers):
+                if headers.pop(DRIBBLE, None):
+                    return self.dribble(status, payload, headers)
                 self.send_response(status)
                 headers = {"Content-Type": "application/json", **headers}
                 for name, value in headers.items():
@@ -209,6 +216,13 @@ class OpenAIServer:
                 self.end_headers()
                 self.wfile.write(payload)
                 self.wfile.flush()
+
+            def dribble(self, status, payload, headers):
+                lines = [f"HTTP/1.1 {status} OK", "Content-Type: application/json", f"Content-Length: {len(payload)}"]
+                for byte in ("\r\n".join(lines).encode() + b"\r\n\r\n" + payload):
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(server.dribble_s)
 
         self.httpd = Server(("127.0.0.1", port), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
@@ -244,8 +258,13 @@ class OpenAIServer:
             return 200, b"<html>this is not json</html>", {"Content-Type": "text/html"}
         elif isinstance(fault, int):
             return error(fault)
-        elif isinstance(fault, dict):
+        elif isinstance(fault, dict) and "status" in fault:
             return error(fault["status"], {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {})
+        elif fault == "dribble":
+            status, payload, headers = self.reply_to(path, body)
+            return status, payload, {**headers, DRIBBLE: True}
+        elif isinstance(fault, dict) and "huge" in fault:
+            return 200, json.dumps({"padding": "x" * fault["huge"]}).encode(), {}
         elif fault == "truncated":  # Content-Length matches the bytes sent: only the JSON is cut short
             status, payload, headers = self.reply_to(path, body)
             return status, payload[: len(payload) // 2], headers
@@ -258,6 +277,8 @@ class OpenAIServer:
             payload = {"object": "list", "data": data, "model": body.get("model"),
                        "usage": {"prompt_tokens": 1, "total_tokens": 1}}
             return 200, json.dumps(payload).encode(), {}
+        if path.endswith("/answer"):  # a team's RAG service (system=http), with its default fields
+            return 200, json.dumps({"answer": "Port 7070.", "contexts": ["quarryd listens on port 7070."]}).encode(), {}
         if path.endswith("/chat/completions"):
             with self.lock:
                 kind = self.rng.choice(FAULT_KINDS) if self.rng.random() < self.fault_rate else None

@@ -377,7 +377,7 @@ def test_an_http_service_that_times_out_fails_the_question_naming_the_setting():
         server.release.set()
         system.close()
         server.shutdown()
-    assert str(err.value) == f"system: {system.url}: no reply within 0.5s (system.timeout_s)"
+    assert str(err.value) == f"system: {system.url}: no whole reply within 0.5 s (system.timeout_s)"
     assert server.asked == 1 and system.counters() == {"system_requests": 1, "system_retries": 0, "system_failures": 1}
 
 

@@ -1,7 +1,7 @@
 """`system=http`: your RAG service as the system under test. Each question is one JSON POST; the
 answer and the contexts are read from the reply by field paths. Requests go through the same
-machinery as the LLM client's (ragexp.llm.client): `max_concurrency` in flight, a `timeout_s` each,
-retries with exponential backoff and jitter on 408/409/429/5xx, timeouts and connection errors
+machinery as the LLM client's (ragexp.llm.client): `max_concurrency` in flight, a `timeout_s` for
+each attempt as a whole (connect, headers and body), a reply cap of `max_reply_bytes`, retries with exponential backoff and jitter on 408/409/429/5xx, timeouts and connection errors
 (a Retry-After wins), `requests_per_minute` shared by every process on the machine, the answers
 cached (by the run's stage cache, under the system's settings) and every failure counted."""
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
 from ragexp.components.systems import ContextError, System, hits_from_contexts
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import RETRY_STATUS, asked_wait, reserve_turn
@@ -106,7 +107,7 @@ class HttpSystem(System):
                  headers_env: Mapping[str, str] | None = None, max_concurrency: PositiveInt = 8,
                  timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 3, backoff_s: NonNegativeFloat = 0.5,
                  max_backoff_s: NonNegativeFloat = 30.0, requests_per_minute: PositiveFloat | None = None,
-                 name: str | None = None):
+                 max_reply_bytes: PositiveInt = 10_000_000, name: str | None = None):
         self.connect_url, self.url = str(url or ""), scrub_url(str(url or ""))
         self.params, self.version = dict(params or {}), str(version)
         self.body = body if body is not None else default_body(self.params)
@@ -114,6 +115,7 @@ class HttpSystem(System):
         self.headers, self.headers_env = dict(headers or {}), dict(headers_env or {})
         self.concurrency, self.timeout_s, self.max_retries = max_concurrency, timeout_s, max_retries
         self.backoff_s, self.max_backoff_s, self.requests_per_minute = backoff_s, max_backoff_s, requests_per_minute
+        self.max_reply_bytes = max_reply_bytes
         self.name = name or self.url
         self.counts: Counter = Counter()
         self._lock = threading.Lock()
@@ -179,8 +181,9 @@ class HttpSystem(System):
         except OSError as err:
             raise RagexpError(f"system.url: cannot reach {self.url} ({err.strerror or type(err).__name__}); "
                               "start the service or set system.url=...") from None
-        return httpx.Client(timeout=self.timeout_s, headers=headers, trust_env=False,
-                            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
+        return bounded(httpx.Client(timeout=self.timeout_s, headers=headers, trust_env=False,
+                                    limits=httpx.Limits(max_connections=self.concurrency,
+                                                        max_keepalive_connections=self.concurrency)))
 
     def count(self, name: str) -> None:
         with self._lock:
@@ -233,9 +236,13 @@ class HttpSystem(System):
             status, wait, why = None, None, ""
             with self._slots:
                 try:
-                    response = self._client.post(self.connect_url, json=body)
+                    with within(self.timeout_s, self.max_reply_bytes):
+                        response = self._client.post(self.connect_url, json=body)
+                except ReplyTooLarge as err:  # the same question would get the same reply: not retried
+                    self.count("failures")
+                    raise QuestionFailed(f"system: {self.url}: {err} (system.max_reply_bytes)") from None
                 except httpx.TimeoutException:
-                    why = f"no reply within {self.timeout_s:g}s (system.timeout_s)"
+                    why = f"no whole reply within {self.timeout_s:g} s (system.timeout_s)"
                 except httpx.HTTPError as err:
                     why = f"connection error ({type(err).__name__}: {err})"
                 else:

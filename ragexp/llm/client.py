@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.endpoint import Endpoint
 from ragexp.store.tracing import llm_request
@@ -98,12 +99,13 @@ class Sender:
     request cannot be answered (a failed question for chat; a stopped run for embeddings)."""
 
     def __init__(self, endpoint: Endpoint, setting: str, api_key: str, usage, give_up):
-        from openai import OpenAI
+        from openai import DefaultHttpxClient, OpenAI
 
         for noisy in ("httpx", "httpx2", "openai"):  # one INFO line per request otherwise
             logging.getLogger(noisy).setLevel(logging.WARNING)
         self.endpoint, self.setting, self.usage, self.give_up = endpoint, setting, usage, give_up
-        self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0)
+        self._openai = OpenAI(base_url=endpoint.connect_url, api_key=api_key, timeout=endpoint.timeout_s, max_retries=0,
+                              http_client=bounded(DefaultHttpxClient()))
         self._openai.default_headers  # noqa: B018 (computed once here, not on the first request: it probes the platform)
         self._slots = threading.BoundedSemaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()
@@ -124,7 +126,12 @@ class Sender:
                 try:
                     # the body as plain JSON, the reply as parsed JSON (cast_to=object): none of the SDK's
                     # typed request transform and reply models, which cost more CPU than the rest of the path
-                    return read(self._openai.post(path, body=body(), cast_to=object))
+                    with within(self.endpoint.timeout_s, self.endpoint.max_reply_bytes):
+                        reply = self._openai.post(path, body=body(), cast_to=object)
+                    return read(reply)
+                except ReplyTooLarge as err:  # the same request would get the same reply: not retried
+                    self.usage.count("failures")
+                    raise self.give_up(f"{self.endpoint.base_url}: {err} ({self.setting}.max_reply_bytes)") from None
                 except openai.APIStatusError as err:
                     error, status = err, err.status_code
                 except openai.APIConnectionError as err:  # includes timeouts
@@ -146,10 +153,13 @@ class Sender:
             if not (status is None or status in RETRY_STATUS or status >= 500) or attempt >= self.endpoint.max_retries:
                 self.usage.count("failures")
                 tries = f" after {attempt + 1} attempts" if attempt else ""
-                raise self.give_up(f"{describe(error)}{tries}") from None
+                raise self.give_up(f"{self.describe(error)}{tries}") from None
             attempt += 1
             self.usage.count("retries")
-            self._back_off(attempt, retry_after(error) if status is not None else None, describe(error))
+            self._back_off(attempt, retry_after(error) if status is not None else None, self.describe(error))
+
+    def describe(self, error) -> str:
+        return describe(error, f"no whole reply within {self.endpoint.timeout_s:g} s ({self.setting}.timeout_s)")
 
     def _wait_turn(self) -> None:
         with self._lock:
@@ -270,12 +280,12 @@ def tokens(usage, name: str) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63 else 0
 
 
-def describe(err) -> str:
+def describe(err, timed_out: str = "request timed out") -> str:
     if isinstance(err, json.JSONDecodeError):
         return f"a truncated or invalid JSON body ({err})"
     status = getattr(err, "status_code", None)
     if status is None:
-        return "request timed out" if type(err).__name__ == "APITimeoutError" else f"connection error ({err})"
+        return timed_out if type(err).__name__ == "APITimeoutError" else f"connection error ({err})"
     message = getattr(err, "message", "") or str(err)
     return f"HTTP {status}" + (f" ({message[:200]})" if message else "")
 

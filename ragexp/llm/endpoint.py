@@ -18,10 +18,12 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class Endpoint:
     """`base_url` and `model` of the endpoint; `api_key_env` names the environment variable that
     holds the key (null: the server takes none). Up to `max_concurrency` requests are in flight at
-    once, each with a `timeout_s`; a request that meets 429, 5xx, a timeout or a connection error
-    is retried up to `max_retries` times after an exponential backoff from `backoff_s` (with
-    jitter, capped at `max_backoff_s`), or after the server's Retry-After (also capped at
-    `max_backoff_s`), which pauses every request to the endpoint. `requests_per_minute` (null:
+    once; `timeout_s` bounds each attempt as a whole (connecting, the headers and the body, however
+    slowly the server sends them), and a reply larger than `max_reply_bytes` fails at that size
+    (not retried). A request that meets 429, 5xx, a timeout or a connection error is retried up to
+    `max_retries` times after an exponential backoff from `backoff_s` (with jitter, capped at
+    `max_backoff_s`), or after the server's Retry-After (also capped at `max_backoff_s`), which
+    pauses every request to the endpoint. `requests_per_minute` (null:
     unlimited) spaces the requests out. Credentials in `base_url` (http://user:key@host/v1) are
     used to connect (`connect_url`) and nowhere else: `base_url` is the URL with them masked, for
     messages, logs and cache keys."""
@@ -29,7 +31,7 @@ class Endpoint:
     def __init__(self, base_url: str, model: NonEmptyStr, api_key_env: str | None = "OPENAI_API_KEY",
                  max_concurrency: PositiveInt = 16, timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 5,
                  backoff_s: NonNegativeFloat = 1.0, max_backoff_s: NonNegativeFloat = 60.0,
-                 requests_per_minute: PositiveFloat | None = None):
+                 requests_per_minute: PositiveFloat | None = None, max_reply_bytes: PositiveInt = 10_000_000):
         self.connect_url = str(base_url).rstrip("/")
         self.base_url = scrub_url(self.connect_url)
         self.model = str(model)
@@ -38,6 +40,7 @@ class Endpoint:
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.requests_per_minute = requests_per_minute
+        self.max_reply_bytes = max_reply_bytes
 
     def __repr__(self) -> str:
         return f"Endpoint({self.base_url!r}, model={self.model!r})"
