@@ -29,6 +29,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
 - bm25s (bench/bm25_compare.py): retriever.impl=bm25s vs rank_bm25, ndcg@10 on HotpotQA and speed at 10^5 chunks;
+- deadlines (bench/deadlines.py): the triad's judging stage vs two round trips (goal: <= 1.15x), a
+  reply sent a byte a second per door (goal: fails in < 3 s), a 50 MB reply's peak memory;
 - million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
@@ -292,6 +294,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "own_system": lambda work_dir, args: __import__("own_system").measure(work_dir, args),
     "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
     "racing": lambda work_dir, args: racing_figures(work_dir, args),
+    "deadlines": lambda work_dir, args: __import__("deadlines").measure(work_dir, args),
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
 }

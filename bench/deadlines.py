@@ -1,0 +1,134 @@
+"""Figure group `deadlines` (python bench/run.py deadlines): what the whole-attempt deadline and the
+reply cap cost and hold, against the OpenAI-protocol test server (tests/openai_server.py).
+
+- latency: two sequential chat requests through ragexp's client to the server at 200 ms (the
+  server's own handling counted, as in the next figure), and the triad judging 8 questions at once
+  (4 requests each in two rounds: 32 requests, all in flight), in one process with the server:
+  goal, within 15% of the two round trips; medians of 5 runs each;
+- dribble: a reply written a byte a second (status line and headers too) with `timeout_s=2` and no
+  retry, per door (judge, generator, embeddings, system=http): seconds until the request fails
+  (goal: < 3 s);
+- size: a 50 MB reply to a judge request, in a process of its own: its peak RSS with the default
+  `max_reply_bytes` (10 MB: the question fails) and with the cap raised to 100 MB (read whole)."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+HUGE_CLIENT = """
+import json, resource, sys
+from ragexp.llm.client import ChatClient, ChatRequest
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.usage import Prices, Usage
+from ragexp.errors import QuestionFailed
+settings = json.loads(sys.argv[2])
+client = ChatClient(Endpoint(sys.argv[1], "m", api_key_env=None, max_retries=0, **settings), "judge", "k", Usage(), Prices({}))
+try:
+    outcome = "read %d characters" % len(client.complete(ChatRequest((("user", "q"),)), use_cache=False).text)
+except QuestionFailed as err:
+    outcome = str(err)
+except Exception as err:
+    outcome = type(err).__name__ + ": " + str(err)[:200]
+print(json.dumps({"outcome": outcome, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+"""
+
+
+def two_round_trips(server) -> float:
+    from ragexp.llm.client import ChatClient, ChatRequest
+    from ragexp.llm.endpoint import Endpoint
+    from ragexp.llm.usage import Prices, Usage
+
+    client = ChatClient(Endpoint(server.base_url, "m", api_key_env=None), "judge", "k", Usage(), Prices({}))
+    ask = ChatRequest((("user", "Which port?"),))
+    client.complete(ask, use_cache=False)  # the connection made
+    pairs = []
+    for _ in range(5):
+        started = time.perf_counter()
+        client.complete(ask, use_cache=False)
+        client.complete(ask, use_cache=False)
+        pairs.append(time.perf_counter() - started)
+    return statistics.median(pairs)
+
+
+def dribbled(server) -> dict:
+    from test_deadlines import DOORS
+
+    seconds = {}
+    for door, (make, _, error) in DOORS.items():
+        request = make(server, timeout_s=2)
+        server.faults, server.dribble_s = ["dribble"], 1.0
+        started = time.monotonic()
+        try:
+            request()
+            seconds[door] = "answered (no deadline held)"
+        except error:
+            seconds[door] = round(time.monotonic() - started, 2)
+    return seconds
+
+
+def huge_reply(server, settings: dict) -> dict:
+    server.faults = [{"huge": 50_000_000}]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", HUGE_CLIENT, server.base_url, json.dumps(settings)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the 50 MB reply's client failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def triad_stage(server, work_dir: Path, questions: int = 8) -> float:
+    """The triad judging `questions` questions at once (their 3 independent requests each, then
+    each one's verification: two rounds of requests, all in flight), in this process."""
+    from test_triad_parallel import ANSWER, HITS, triad
+
+    from ragexp.base.concurrency import map_concurrently
+    from ragexp.types import Question
+
+    judge, _ = triad(server, work_dir, max_concurrency=4 * questions)  # a session and cache of its own
+    asked = [Question(f"q{n}", f"Which port does server {n} use ({work_dir.name})?", ("7400",)) for n in range(questions)]
+    started = time.perf_counter()
+    map_concurrently(lambda q: judge.judge(q, HITS, ANSWER), asked, questions, "judging")
+    return time.perf_counter() - started
+
+
+def measure(work_dir: Path, args=None) -> dict:
+    from openai_server import OpenAIServer
+
+    figures: dict = {"load_1min": round(os.getloadavg()[0], 1)}
+    with OpenAIServer(latency=0.2) as server:
+        figures["two_round_trips_s"] = round(two_round_trips(server), 3)
+        stages = [round(triad_stage(server, work_dir / f"triad-{i}"), 3) for i in range(5)]
+    figures["triad_8_judging_s"] = statistics.median(stages)
+    figures["triad_8_judging_runs_s"] = stages
+    figures["triad_over_two_round_trips"] = round(figures["triad_8_judging_s"] / figures["two_round_trips_s"], 3)
+    with OpenAIServer() as server:
+        figures["dribble_fails_after_s"] = dribbled(server)
+        figures["reply_50mb_default_cap"] = huge_reply(server, {})
+        figures["reply_50mb_cap_100mb"] = huge_reply(server, {"max_reply_bytes": 100_000_000})
+    page(figures)
+    return figures
+
+
+def page(f: dict) -> None:
+    dribble = ", ".join(f"{door} {s} s" if isinstance(s, float) else f"{door}: {s}" for door, s in f["dribble_fails_after_s"].items())
+    lines = ["# Deadlines and reply caps", "",
+             f"`python bench/run.py deadlines`, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
+             f"1-minute load {f['load_1min']} at the start.", "",
+             "| figure | value | goal |", "| --- | --- | --- |",
+             f"| two sequential chat requests, 200 ms server (median of 5) | {f['two_round_trips_s']} s | |",
+             f"| the triad judging 8 questions at once, 32 requests in two rounds (median of 5: {f['triad_8_judging_runs_s']}) | "
+             f"{f['triad_8_judging_s']} s = {f['triad_over_two_round_trips']}x the two round trips | <= 1.15x |",
+             f"| a reply sent a byte a second, timeout_s=2, no retry: fails after | {dribble} | < 3 s each |",
+             f"| a 50 MB reply, default max_reply_bytes (10 MB): peak RSS of the client process | "
+             f"{f['reply_50mb_default_cap']['peak_rss_mb']} MB ({f['reply_50mb_default_cap']['outcome']}) | |",
+             f"| the same, max_reply_bytes=100000000 | {f['reply_50mb_cap_100mb']['peak_rss_mb']} MB "
+             f"({f['reply_50mb_cap_100mb']['outcome']}) | |", ""]
+    (Path(__file__).parent / "results" / "deadlines.md").write_text("\n".join(lines))
