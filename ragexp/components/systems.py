@@ -26,10 +26,10 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ragexp.base.settings import PositiveFloat, PositiveInt
-from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.errors import QuestionFailed, RagexpError, UserCodeStopped
 from ragexp.types import Answer, Chunk, Dataset, Hit, Output, Question
 
 TEXT_KEYS = ("text", "content", "page_content", "chunk")  # a context object's text, first one set
@@ -234,14 +234,19 @@ class PythonSystem(System):
     `answer` and `contexts`, or a `ragexp.SystemOutput`. `params` are your system's settings, swept
     like any other (`-m system.params.top_k=3,5`). Its answers are cached under `function`, `params`
     and `version`: bump `version` when the code changes what it answers. `concurrency` questions are
-    asked at once (threads). `timeout_s`: a question whose call takes longer fails at that deadline
-    (the run does not wait for the call)."""
+    asked at once, in threads (`workers: threads`) or in as many worker processes (`workers:
+    processes`: the function is imported in each; a worker stuck past `timeout_s` is killed and
+    replaced, and one that crashes fails its question only). `timeout_s`: a question whose call
+    takes longer fails at that deadline (in threads the run does not wait for the call; it cannot be
+    stopped)."""
 
     def __init__(self, function: str | None = None, params: Mapping[str, Any] | None = None, version: str = "1",
-                 concurrency: PositiveInt = 1, name: str | None = None, timeout_s: PositiveFloat | None = None):
+                 concurrency: PositiveInt = 1, name: str | None = None, timeout_s: PositiveFloat | None = None,
+                 workers: Literal["threads", "processes"] = "threads"):
         self.path, self.params, self.version = str(function or ""), dict(params or {}), str(version)
         self.concurrency = concurrency
-        self.timeout_s = timeout_s
+        self.timeout_s, self.workers = timeout_s, workers
+        self._pool: Any = None  # the worker processes (workers=processes), started by `start`
         self.name = name or self.path or "python"
         self.function: Callable | None = None  # imported by `start`
         self.with_params = True  # called as function(question, params); False: function(question)
@@ -258,7 +263,20 @@ class PythonSystem(System):
     def start(self, dataset: Dataset) -> list[str]:
         self.function = import_function(self.path, "system.function")
         self.with_params = takes_params(self.function)
+        if self.workers == "processes":
+            if self.path in GIVEN:
+                raise RagexpError("system.workers=processes: each worker imports the function by its module:function "
+                                  f"name, and {self.path} was handed over in Python; put it in a module, or use "
+                                  "workers=threads")
+            from ragexp.components.system_workers import Workers
+
+            self._pool = Workers(self.path, self.with_params, self.concurrency)
         return super().start(dataset)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def settings(self) -> dict:
         return {"system": "python", "function": self.path, "params": self.params, "version": self.version}
@@ -276,6 +294,12 @@ class PythonSystem(System):
                 self.counts["system_failures"] += 1
             raise QuestionFailed(f"system: {self.path} did not answer within system.timeout_s={self.timeout_s:g} s "
                                  "(the call goes on in the background; the run does not wait for it)") from None
+        except UserCodeStopped:
+            raise
+        except QuestionFailed:  # from a worker process, with its reason
+            with self._lock:
+                self.counts["system_failures"] += 1
+            raise
         except Exception as err:  # noqa: BLE001 - the question fails with the reason, the run goes on
             with self._lock:
                 self.counts["system_failures"] += 1
@@ -291,6 +315,8 @@ class PythonSystem(System):
         waited for that long at most (DeadlineMissed; the thread is a daemon, so the run and the
         process do not wait for it). Whatever the function raises, SystemExit included, is raised here."""
         assert self.function is not None
+        if self._pool is not None:
+            return self._pool.ask(question, dict(self.params), self.timeout_s)
         function = self.function
 
         def call() -> Any:
