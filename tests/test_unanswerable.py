@@ -55,6 +55,8 @@ def test_abstention_scores_per_question():
     assert abstention_scores("Blue.", answerable=False) == {
         "abstention": 0.0, "abstention_recall": 0.0, "answered_unanswerable": 1.0}
     assert abstention_scores("I don't know", answerable=True) == {"abstention": 1.0, "abstention_precision": 0.0}
+    # questions none of which is marked unanswerable: an abstention is neither right nor wrong
+    assert abstention_scores("I don't know", answerable=True, labelled=False) == {"abstention": 1.0}
     assert abstention_scores("Port 7400.", answerable=True) == {"abstention": 0.0}
 
 
@@ -114,3 +116,15 @@ def test_bad_answerable_fields_name_the_line(tmp_path, row, message):
     data = dataset(tmp_path, [*QUESTIONS[:1], row])
     proc = run_app("dataset=jsonl", f"dataset.path={data}", "tracker=none", *HASH, cwd=tmp_path)
     assert proc.returncode == 2 and f"questions.jsonl:2: {message}" in proc.stderr
+
+
+def test_without_unanswerable_marks_abstentions_get_no_precision(tmp_path):
+    """None of the questions is marked unanswerable: an abstaining generator's abstentions are
+    counted, but no precision of 0 says they were wrong (there is nothing to be right about)."""
+    data = dataset(tmp_path, [q for q in QUESTIONS if q.get("answerable", True) is True])
+    proc = run_app("dataset=jsonl", f"dataset.path={data}", "retriever=bm25", "retriever.top_k=1", "tracker=none",
+                   "hydra.run.dir=run", *HASH, "generator.abstain_below=1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [values] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
+    assert values["avg_abstention"] == 1.0 and "avg_abstention_precision" not in values
+    assert "abstention_precision" not in proc.stdout

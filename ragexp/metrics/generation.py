@@ -109,17 +109,19 @@ def abstains(answer: str) -> bool:
     return said[0] and 2 * sum(said) >= len(said)
 
 
-def abstention_scores(answer: str, answerable: bool) -> dict[str, float]:
+def abstention_scores(answer: str, answerable: bool, labelled: bool = True) -> dict[str, float]:
     """Per answered question: `abstention` (1 when it abstains); for a question the corpus cannot
     answer, `abstention_recall` (1 when it abstains) and `answered_unanswerable` (1 when it answers
     anyway: a confident answer to an unanswerable question); for an abstaining answer,
-    `abstention_precision` (1 when the question was unanswerable). Their means are the run's
-    abstention rate, abstention recall, answered-unanswerable rate and abstention precision."""
+    `abstention_precision` (1 when the question was unanswerable), only when the questions are
+    `labelled` (some marked unanswerable: without such labels an abstention is neither right nor
+    wrong, and a precision of 0 would say it was wrong). Their means are the run's abstention rate,
+    abstention recall, answered-unanswerable rate and abstention precision."""
     abstained = abstains(answer)
     scores = {"abstention": float(abstained)}
     if not answerable:
         scores.update(abstention_recall=float(abstained), answered_unanswerable=float(not abstained))
-    if abstained:
+    if abstained and labelled:
         scores["abstention_precision"] = float(not answerable)
     return scores
 

@@ -81,7 +81,8 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
 
         judge = partial(judge_answer, work, c.judge, settings(cfg.judge))
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
-        results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge)) for r in results]
+        labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
+        results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
@@ -209,15 +210,15 @@ def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit], t
     )
 
 
-def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge) -> dict[str, float]:
-    """The answer against the expected answers, whether it abstained (and whether it should have: see
-    metrics.generation.abstention_scores), and the specification's generation scorecard from the
+def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge, labelled: bool = True) -> dict[str, float]:
+    """The answer against the expected answers, whether it abstained (and whether it should have, when
+    the questions are `labelled` answerable or not: see metrics.generation.abstention_scores), and the specification's generation scorecard from the
     judge's scores that feed it (`judge.scorecard`) on 0-1 (see metrics.generation)."""
     if result.answer is None:
         return {}
     question = result.question
     scores = metric_set.answer_scores(result.answer.text, question.answers) if question.answers else {}
-    scores.update(abstention_scores(result.answer.text, question.answerable))
+    scores.update(abstention_scores(result.answer.text, question.answerable, labelled))
     if result.judgement is not None:
         judged, scales = result.judgement.scores, getattr(judge, "scales", {})
         unit = {part: (judged[metric] - scales[metric][0]) / (scales[metric][1] - scales[metric][0])
