@@ -75,6 +75,18 @@ def test_gate_settings_are_checked_before_any_work():
 GATE_ARGS = ["dataset.limit=2", "retriever=bm25", *HASH, "gate=production", "~gate.thresholds.answer_relevance"]
 
 
+def test_without_a_gate_the_console_says_what_the_targets_say_and_that_the_exit_ignores_it(tmp_path):
+    proc = run_app("dataset.limit=2", "retriever=bm25", *HASH, "tracker=none", "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [results] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
+    statuses = json.loads((tmp_path / "run" / "run.json").read_text())["statuses"]
+    warned = [k for k, v in statuses.items() if v == "warning"]
+    [line] = [line for line in proc.stdout.splitlines() if line.startswith("no gate set: ")]
+    assert line.startswith(f"no gate set: {len(warned)} rated warning against their targets ({', '.join(warned)}): "
+                           "ragexp.evaluate's `passed` is False" if warned else "no gate set: no metric rated warning")
+    assert "the exit status does not depend on the targets" in line and "gate_passed" not in results
+
+
 def test_passing_gate_exits_zero(tmp_path):
     proc = run_app(*GATE_ARGS, "gate.thresholds.mrr.min=0", "gate.thresholds.hit_rate_at_5.min=0", "tracker=none",
                    cwd=tmp_path)
@@ -92,6 +104,10 @@ def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
     assert proc.returncode == 3, proc.stderr
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
     assert f"mrr = {results['mrr']:.4f} >= 1.01: FAILED" in proc.stdout
+    # the metric's row says both: its target's mark, and that the gate failed it
+    [row] = [line for line in proc.stdout.splitlines() if line.split()[:1] == ["mrr"] and line.split()[1] != "="]
+    assert row.split()[2] in ("good", "ok", "warning") and row.endswith("gate >= 1.01 FAILED")
+    assert "gate 'production': FAILED (it decides the exit status)" in proc.stdout
     assert (f"ragexp: error: quality gate 'production' failed (1 of 3 thresholds missed): "
             f"mrr = {results['mrr']:.4f} >= 1.01") in proc.stderr
     _, [run] = mlflow_runs(tmp_path)

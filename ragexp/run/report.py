@@ -12,7 +12,9 @@ def summary(result: RunResult) -> str:
     the notes and the quality gate's verdict."""
     from ragexp.metrics.targets import BY_CONSTRUCTION
 
-    lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r}"]
+    lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r} (good / ok / warning: against each "
+             "metric's target" + (f"; gate {result.gate.name!r}: its own thresholds" if result.gate is not None else "") + ")"]
+    gated = gate_marks(result)
     whole = {k: v for k, v in result.aggregates.items() if "/" not in k}
     counts = {count_name(k) for k in whole} & set(whole)  # n_<metric>: the questions a metric was computed over
     width = max(len(k) for k in whole)
@@ -22,7 +24,7 @@ def summary(result: RunResult) -> str:
             continue
         shown = f"{value:d}" if isinstance(value, int) else f"{value:.4f}" if key.endswith("_usd") else f"{value:.3f}"
         over = f"over {whole[count_name(key)]} of {total} questions" if count_name(key) in counts else ""
-        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}  {over}".rstrip())
+        lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}  {gated.get(key, '')}  {over}".rstrip())
     failures: dict[str, int] = {}
     for r in result.questions:
         if r.failed:
@@ -37,9 +39,30 @@ def summary(result: RunResult) -> str:
     if result.counters:
         lines.append("  work: " + ", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())))
     if result.gate is not None:
-        lines.append(f"gate {result.gate.name!r}: {'passed' if result.gate.passed else 'FAILED'}")
+        lines.append(f"gate {result.gate.name!r}: {'passed' if result.gate.passed else 'FAILED'} (it decides the exit status)")
         lines += [f"  {check}" for check in result.gate.checks]
+    else:
+        warned = [key for key, status in result.statuses.items() if status == "warning"]
+        verdict = (f"{len(warned)} rated warning against their targets ({', '.join(warned)}): ragexp.evaluate's "
+                   "`passed` is False" if warned else "no metric rated warning against its target: ragexp.evaluate's "
+                   "`passed` is True")
+        lines.append(f"no gate set: {verdict}; the exit status does not depend on the targets: set gate=production "
+                     "or your own thresholds for that")
     return "\n".join(lines)
+
+
+def gate_marks(result: RunResult) -> dict[str, str]:
+    """aggregate -> the gate's check of it, as shown beside its target mark (`gate >= 0.8 FAILED`),
+    so that a metric rated `good` against its target but failing the gate says both."""
+    if result.gate is None:
+        return {}
+    marks: dict[str, list[str]] = {}
+    for check in result.gate.checks:  # "mrr = 0.4120 >= 0.8: FAILED"
+        key, equals, rest = check.partition(" = ")
+        if equals:
+            condition, _, outcome = rest.partition(" ")[2].rpartition(": ")
+            marks.setdefault(key, []).append(f"{condition.split(' (')[0]} {outcome}")
+    return {key: "gate " + ", ".join(parts) for key, parts in marks.items()}
 
 
 def slices_summary(result: RunResult) -> list[str]:
