@@ -31,6 +31,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - bm25s (bench/bm25_compare.py): retriever.impl=bm25s vs rank_bm25, ndcg@10 on HotpotQA and speed at 10^5 chunks;
 - deadlines (bench/deadlines.py): the triad's judging stage vs two round trips (goal: <= 1.15x), a
   reply sent a byte a second per door (goal: fails in < 3 s), a 50 MB reply's peak memory;
+- chaos (bench/chaos.py): 8 runs and 2 sweeps started together on one new store, 20 times (goal: 20 of
+  20 keep to their own folders, params and scores);
 - million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
@@ -295,6 +297,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "ppi": lambda work_dir, args: __import__("ppi_coverage").measure(work_dir, args),
     "racing": lambda work_dir, args: racing_figures(work_dir, args),
     "deadlines": lambda work_dir, args: __import__("deadlines").measure(work_dir, args),
+    "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
 }
@@ -423,6 +426,10 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
         f"{m['records_per_cpu_s']:,} per CPU second; load {m['load_1min']})")), ">= 100,000/s"),
     ("monitor: peak RSS", get("monitor", show=lambda m: f"{m['peak_rss_mb']} MB"), "< 500 MB"),
     *racing_rows(),
+    ("8 runs + 2 sweeps started together on a new store: repeats that kept to their own", get("chaos", show=lambda c: (
+        f"{c['kept']} / {c['repeats']} (median {c['median_wall_s']} s a repeat; load {c['load_1min']})")), "20 / 20"),
+    ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (
+        f"{d['triad_over_two_round_trips']}x ({d['triad_8_judging_s']} / {d['two_round_trips_s']} s)")), "<= 1.15x"),
     ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
         f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
         f"load {t['load_1min']})")), "<= +10%"),
