@@ -1,5 +1,5 @@
-"""`python -m ragexp.trec_eval QRELS RUN [-m MEASURE ...] [-q] [-l LEVEL]`: trec_eval's numbers
-for any TREC run file, computed by ragexp's own retrieval metrics (ragexp.metrics.retrieval).
+"""trec_eval's numbers for any TREC run file, computed by ragexp's own retrieval metrics
+(ragexp.metrics.retrieval): `python -m ragexp.trec_eval QRELS RUN [-m MEASURE] [-q] [-l LEVEL]`.
 
 QRELS lines are `qid iter docno rel`, RUN lines `qid Q0 docno rank score tag`. As in trec_eval, a
 run is ordered by score (descending), ties broken by docno in reverse byte order (the rank

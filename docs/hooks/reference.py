@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -252,8 +251,7 @@ def public_names(tree: ast.Module) -> list[tuple[str, str]]:
 
 
 def first_sentence(doc: str | None) -> str:
-    text = " ".join((doc or "").split())
-    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0] if text else ""
+    return config_docs.first_sentence(doc or "")
 
 
 def layout_page() -> str:

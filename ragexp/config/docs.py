@@ -28,14 +28,24 @@ class Option:
     group: str        # chunker, synth/generator
     name: str         # recursive
     path: Path
-    about: str        # the comment lines at the top of the file, joined
+    about: str        # the comment lines at the top of the file, joined (its example commands apart)
     settings: list[Setting] = field(default_factory=list)
     target: str = ""  # its _target_ class, if any
+    examples: list[str] = field(default_factory=list)  # the header's indented lines: example commands
 
     @property
     def summary(self) -> str:
-        """The first sentence (or line) of `about`."""
-        return re.split(r"(?<=\.)\s", self.about, maxsplit=1)[0] if self.about else ""
+        """The first sentence of `about`."""
+        return first_sentence(self.about)
+
+
+def first_sentence(text: str) -> str:
+    """The first whole sentence of `text` ("e.g.", "0.5" and the like do not end one)."""
+    from ragexp.base.text import split_sentences
+
+    paragraph = re.split(r"\n\s*\n|\n\s*- ", text.strip(), maxsplit=1)[0]  # before a blank line or a list
+    sentences = split_sentences(" ".join(paragraph.split()))
+    return sentences[0] if sentences else ""
 
 
 @dataclass
@@ -67,16 +77,21 @@ def split_comment(text: str) -> tuple[str, str]:
 def read_option(path: Path, group: str) -> Option:
     lines = path.read_text(encoding="utf-8").splitlines()
     about: list[str] = []
+    examples: list[str] = []
     for line in lines:
         if not line.startswith("#"):
             break
         text = line.lstrip("#").strip()
         if text.startswith("@package"):
             continue
-        if about and not text:
+        if (about or examples) and not text:
             break
-        about.append(text)
-    option = Option(group=group, name=path.stem, path=path, about=unreferenced(" ".join(t for t in about if t)))
+        if line.lstrip("#").startswith("   "):  # an indented line: an example command, kept whole
+            examples.append(text)
+        else:
+            about.append(text)
+    option = Option(group=group, name=path.stem, path=path, about=unreferenced(" ".join(t for t in about if t)),
+                    examples=examples)
     option.settings = read_settings(lines)
     option.target = next((s.default for s in option.settings if s.key == "_target_"), "")
     return option
@@ -263,7 +278,7 @@ def option_lines(group: Group, name: str) -> list[str]:
     for option in group.options:
         if option.name == name:
             prefix = (group.name.partition("@")[2] or group.name) if group.default is not None else ""
-            return ["", f"{group.spelling}={option.name}: {option.about}",
+            return ["", f"{group.spelling}={option.name}: {option.about}", *(f"    {e}" for e in option.examples),
                     *setting_lines(option.settings, prefix=prefix.replace("/", "."))]
     return []
 

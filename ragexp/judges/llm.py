@@ -1,4 +1,5 @@
-"""The specification's single-call LLM judge: one request per question (and repeat)."""
+"""The single-call LLM judge: one request per question (and repeat) scores context relevance, answer
+similarity, faithfulness and hallucination together."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -1,4 +1,4 @@
-"""The offline judge: the specification's single-call metrics by embedding similarity, without an LLM."""
+"""The offline judge: the single-call judge's metrics by embedding similarity, without an LLM."""
 from __future__ import annotations
 
 import re

@@ -56,7 +56,7 @@ def parse_threshold(name: str, spec: ThresholdSpec) -> Threshold:
 
 class Gate:
     """`gate=none` (no thresholds: nothing checked, nothing logged), `gate=production` (the
-    specification's offline quality gate), or your own thresholds."""
+    offline quality gate a release must pass), or your own thresholds."""
 
     def __init__(self, name: str = "none", thresholds: dict[str, ThresholdSpec] | None = None):
         self.name = name

@@ -1,4 +1,4 @@
-"""Generation metrics of the specification (section 6.4) that need no LLM.
+"""Generation metrics that need no LLM.
 
 - Correctness against the expected answer: SQuAD's exact match and token F1 (the official
   v1.1/v2.0 normalisation: lower case, no punctuation, no articles a/an/the, single spaces;

@@ -1,4 +1,4 @@
-"""Weights and per-run aggregates, named as in the specification."""
+"""Weights and per-run aggregates: how each question's scores become the run's numbers."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Targets and warning signs of the specification, applied to a run's aggregates: each metric
+"""Targets and warning signs, applied to a run's aggregates: each metric
 that has a target gets `good`, `ok` or `warning`. A target holds for one scale only (the
 single-call judge's 1-10 tables are not the triad's 0-1 ones), so a metric is rated only when
 its scale is known and matches.

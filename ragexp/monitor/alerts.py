@@ -1,5 +1,5 @@
-"""Alert rules: each window's metrics against a baseline run's (or a fixed bound), the
-specification's defaults (6.6.5) in `conf/monitor.yaml` under `alerts`:
+"""Alert rules: each window's metrics against a baseline run's (or a fixed bound). The defaults,
+in `conf/monitor.yaml` under `alerts`:
 
 - `drop`: current < baseline x (1 - limit)   (faithfulness, answer relevance, satisfaction: 0.10)
 - `rise`: current > baseline x limit and current >= floor   (error rate: 2x)
