@@ -11,14 +11,13 @@ import queue
 import traceback
 from typing import Any
 
+from ragexp.components.user_functions import called, import_function
 from ragexp.errors import QuestionFailed, UserCodeStopped
 
 
 def serve(path: str, with_params: bool, connection) -> None:
     """A worker's life: import the function, then answer each (question, params) sent until the
     pipe closes. Exceptions are sent back as text; a BaseException (SystemExit...) ends the worker."""
-    from ragexp.components.systems import called, import_function
-
     function = import_function(path, "system.function")
     while True:
         try:
@@ -83,6 +82,7 @@ class Workers:
                                      "(its worker process was killed and replaced)")
             kind, value = worker.connection.recv()
         except (EOFError, OSError):
+            worker.process.join(timeout=5)  # the pipe closed as it died: its exit code is there once it is reaped
             code = worker.process.exitcode
             worker = self.replace(worker)
             raise QuestionFailed(f"system: {self.path}: its worker process died (exit code {code}) while "
