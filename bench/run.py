@@ -33,6 +33,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   reply sent a byte a second per door (goal: fails in < 3 s), a 50 MB reply's peak memory;
 - chaos (bench/chaos.py): 8 runs and 2 sweeps started together on one new store, 20 times (goal: 20 of
   20 keep to their own folders, params and scores);
+- grids (bench/grids.py): a 48-point sweep of cheap configurations: wall over its jobs' own time
+  (goal: <= 3), the time before the first job, peak RSS;
 - million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
@@ -298,6 +300,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "racing": lambda work_dir, args: racing_figures(work_dir, args),
     "deadlines": lambda work_dir, args: __import__("deadlines").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
+    "grids": lambda work_dir, args: {"after": __import__("grids").measure(work_dir, args)},
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
 }
@@ -428,6 +431,13 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     *racing_rows(),
     ("8 runs + 2 sweeps started together on a new store: repeats that kept to their own", get("chaos", show=lambda c: (
         f"{c['kept']} / {c['repeats']} (median {c['median_wall_s']} s a repeat; load {c['load_1min']})")), "20 / 20"),
+    ("48-point sweep of cheap configurations: wall / its jobs' own time; before the first job; peak RSS",
+     get("grids", "after", "48", show=lambda g: (f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); "
+                                                 f"{g['before_first_job_s']} s; {g['peak_rss_mb_largest_child']} MB")),
+     "<= 3x; <= 12.4 s; <= 400 MB"),
+    ("the same, before each point was composed once", get("grids", "before", "48", show=lambda g: (
+        f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); {g['before_first_job_s']} s; "
+        f"{g['peak_rss_mb_largest_child']} MB")), ""),
     ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (
         f"{d['triad_over_two_round_trips']}x ({d['triad_8_judging_s']} / {d['two_round_trips_s']} s)")), "<= 1.15x"),
     ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (

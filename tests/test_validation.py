@@ -226,3 +226,34 @@ def test_a_users_components_are_checked_as_strictly_as_ragexps(tmp_path, monkeyp
     with caplog.at_level(logging.WARNING, logger="ragexp"):
         validate(cfg)  # a warning, not an error: the run goes on
     assert [r.getMessage() for r in caplog.records if "not checked" in r.getMessage()] == [line]
+
+
+def test_each_grid_point_is_composed_once_for_the_checks_and_its_job(tmp_path, monkeypatch):
+    """ragexp's check of every point, Hydra's and the launcher's each composed every point: three
+    compositions a job. Now one, and the job runs the config the checks saw."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from conftest import HASH, run_app
+
+    composed: list[tuple[str, ...]] = []
+    real = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self, master_config, sweep_overrides):
+        composed.append(tuple(sweep_overrides))
+        return real(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    proc = run_app("-m", *HASH, "retriever=bm25", "dataset.limit=2", "chunker.chunk_size=200,300,400", "tracker=none",
+                   f"cache.dir={tmp_path / 'cache'}", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(composed) == len(set(composed)) == 3
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from ragexp.sweep.composed import ComposedOnce
+
+    jobs = [OmegaConf.load(meta.parent / ".hydra" / "config.yaml") for meta in (tmp_path / "sweep").glob("*/run.json")]
+    assert sorted(job.chunker.chunk_size for job in jobs) == [200, 300, 400]
+
+    if GlobalHydra.instance().is_initialized():  # the loader's own method is back after the sweep
+        assert not isinstance(GlobalHydra.instance().config_loader().__dict__.get("load_sweep_config"), ComposedOnce)

@@ -10,6 +10,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from ragexp.sweep.composed import ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
 
@@ -44,11 +45,14 @@ class SweepTracking(Callback):
     went on; failed jobs are listed with their reasons) or else 3 when a job missed a
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
 
+    composed: ComposedOnce | None = None  # the grid's points, each composed once (ragexp.sweep.composed)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.config.build import build
 
         sweeper = config.hydra.sweeper.get("_target_")
         if sweeper in (BASIC_SWEEPER, RACING_SWEEPER):  # a grid: known in advance, checked before any job
+            self.composed = compose_once(config)  # each point composed once for the checks and its job
             invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)
             if invalid:
                 print(f"ragexp: error: {len(invalid)} of {len(grid_points(config))} grid points are invalid; "
@@ -82,6 +86,9 @@ class SweepTracking(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.errors import GATE_FAILED, RUN_FAILED
+
+        if self.composed is not None:
+            self.composed.close()
 
         from ragexp.sweep.racing import report as racing
 

@@ -1,0 +1,58 @@
+"""Figure group `grids` (python bench/run.py grids): what a sweep costs beyond its jobs' own work.
+A grid of cheap configurations (`embedder=hash embedder@scoring_embedder=hash retriever=bm25
+dataset.limit=10`, 4 chunkers x 3 chunk sizes x 4 top_k = 48 points) on the bundled sample, a fresh
+MLflow SQLite store and stage cache, Hydra's basic launcher: the sweep's wall time, the sum of its
+jobs' own `job_time_s` (from a job's start to its results written, before logging) and their
+ratio (goal: <= 3), the time before the first job starts (goal: <= 10 s + 0.05 s per point), and
+the peak RSS of the process (goal: <= 400 MB). RAGEXP_BENCH_GRID_POINTS=8,48,192 measures those
+grids (default 48)."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GRIDS = {  # points -> the swept overrides
+    8: ["chunker=recursive,sentence,token,fixed", "retriever.top_k=3,5"],
+    48: ["chunker=recursive,sentence,token,fixed", "chunker.chunk_size=300,500,700", "retriever.top_k=2,3,4,5"],
+    192: ["chunker=recursive,sentence,token,fixed", "chunker.chunk_size=300,400,500,600,700,800",
+          "retriever.top_k=2,3,4,5,6,7,8,9"],
+}
+CHEAP = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=10"]
+
+
+def sweep(work_dir: Path, points: int) -> dict:
+    sweep_dir = work_dir / f"sweep-{points}"
+    args = [sys.executable, "-m", "ragexp", "-m", *CHEAP, *GRIDS[points], f"hydra.sweep.dir={sweep_dir}",
+            f"tracker.tracking_uri=sqlite:///{work_dir / f'mlflow-{points}.db'}", f"cache.dir={work_dir / f'cache-{points}'}"]
+    started = time.time()
+    proc = subprocess.Popen(args, cwd=work_dir, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate()
+    wall = time.time() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024  # the largest child so far
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the {points}-point sweep failed:\n{err[-3000:]}")
+    metas = [json.loads(p.read_text()) for p in sweep_dir.glob("*/run.json")]
+    assert len(metas) == points, f"{len(metas)} of {points} jobs wrote run.json"
+    job_time = sum(m["job_time_s"] for m in metas)
+    first = min(m["started"] for m in metas)
+    return {"points": points, "wall_s": round(wall, 1), "jobs_own_s": round(job_time, 1),
+            "wall_over_jobs": round(wall / job_time, 2), "before_first_job_s": round(first - started, 1),
+            "peak_rss_mb_largest_child": peak_mb, "load_1min": round(os.getloadavg()[0], 1)}
+
+
+def measure(work_dir: Path, args=None) -> dict:
+    points = [int(p) for p in os.environ.get("RAGEXP_BENCH_GRID_POINTS", "48").split(",")]
+    return {str(n): sweep(work_dir, n) for n in points}
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    print(json.dumps(measure(Path(tempfile.mkdtemp(prefix="ragexp-grids-"))), indent=2))
