@@ -1,0 +1,59 @@
+"""A run killed with SIGKILL (no handler runs) at 10 points of its life, from its start to its
+last logging call, on one SQLite MLflow store: after each kill, the next command leaves no run of
+a dead process RUNNING, finishes its own run, and a run another live process holds stays RUNNING."""
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import HASH, cli_env, run_cli
+from ragexp.base.processes import this_process
+
+POINTS = 10
+
+
+@pytest.mark.process
+def test_a_run_killed_at_any_point_is_closed_by_the_next_command(tmp_path):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = (*HASH, "retriever=bm25", "dataset.limit=3", f"tracker.tracking_uri={uri}", f"cache.dir={tmp_path / 'cache'}")
+    assert run_cli(*args, cwd=tmp_path).returncode == 0  # makes the store
+    started = time.monotonic()
+    timed = run_cli(*args, cwd=tmp_path)  # a whole run's life on the store
+    life = time.monotonic() - started
+    assert timed.returncode == 0, timed.stderr
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("ragexp").experiment_id
+    me = this_process()  # this test's process is alive throughout: a run it holds must stay RUNNING
+    live = client.create_run(experiment, run_name="live", tags={
+        "ragexp.host": me["host"], "ragexp.pid": str(me["pid"]), "ragexp.process_started": str(me["started"])}).info.run_id
+
+    def logging(victim) -> bool:
+        return any(r.info.status == "RUNNING" and r.data.tags.get("ragexp.pid") == str(victim.pid)
+                   for r in client.search_runs([experiment]))
+
+    killed_while_logging = 0
+    for point in range(1, POINTS + 1):
+        victim = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=cli_env(),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if point <= POINTS - 2:  # spread over its life
+            time.sleep(life * point / (POINTS - 1))
+        else:  # the last two: as soon as its MLflow run is open (it is being logged)
+            deadline = time.monotonic() + 3 * life
+            while victim.poll() is None and not logging(victim) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        killed_while_logging += logging(victim)
+        after = run_cli(*args, cwd=tmp_path)
+        assert after.returncode == 0, f"after the kill at point {point}: {after.stderr[-2000:]}"
+        runs = client.search_runs([experiment])
+        running = [r.info.run_id for r in runs if r.info.status == "RUNNING"]
+        assert running == [live], f"after the kill at point {point}, left RUNNING: {running}"
+        newest = max((r for r in runs if r.info.run_id != live), key=lambda r: r.info.start_time)
+        assert newest.info.status == "FINISHED"
+    assert not list(tmp_path.glob("mlflow.db.broken-*"))
+    assert killed_while_logging >= 2, "the kills meant to fall while a run was logged missed it"
