@@ -190,6 +190,23 @@ def test_the_metrics_plot_has_a_panel_per_score_and_none_for_work_counters_or_ti
     assert titles[0] == "overall_score" and "hallucination_rate" in titles
 
 
+def test_plots_of_a_big_grid_draw_its_best_configurations_and_stay_the_same_size():
+    """A plot grew 256 px a configuration (50,192 px tall at 192): it draws the best 25 now, says so,
+    and the table keeps every configuration."""
+    from ragexp.compare.plots import SHOWN, distribution_plot, metrics_plot
+
+    small = board_of(*[make_run(f"r{i:02d}", "RecursiveChunker", "BM25Retriever", shift=i / 30, seed=i) for i in range(SHOWN)])
+    big = board_of(*[make_run(f"r{i:02d}", "RecursiveChunker", "BM25Retriever", shift=i / 30, seed=i) for i in range(60)])
+    assert len(big.entries) == 60
+    for plot in (metrics_plot, distribution_plot):
+        assert plot(big).get_size_inches()[1] == plot(small).get_size_inches()[1]
+        drawn = [t.get_text() for t in plot(big).axes[0].get_yticklabels()]
+        assert drawn == [e.label for e in big.entries[:SHOWN]]
+    assert "the best 25 of 60; every configuration is in the table" in metrics_plot(big)._suptitle.get_text()
+    assert "the best 25 of 60" in distribution_plot(big).axes[0].get_title()
+    assert "of 25" not in metrics_plot(small)._suptitle.get_text()
+
+
 def test_a_row_reads_approximately_best_only_when_its_interval_holds_zero():
     """A difference whose interval excludes 0 read "≈ best" when Holm's correction kept its test from
     rejecting: such a row is "worse before Holm" now."""

@@ -51,8 +51,22 @@ def whiskers(interval) -> list | None:
     return [[max(0.0, interval.estimate - interval.low)], [max(0.0, interval.high - interval.estimate)]]
 
 
-def labels(board: Leaderboard) -> list[str]:
-    return [e.label for e in board.entries]
+SHOWN = 25  # configurations drawn per plot, best first: a plot of hundreds is unreadable and huge
+
+
+def shown(board: Leaderboard) -> list:
+    """The leaderboard's first SHOWN entries (best first); every one stays in the report's table."""
+    return board.entries[:SHOWN]
+
+
+def of_all(board: Leaderboard) -> str:
+    """A title's note when the plot shows only the best configurations."""
+    n = len(board.entries)
+    return f" (the best {SHOWN} of {n}; every configuration is in the table)" if n > SHOWN else ""
+
+
+def labels(entries: list) -> list[str]:
+    return [e.label for e in entries]
 
 
 def metrics_plot(board: Leaderboard):
@@ -61,32 +75,35 @@ def metrics_plot(board: Leaderboard):
     metrics = [m for m in board.metrics if m not in COUNTS and not is_bookkeeping(m)]
     columns = min(3, len(metrics))
     rows = math.ceil(len(metrics) / columns)
-    n = len(board.entries)
+    entries = shown(board)
+    n = len(entries)
     fig = figure(4.2 * columns + 1.5, rows * (0.32 * n + 1.3))
     axes = np.atleast_1d(fig.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
     y = np.arange(n)[::-1]
     for ax, metric in zip(axes, metrics):
-        for yi, entry in zip(y, board.entries):
+        for yi, entry in zip(y, entries):
             interval = entry.values.get(metric)
             if interval is None or math.isnan(interval.estimate):
                 continue
             ax.errorbar(interval.estimate, yi, xerr=whiskers(interval), fmt="o", color=colour(entry.verdict), capsize=3)
         ax.set_title(metric, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-        ax.set_yticks(y, labels(board), fontsize=8)
+        ax.set_yticks(y, labels(entries), fontsize=8)
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
     legend(axes[0])
-    fig.suptitle(f"Aggregates per configuration, {board.level:.0%} bootstrap CI over questions", fontsize=11)
+    fig.suptitle(f"Aggregates per configuration, {board.level:.0%} bootstrap CI over questions{of_all(board)}",
+                 fontsize=11)
     return fig
 
 
 def distribution_plot(board: Leaderboard):
     """Per-question objective per configuration: box (quartiles), whiskers, points, mean as a diamond."""
-    data = [e.question_scores for e in board.entries]
+    entries = shown(board)
+    data = [e.question_scores for e in entries]
     if not any(len(d) for d in data):
         return None
-    n = len(board.entries)
+    n = len(entries)
     fig = figure(8, 0.45 * n + 1.6)
     ax = fig.subplots()
     y = np.arange(n)[::-1]
@@ -96,12 +113,12 @@ def distribution_plot(board: Leaderboard):
     rng = np.random.default_rng(0)
     for i in present:
         jitter = rng.uniform(-0.15, 0.15, len(data[i]))
-        ax.scatter(data[i], y[i] + jitter, s=8, alpha=0.35, color=colour(board.entries[i].verdict))
+        ax.scatter(data[i], y[i] + jitter, s=8, alpha=0.35, color=colour(entries[i].verdict))
         ax.scatter([np.mean(data[i])], [y[i]], marker="D", color="black", zorder=3, s=25)
-    ax.set_yticks(y, labels(board), fontsize=8)
+    ax.set_yticks(y, labels(entries), fontsize=8)
     ax.set_xlabel(f"per-question {board.objective}")
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title(f"Distribution of per-question {board.objective} (diamond: mean)", fontsize=11)
+    ax.set_title(f"Distribution of per-question {board.objective} (diamond: mean){of_all(board)}", fontsize=11)
     return fig
 
 
