@@ -1,7 +1,8 @@
 """`system=http`: your RAG service as the system under test. Each question is one JSON POST; the
 answer and the contexts are read from the reply by field paths. Requests go through the same
 machinery as the LLM client's (ragexp.llm.client): `max_concurrency` in flight, a `timeout_s` for
-each attempt as a whole (connect, headers and body), a reply cap of `max_reply_bytes`, retries with exponential backoff and jitter on 408/409/429/5xx, timeouts and connection errors
+each attempt as a whole (connect, headers and body), a reply cap of `max_reply_bytes`, retries
+with exponential backoff and jitter on 408/409/429/5xx, timeouts and connection errors
 (a Retry-After wins), `requests_per_minute` shared by every process on the machine, the answers
 cached (by the run's stage cache, under the system's settings) and every failure counted."""
 from __future__ import annotations
