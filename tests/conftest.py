@@ -352,3 +352,13 @@ def small_sweep(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr
     [sweep_dir] = cwd.glob("multirun/*/*")
     return SimpleNamespace(cwd=cwd, proc=proc, sweep_dir=sweep_dir, uri=f"sqlite:///{cwd / 'mlflow.db'}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The documentation's blocks: how many run as printed, how many say why they cannot (test_docs)."""
+    docs = sys.modules.get("test_docs")
+    if docs is not None:
+        blocks = [why for page in docs.BLOCKS.values() for _, _, why in page]
+        marked = sum(why is not None for why in blocks)
+        terminalreporter.write_line(f"doc blocks of README.md and docs/: {len(blocks) - marked} run as printed (process "
+                                    f"tier), {marked} marked not runnable, each with its reason")

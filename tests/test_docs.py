@@ -1,8 +1,11 @@
-"""The documentation's examples run (and the README's commands compose): every block marked ```bash title="runnable"``` or
-```python title="runnable"``` in docs/. The fast tier composes the config of every ragexp command
-line in them (a renamed option or group fails here, in milliseconds); the process tier runs the
-blocks for real, page by page in a fresh folder, in order (a page's later blocks see what its
-earlier ones made)."""
+"""The documentation's examples run as printed: every ```bash``` and ```python``` block of README.md
+and docs/, unless the line before it says why it cannot (`<!-- not runnable: REASON -->`, which
+the rendered page does not show: a server that runs until stopped, your own files or keys, a
+clone's make targets). The fast tier composes the config of every ragexp command line in the
+blocks that run and in the README (a renamed option or group fails here, in milliseconds) and
+checks that every block that does not run says why; the process tier runs the blocks for real,
+page by page in a fresh folder, in order (a page's later blocks see what its earlier ones made).
+The session's summary gives the counts."""
 import importlib
 import re
 import shlex
@@ -15,18 +18,26 @@ import pytest
 from conftest import CONF, ROOT, cli_env
 
 DOCS = ROOT / "docs"
-FENCE = re.compile(r'^```(bash|python) title="runnable"\n(.*?)^```', re.M | re.S)
+BLOCK = re.compile(r"^(?:<!-- not runnable: (?P<why>[^\n]*?) -->\n)?```(?P<lang>bash|python)[^\n]*\n(?P<code>.*?)^```",
+                   re.M | re.S)
 HYDRA_COMMANDS = {"ragexp": "config", "ragexp.synth": "synth", "ragexp.monitor": "monitor"}
 
 
-def runnable_blocks() -> dict[str, list[tuple[str, str]]]:
-    """page (relative to docs/) -> its runnable blocks (language, code), in order."""
+def doc_blocks() -> dict[str, list[tuple[str, str, str | None]]]:
+    """page (README.md, or relative to docs/) -> its bash and python blocks in order: (language,
+    code, why it does not run, or None)."""
     pages = {}
-    for page in sorted(DOCS.rglob("*.md")):
-        blocks = FENCE.findall(page.read_text(encoding="utf-8"))
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        blocks = [(m["lang"], m["code"], m["why"]) for m in BLOCK.finditer(page.read_text(encoding="utf-8"))]
         if blocks:
-            pages[str(page.relative_to(DOCS))] = blocks
+            pages["README.md" if page.parent == ROOT else str(page.relative_to(DOCS))] = blocks
     return pages
+
+
+def runnable_blocks() -> dict[str, list[tuple[str, str]]]:
+    """page -> the blocks that run, in order."""
+    pages = {page: [(lang, code) for lang, code, why in blocks if why is None] for page, blocks in doc_blocks().items()}
+    return {page: blocks for page, blocks in pages.items() if blocks}
 
 
 def command_lines(code: str) -> list[list[str]]:
@@ -55,15 +66,25 @@ def first_values(overrides: list[str]) -> list[str]:
     return points
 
 
+BLOCKS = doc_blocks()
 PAGES = runnable_blocks()
-README_BLOCKS = re.findall(r"^```bash\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.M | re.S)
-COMMANDS = [(page, command) for page, blocks in PAGES.items() for lang, code in blocks if lang == "bash"
-            for command in command_lines(code)] + [("README.md", c) for code in README_BLOCKS for c in command_lines(code)]
+COMMANDS = [(page, command) for page, blocks in BLOCKS.items() for lang, code, why in blocks
+            if lang == "bash" and (why is None or page == "README.md") for command in command_lines(code)]
 
 
 def test_the_docs_have_runnable_blocks_and_the_tour_is_among_them():
     assert "get-started/tour.md" in PAGES
     assert len(COMMANDS) >= 8 and any(page == "README.md" for page, _ in COMMANDS)
+
+
+def test_every_block_that_does_not_run_says_why():
+    """A block is run unless marked; a mark gives its reason in words, and no block keeps the old,
+    visible `title="runnable"`."""
+    for page, blocks in BLOCKS.items():
+        for number, (_, _, why) in enumerate(blocks, 1):
+            assert why is None or len(why.split()) >= 3, f"{page}, block {number}: say why it does not run"
+    pages = [ROOT / "README.md", *DOCS.rglob("*.md")]
+    assert not [p for p in pages if 'title="runnable"' in p.read_text(encoding="utf-8")]
 
 
 @pytest.mark.parametrize("page,command", COMMANDS, ids=[f"{p}:{' '.join(c)[:60]}" for p, c in COMMANDS])
