@@ -64,3 +64,17 @@ def test_an_options_example_commands_are_shown_as_commands():
     assert "python -m" not in option.about
     shown = config_docs.command_help("config", ["system=python"])
     assert any(line == f"    {option.examples[0]}" for line in shown.splitlines())
+
+
+def test_the_python_api_page_documents_the_names_ragexp_has():
+    """It documented `ragexp.run_evaluation(...)`, an internal alias (AttributeError), and never
+    `ragexp.evaluate`; now each name it documents is one `import ragexp` has, and the base classes
+    of a new component are there."""
+    import ragexp
+
+    page = reference.python_api_page()
+    documented = re.findall(r"^### `ragexp\.(\w+)\(", page, re.M)
+    assert sorted(documented) == ["Evaluation", "SystemOutput", "evaluate"]
+    assert all(hasattr(ragexp, name) for name in documented)
+    for base in ("System", "Chunker", "Retriever", "Judge"):
+        assert re.search(rf"^### `ragexp\.[\w.]+\.{base}`", page, re.M), base

@@ -218,7 +218,7 @@ def python_api_page() -> str:
     return "\n".join(lines)
 
 
-CONTRACTS = ["Chunker", "Loader", "Judge", "UsesLLM"]
+CONTRACTS = ["System", "Chunker", "Embedder", "Retriever", "Reranker", "Generator", "Loader", "Judge", "UsesLLM"]
 
 
 def find_class(name: str) -> tuple[str, ast.ClassDef] | None:
@@ -234,20 +234,15 @@ def find_class(name: str) -> tuple[str, ast.ClassDef] | None:
 
 
 def public_names(tree: ast.Module) -> list[tuple[str, str]]:
-    """(name, where it is defined) of what `ragexp/__init__.py` imports or names in `__all__`,
-    lazily (`__getattr__` over a `{name: module}` table) or not."""
-    names: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ragexp"):
-            for alias in node.names:
-                if not alias.name.startswith("_"):
-                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant) \
-                        and isinstance(value.value, str) and value.value.startswith("ragexp"):
-                    names[key.value] = f"{value.value}.{key.value}"
-    return sorted(names.items())
+    """(name, where it is defined) of each name in `ragexp/__init__.py`'s `__all__` (dunders aside):
+    the module its import names it from, lazily or not (`from ragexp.api import evaluate as x`
+    documents `ragexp.evaluate` from `ragexp.api.evaluate`)."""
+    exported = next((ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                     and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)), [])
+    origins = {alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ragexp")
+               for alias in node.names}
+    return sorted((name, origins.get(name, f"ragexp.{name}")) for name in exported if not name.startswith("__"))
 
 
 def first_sentence(doc: str | None) -> str:
