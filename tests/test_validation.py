@@ -257,3 +257,25 @@ def test_each_grid_point_is_composed_once_for_the_checks_and_its_job(tmp_path, m
 
     if GlobalHydra.instance().is_initialized():  # the loader's own method is back after the sweep
         assert not isinstance(GlobalHydra.instance().config_loader().__dict__.get("load_sweep_config"), ComposedOnce)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_sweeps_jobs_print_one_line_each_and_keep_the_rest_in_their_logs(tmp_path, verbose):
+    """A 24-configuration race printed ~3,900 lines, burying its progress: a job now prints one line
+    (its objective, questions, warnings and where its log is); its stage timings and summary are in
+    its ragexp.log. verbose=true puts them back on the console."""
+    from conftest import HASH, run_app
+
+    proc = run_app("-m", *HASH, "retriever=bm25", "dataset.limit=2", "chunker.chunk_size=200,300", "tracker=none",
+                   f"verbose={str(verbose).lower()}", f"cache.dir={tmp_path / 'cache'}", "hydra.sweep.dir=sweep",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("  -> ")]
+    if verbose:
+        assert not lines and proc.stdout.count("scores by judge") == 2
+    else:
+        assert len(lines) == 2 and "scores by judge" not in proc.stdout and "chunking:" not in proc.stdout
+        assert all("overall_score" in line and "over 2 questions (0 failed)" in line for line in lines)
+    for job in ("0", "1"):
+        logged = (tmp_path / "sweep" / job / "ragexp.log").read_text()
+        assert "scores by judge" in logged and "chunking:" in logged

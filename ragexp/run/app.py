@@ -62,8 +62,11 @@ def execute(cfg: DictConfig) -> float | None:
     from ragexp.run.report import summary
 
     multirun = in_multirun()
+    quiet = multirun and not cfg.get("verbose", False)  # a sweep's job: one line on the console, the rest in its log
     job, sweep = None, {}
     try:
+        if quiet:
+            quiet_console()
         run_where_launched()
         sweep = sweep_info()
         hydra = HydraConfig.get()
@@ -74,14 +77,17 @@ def execute(cfg: DictConfig) -> float | None:
             print(outcome.summary())
             return None
         result, output_dir, failure, tracker = outcome.result, outcome.folder, outcome.failure, job.tracker
-        print(summary(result))
-        print(f"results: {outcome.results_file}")
+        say = log.info if multirun else print  # a sweep's job: into its log file (and the console when verbose)
+        say(summary(result))
+        say(f"results: {outcome.results_file}")
+        if quiet:
+            print(job_line(result, cfg.get("objective", "overall_score"), output_dir))
         if result.traces and not tracker.logs_traces:
             print(f"ragexp: tracing=on with {tracker.where()}: no MLflow trace is written; the {len(result.traces)} "
                   f"traces are in {output_dir / 'traces.jsonl'} (log them with `python -m ragexp.track {output_dir}`)",
                   file=sys.stderr)
         run_id = job.log(outcome)
-        print(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
+        say(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
         if run_id and not multirun and tracker.ui_link():  # a sweep prints one link at its end
             print(tracker.ui_link())
     except TrackingFailed as err:
@@ -113,6 +119,26 @@ def execute(cfg: DictConfig) -> float | None:
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
         sys.exit(GATE_FAILED)
     return aggregates.get(cfg.get("objective", "overall_score"))
+
+
+def quiet_console() -> None:
+    """The console handlers Hydra set up for this job let warnings and errors through, not the
+    INFO lines (stage timings, the summary), which its log file keeps."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(max(handler.level, logging.WARNING))
+
+
+def job_line(result, objective: str, folder: Path) -> str:
+    """A sweep's job in one line: its objective, its questions, its warnings and gate, where the rest is."""
+    values = result.aggregates
+    total, failed = values.get("total_questions", 0), values.get("failed_questions", 0)
+    score = values.get(objective)
+    shown = f"{objective} {score:.3f}" if isinstance(score, (int, float)) else f"no {objective}"
+    warned = sum(status == "warning" for status in result.statuses.values())
+    gate = f"; gate {result.gate.name!r} {'passed' if result.gate.passed else 'FAILED'}" if result.gate else ""
+    return (f"  -> {result.name}: {shown} over {total} questions ({failed} failed); {warned} rated warning{gate}; "
+            f"details: {folder / 'ragexp.log'}")
 
 
 def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str, code: int,
