@@ -64,8 +64,7 @@ class Evaluation:
     @property
     def warnings(self) -> list[str]:
         """The aggregates rated `warning` against their targets (`metric value`)."""
-        return [f"{key} {self.result.aggregates.get(key)}" for key, status in self.result.statuses.items()
-                if status == "warning"]
+        return [f"{key} {self.result.aggregates.get(key)}" for key in self.result.warned]
 
     @property
     def passed(self) -> bool:

@@ -155,6 +155,11 @@ class RunResult:
     relevance: dict[str, Any] = field(default_factory=dict)  # rule, level and NDCG gain of the retrieval metrics
     traces: tuple[dict, ...] = ()  # tracing=on: one record per traced question (ragexp.store.tracing)
 
+    @property
+    def warned(self) -> list[str]:
+        """The aggregates rated `warning` against their targets (what decides when no gate is set)."""
+        return [key for key, status in self.statuses.items() if status == "warning"]
+
 
 # Plain-data codecs for the stage cache (ragexp.store.cache): each cached record to a JSON-able dict and
 # back. Nothing but these fields is read, so a cache file can never run code.

@@ -135,7 +135,7 @@ def job_line(result, objective: str, folder: Path) -> str:
     total, failed = values.get("total_questions", 0), values.get("failed_questions", 0)
     score = values.get(objective)
     shown = f"{objective} {score:.3f}" if isinstance(score, (int, float)) else f"no {objective}"
-    warned = sum(status == "warning" for status in result.statuses.values())
+    warned = len(result.warned)
     gate = f"; gate {result.gate.name!r} {'passed' if result.gate.passed else 'FAILED'}" if result.gate else ""
     return (f"  -> {result.name}: {shown} over {total} questions ({failed} failed); {warned} rated warning{gate}; "
             f"details: {folder / 'ragexp.log'}")

@@ -42,7 +42,7 @@ def summary(result: RunResult) -> str:
         lines.append(f"gate {result.gate.name!r}: {'passed' if result.gate.passed else 'FAILED'} (it decides the exit status)")
         lines += [f"  {check}" for check in result.gate.checks]
     else:
-        warned = [key for key, status in result.statuses.items() if status == "warning"]
+        warned = result.warned
         verdict = (f"{len(warned)} rated warning against their targets ({', '.join(warned)}): ragexp.evaluate's "
                    "`passed` is False" if warned else "no metric rated warning against its target: ragexp.evaluate's "
                    "`passed` is True")
