@@ -32,7 +32,7 @@ def test_a_run_killed_at_any_point_is_closed_by_the_next_command(tmp_path):
     live = client.create_run(experiment, run_name="live", tags={
         "ragexp.host": me["host"], "ragexp.pid": str(me["pid"]), "ragexp.process_started": str(me["started"])}).info.run_id
 
-    def logging(victim) -> bool:
+    def being_logged(victim) -> bool:
         """Whether the victim's MLflow run is open (read from the store's tables: a millisecond, where
         the client's search takes tens of them and the logging window lasts a few hundred)."""
         try:
@@ -51,11 +51,11 @@ def test_a_run_killed_at_any_point_is_closed_by_the_next_command(tmp_path):
             time.sleep(life * point / (POINTS - 1))
         else:  # the last two: as soon as its MLflow run is open (it is being logged)
             deadline = time.monotonic() + 3 * life
-            while victim.poll() is None and not logging(victim) and time.monotonic() < deadline:
+            while victim.poll() is None and not being_logged(victim) and time.monotonic() < deadline:
                 time.sleep(0.001)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-        killed_while_logging += logging(victim)
+        killed_while_logging += being_logged(victim)
         after = run_cli(*args, cwd=tmp_path)
         assert after.returncode == 0, f"after the kill at point {point}: {after.stderr[-2000:]}"
         runs = client.search_runs([experiment])

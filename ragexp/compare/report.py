@@ -196,8 +196,8 @@ def method(board: Leaderboard) -> str:
             "bootstrap the CI of the difference; p-values are Holm-corrected over the "
             f"{max(0, len(board.entries) - 1)} comparisons. **≈ best**: not significantly different from the "
             f"best at α = {board.alpha}, the difference's interval holding 0; **worse before Holm**: the interval "
-            "excludes 0, but the test does not reject once corrected for the other comparisons. Questions that failed in either run of a pair are left out of its test "
-            "and counted in the comparisons table.")
+            "excludes 0, but the test does not reject once corrected for the other comparisons. Questions that "
+            "failed in either run of a pair are left out of its test and counted in the comparisons table.")
 
 
 def header_lines(board: Leaderboard) -> list[str]:

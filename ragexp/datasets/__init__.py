@@ -167,9 +167,9 @@ class Loader:
         refused before any job, as a misspelt setting is (6 of 6 jobs failed one by one)."""
         problems = []
         for setting, value in (("path", settings.get("path")), ("qrels", settings.get("qrels"))):
-            if value and not Path(str(value)).expanduser().exists():
-                resolved = Path(str(value)).expanduser().resolve()
-                problems.append(f"{setting}: {value} does not exist (looked for {resolved}); "
+            where = Path(str(value)).expanduser() if value else None
+            if where is not None and not where.exists():
+                problems.append(f"{setting}: {value} does not exist (looked for {where.resolve()}); "
                                 f"set dataset.{setting}=/path/to/it")
         return problems
 

@@ -212,8 +212,9 @@ def retrieval_scored(c: Components, question: Question, ranked: Sequence[Hit], t
 
 def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge, labelled: bool = True) -> dict[str, float]:
     """The answer against the expected answers, whether it abstained (and whether it should have, when
-    the questions are `labelled` answerable or not: see metrics.generation.abstention_scores), and the specification's generation scorecard from the
-    judge's scores that feed it (`judge.scorecard`) on 0-1 (see metrics.generation)."""
+    the questions are `labelled` answerable or not: see metrics.generation.abstention_scores), and
+    the generation scorecard from the judge's scores that feed it (`judge.scorecard`) on 0-1 (see
+    metrics.generation)."""
     if result.answer is None:
         return {}
     question = result.question

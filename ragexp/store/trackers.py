@@ -211,7 +211,7 @@ class MlflowTracker(NoTracker):
             client = opened(uri, lambda: RetryingLocked(mlflow.MlflowClient()), lambda c: c.search_experiments(max_results=1))
             experiment = client.get_experiment_by_name(self.experiment)
             self._experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-                self.experiment, artifact_location=artifacts_beside(mlflow.get_tracking_uri()), tags=EXPERIMENT_TAGS)
+                self.experiment, artifact_location=artifacts_beside(uri), tags=EXPERIMENT_TAGS)
             if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
                 client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
             if not self._closed_dead_runs:  # once per tracker: a job opens its client several times
