@@ -1,5 +1,5 @@
 """Bench group judge_agreement: how far ragexp's judges agree with people who labelled answers
-and summaries as supported by their context or not (docs/judge-agreement.md).
+and summaries as supported by their context or not (docs/how-to/judge-agreement.md).
 
 Per labelled set, on its held-out part (nothing was tuned on it): ROC AUC of the faithfulness
 score (people's "fully supported" as the positive class), balanced accuracy and false-alarm rate

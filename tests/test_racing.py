@@ -136,7 +136,7 @@ def test_a_round_drops_what_holm_corrected_paired_tests_dictate():
 
 
 def test_a_configuration_as_good_as_the_best_is_rarely_dropped_though_one_of_many_may_be():
-    """What alpha does and does not bound in a round (docs/racing.md, the report's caveat): 24
+    """What alpha does and does not bound in a round (docs/how-to/racing.md, the report's caveat): 24
     configurations, all equally good, on 20 questions scored as judges score (rounded, clipped,
     often 0). Each one's chance of a drop stays near alpha / 2 (the drop is one-sided); but the
     round's best is chosen on the same questions, so the chance that SOME of them is dropped is far

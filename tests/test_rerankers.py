@@ -67,7 +67,7 @@ def test_a_model_folder_that_is_missing_or_not_a_cross_encoder_is_one_line_namin
                          intermediate_size=8)).save_pretrained(tmp_path / "bi-encoder")
     missing = problems(compose("reranker=cross_encoder", f"reranker.model_path={tmp_path / 'nothing'}"))
     assert missing == [f"reranker.model_path: {tmp_path / 'nothing'} does not exist; give the folder of a downloaded "
-                       "cross-encoder (see docs/rerankers.md)"]
+                       "cross-encoder (see docs/how-to/rerankers.md)"]
     [wrong] = problems(compose("reranker=cross_encoder", f"reranker.model_path={tmp_path / 'bi-encoder'}"))
     assert wrong.startswith("reranker.model_path: ") and "is not a cross-encoder: its config.json names BertModel" in wrong
     proc = run_app("reranker=cross_encoder", f"reranker.model_path={tmp_path / 'bi-encoder'}", *HASH, "tracker=none",

@@ -146,7 +146,7 @@ def test_a_credential_in_a_header_is_refused_at_every_door_and_written_nowhere(d
 
 
 def test_the_documented_headers_env_spelling_works_as_printed(tmp_path, monkeypatch):
-    """`system.headers_env.Authorization='Bearer $RAG_TOKEN'`, as docs/own-system.md prints it (no `+`)."""
+    """`system.headers_env.Authorization='Bearer $RAG_TOKEN'`, as docs/get-started/own-system.md prints it (no `+`)."""
     from conftest import compose
 
     cfg = compose("system=http", "system.url=http://127.0.0.1:9/answer", "system.headers_env.Authorization=Bearer $RAG_TOKEN",

@@ -148,7 +148,7 @@ def test_every_grid_point_is_composed_and_checked(sweep_config):
 
 
 def test_a_missing_data_file_is_a_bad_grid_point_like_a_misspelt_setting(sweep_config, tmp_path):
-    """docs/own-system.md's sweep over a questions file that did not exist started 6 jobs that each
+    """docs/get-started/own-system.md's sweep over a questions file that did not exist started 6 jobs that each
     failed (exit 4, a FAILED parent and 6 FAILED children): it is refused before any job now."""
     from ragexp.sweep.folder import invalid_points
 

@@ -89,7 +89,7 @@ class Embedder:
         """The vectors of `texts`, one row each, as one read-only float32 matrix. The texts this
         call embeds (or reads from the on-disk store) are kept in the run's memo as views of that
         matrix's rows, so a corpus's vectors sit in memory once, not once in the memo and again in
-        the matrix (at 10^6 chunks of 256-d: 1 GB, not 2; see docs/scale.md)."""
+        the matrix (at 10^6 chunks of 256-d: 1 GB, not 2; see docs/how-to/scale.md)."""
         if not texts:
             return np.zeros((0, self.dimension()), dtype=np.float32)
         key, store = self.key(), self.cache.store

@@ -6,7 +6,7 @@ local mode (which scores every vector per query and keeps each point as Python o
 Memory: the matrix is the embedder's own output (the run's memo keeps views of its rows, not a
 second copy), n x d x 4 bytes (10^6 chunks of 256-d: 1.0 GB; 384-d: 1.5 GB), plus one block of
 scores, `block_mb`. Beyond one machine's memory use a Qdrant server (`retriever=dense
-retriever.url=...`, an HNSW index): see docs/scale.md."""
+retriever.url=...`, an HNSW index): see docs/how-to/scale.md."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -2,7 +2,7 @@
 ragexp fills only when they are its own (for `retriever=dense`); `retriever=qdrant_collection`
 (ragexp.components.qdrant_collection) searches a collection a team already has, read-only.
 
-Rules for the collections `retriever=dense` writes (see docs/scale.md):
+Rules for the collections `retriever=dense` writes (see docs/how-to/scale.md):
 - a collection is named after its content (`ragexp_` + a hash of the chunks, the embedder and
   the vector size) unless `retriever.collection` names it; every point carries that hash in its
   payload (`ragexp`), its id is the chunk's position;

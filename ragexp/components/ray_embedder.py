@@ -9,7 +9,7 @@ sent in rounds of `batch_size`, each stored as it ends, so a stopped run keeps i
 
     python -m ragexp embedder=ray embedder.address=ray://head:10001 embedder@embedder.inner=minilm ...
 
-See docs/scale.md for pointing it at a cluster and what it costs."""
+See docs/how-to/scale.md for pointing it at a cluster and what it costs."""
 from __future__ import annotations
 
 import logging

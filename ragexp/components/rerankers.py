@@ -88,7 +88,7 @@ def cross_encoder_problem(path: str) -> str | None:
     """Why the folder `path` is not a cross-encoder sentence-transformers can load, or None."""
     folder = Path(path)
     if not folder.exists():
-        return f"{path} does not exist; give the folder of a downloaded cross-encoder (see docs/rerankers.md)"
+        return f"{path} does not exist; give the folder of a downloaded cross-encoder (see docs/how-to/rerankers.md)"
     if not folder.is_dir():
         return f"{path} is a file, not a model folder"
     config = folder / "config.json"
@@ -166,7 +166,7 @@ class CrossEncoderReranker(Reranker):
     def check(self) -> None:
         if not (self.model_path or self.model_package):
             raise RagexpError("reranker.model_path: set reranker.model_path=FOLDER (a downloaded cross-encoder, see "
-                              "docs/rerankers.md) or reranker.model_package=NAME (an installed package that ships one)")
+                              "docs/how-to/rerankers.md) or reranker.model_package=NAME (an installed package that ships one)")
 
     def folder(self) -> str:
         """The model's folder, checked (RagexpError naming the setting when it is not a cross-encoder)."""

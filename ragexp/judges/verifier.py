@@ -5,7 +5,7 @@ from disk: the model file holds the feature names, their scaling, the weights an
 
 The features are computed from the answer, the passages and MiniLM's sentence vectors, as the
 offline judge computes its evidence (ragexp.judges.offline); the shipped weights were fitted on the
-tuning parts of the labelled sets of docs/judge-agreement.md (`python bench/judge_agreement.py learn`).
+tuning parts of the labelled sets of docs/how-to/judge-agreement.md (`python bench/judge_agreement.py learn`).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ CAVEAT = ("Racing can drop a configuration that would have been close to the bes
           "best as given. It is chosen on the same questions it is tested on: each configuration as good as the "
           "best is dropped in a round with chance near or below alpha/2, but among many equally good ones the "
           "chance that some one is dropped is well above alpha (about 0.2 in a round for 24, simulated; see "
-          "docs/racing.md). A configuration a little worse than the best on the full set may well be dropped. "
+          "docs/how-to/racing.md). A configuration a little worse than the best on the full set may well be dropped. "
           "`hydra.sweeper.keep_top=N` keeps the best N of every round regardless of the tests; the dropped "
           "configurations' partial scores are listed above and their run folders (and child runs) stay.")
 
