@@ -463,6 +463,35 @@ def test_a_module_moved_to_another_package_keeps_its_keys(tmp_path, monkeypatch)
     assert code_hash("old_place.rules.Rule") != code_hash("new_home.deep.rules.Rule")
 
 
+STAGE_MODULE = {
+    "base": 'from {helpers} import halved\n\nSIZE = 8\n\n\nclass Splitter:\n    def size(self):\n        return halved(SIZE)\n',
+    "words": 'class Words(Splitter):\n    def split(self, text):\n        return text.split()[: self.size()]\n',
+    "lines": 'class Lines(Splitter):\n    def split(self, text):\n        return text.splitlines()\n',
+}
+
+
+def test_a_module_split_into_a_package_that_gathers_it_keeps_its_keys(tmp_path, monkeypatch):
+    """A stage's module split in order into a package (base.py and a module a family, gathered by
+    its __init__) has the keys it had: the package is read as one module; editing any of its
+    modules, even one the component does not use, is a miss, as it was in the one file."""
+    (tmp_path / "helpers.py").write_text("def halved(n):\n    return n // 2\n")
+    (tmp_path / "whole.py").write_text("from helpers import halved\n" + "\n\n".join(
+        code.partition("\n\n")[2] if name == "base" else code for name, code in STAGE_MODULE.items()))
+    split = tmp_path / "split"
+    split.mkdir()
+    (split / "__init__.py").write_text('"""A stage: its contract first."""\n' + "".join(
+        f"from .{name} import *  # noqa: F403\n" for name in STAGE_MODULE))
+    for name, code in STAGE_MODULE.items():
+        (split / f"{name}.py").write_text(("" if name == "base" else "from split.base import Splitter\n\n\n")
+                                          + code.format(helpers="helpers"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("whole"), importlib.import_module("split")
+    assert code_hash("whole.Words") == code_hash("split.Words") == code_hash("split.words.Words")
+    (split / "lines.py").write_text("from split.base import Splitter\n\n\nclass Lines(Splitter):\n    pass\n")
+    code_hash.cache_clear()
+    assert code_hash("split.Words") != code_hash("whole.Words")
+
+
 @pytest.mark.parametrize("damage", ["score", "type"])
 def test_a_well_formed_entry_with_a_wrong_value_is_recomputed_not_used(tmp_path, damage, caplog):
     """An entry with the right header and key but a judgement score of 1e308 (averaged as it was), or

@@ -5,7 +5,10 @@ stage's own code, and what a component's `cache_token()` says of the state outsi
 service's version, a file's content). Editing the code that computes an entry, or a change
 `cache_token()` reports, changes the entry's key. Code is read as its syntax tree without
 docstrings and import statements, and modules are not known by name (`code_digest`): moving a
-module to another package, rewording its docs or its comments keeps the keys."""
+module to another package, rewording its docs or its comments keeps the keys. A package whose
+`__init__` gathers its modules (`from .base import ...`: a stage's package) is read as one module,
+their code in the order it imports them (`unit_of`), so splitting a module into such a package
+in order keeps the keys too."""
 from __future__ import annotations
 
 import ast
@@ -91,8 +94,47 @@ def code_hash(target: str) -> str:
     obj = locate(target)
     roots = {getattr(obj, "__module__", None) or target}
     roots.update(c.__module__ for c in getattr(obj, "__mro__", ()) if c.__module__ != "builtins")
-    digests = sorted(code_digest(module_source(name)) for name in module_closure(roots, own_package=target.split(".")[0]))
+    units = {unit_of(name) for name in module_closure(roots, own_package=target.split(".")[0])}
+    digests = sorted(unit_digest(unit) for unit in units)
     return hashlib.sha256("\0".join(digests).encode()).hexdigest()[:16]
+
+
+def gathered(package: str) -> tuple[str, ...]:
+    """The modules of `package` its `__init__` imports from (`from .base import Chunker`), in the
+    order it imports them; () for a module, or a package that gathers none."""
+    module = sys.modules.get(package)
+    if not hasattr(module, "__path__"):
+        return ()
+    try:
+        with PARSING:
+            tree = ast.parse(module_source(package))
+    except (SyntaxError, ValueError):
+        return ()
+    found = (n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module)
+    return tuple(dict.fromkeys(f"{package}.{name}" for name in found if "." not in name))
+
+
+def unit_of(name: str) -> str:
+    """The unit module `name`'s code is read in: the package that gathers it (`gathered`), else itself."""
+    package = name.rpartition(".")[0]
+    return package if package and name in gathered(package) else name
+
+
+def unit_digest(unit: str) -> str:
+    """`code_digest` of a module; of a package that gathers modules, of its `__init__`'s code and
+    then theirs, in order, as one module: what they were before the split."""
+    parts = gathered(unit)
+    if not parts:
+        return code_digest(module_source(unit))
+    body: list[ast.stmt] = []
+    for name in (unit, *parts):
+        try:
+            with PARSING:
+                tree = Unimported().visit(ast.parse(module_source(name)))
+        except (SyntaxError, ValueError):
+            return code_digest(b"".join(module_source(n) for n in (unit, *parts)))
+        body.extend(tree.body)
+    return hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode()).hexdigest()
 
 
 def locate(target: str) -> Any:
@@ -140,13 +182,16 @@ def tracked(name: Any, own_package: str = "ragexp") -> TypeGuard[str]:
 
 
 def module_closure(roots: set[str], own_package: str = "ragexp") -> set[str]:
-    """`roots` and the tracked modules (`tracked`) their globals come from, transitively."""
+    """`roots` and the tracked modules (`tracked`) their globals come from, transitively; a module
+    a package gathers brings the package and all it gathers (`gathered`): they are one unit."""
     seen, todo = set(), [r for r in roots if r]
     while todo:
         name = todo.pop()
         if name in seen or name not in sys.modules:
             continue
         seen.add(name)
+        unit = unit_of(name)
+        todo.extend(m for m in (unit, *gathered(unit)) if m not in seen)
         for value in list(vars(sys.modules[name]).values()):
             used = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
             if used not in seen and tracked(used, own_package):
