@@ -492,6 +492,27 @@ def test_a_module_split_into_a_package_that_gathers_it_keeps_its_keys(tmp_path, 
     assert code_hash("split.Words") != code_hash("whole.Words")
 
 
+def test_a_components_identity_does_not_depend_on_what_else_the_process_imported(tmp_path, monkeypatch):
+    """A loader whose package holds shared code has one identity, whether or not the process also
+    imported the package's other loaders (each import sets the submodule on its package): before,
+    a run and a sweep over several datasets knew the same loader by two keys."""
+    loaders = tmp_path / "loaders"
+    loaders.mkdir()
+    (loaders / "__init__.py").write_text("def common(text):\n    return text.strip()\n")
+    (loaders / "one.py").write_text("from loaders import common\n\n\nclass One:\n    def read(self, t):\n        return common(t)\n")
+    (loaders / "two.py").write_text("class Two:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("loaders.one")
+    alone = code_hash("loaders.one.One")
+    importlib.import_module("loaders.two")
+    code_hash.cache_clear()
+    assert code_hash("loaders.one.One") == alone
+    (loaders / "__init__.py").write_text("def common(text):\n    return text\n")
+    importlib.reload(importlib.import_module("loaders"))
+    code_hash.cache_clear()
+    assert code_hash("loaders.one.One") != alone  # the package's own code is part of it
+
+
 @pytest.mark.parametrize("damage", ["score", "type"])
 def test_a_well_formed_entry_with_a_wrong_value_is_recomputed_not_used(tmp_path, damage, caplog):
     """An entry with the right header and key but a judgement score of 1e308 (averaged as it was), or
@@ -512,3 +533,4 @@ def test_a_well_formed_entry_with_a_wrong_value_is_recomputed_not_used(tmp_path,
     assert again.counters[f"{stage}_unreadable"] == 3
     assert again.aggregates == first.aggregates
     assert any("recomputed" in message for message in cache_warnings(caplog))
+

@@ -114,6 +114,24 @@ def gathered(package: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f"{package}.{name}" for name in found if "." not in name))
 
 
+def imported_by_chance(module: str, package: str) -> bool:
+    """Whether `module` is an attribute of `package` only because something imported it (the
+    import system sets each submodule on its package): not a module the package gathers or
+    imports itself (`from . import helpers`). What else imported it is no part of the code."""
+    if module.rpartition(".")[0] != package:
+        return False
+    if module in gathered(package):
+        return False
+    try:
+        with PARSING:
+            tree = ast.parse(module_source(package))
+    except (SyntaxError, ValueError):
+        return False
+    own = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 and not n.module
+           for a in n.names}
+    return module.rpartition(".")[2] not in own
+
+
 def unit_of(name: str) -> str:
     """The unit module `name`'s code is read in: the package that gathers it (`gathered`), else itself."""
     package = name.rpartition(".")[0]
@@ -193,6 +211,8 @@ def module_closure(roots: set[str], own_package: str = "ragexp") -> set[str]:
         unit = unit_of(name)
         todo.extend(m for m in (unit, *gathered(unit)) if m not in seen)
         for value in list(vars(sys.modules[name]).values()):
+            if isinstance(value, type(sys)) and imported_by_chance(value.__name__, name):
+                continue
             used = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
             if used not in seen and tracked(used, own_package):
                 todo.append(used)
