@@ -136,7 +136,7 @@ def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
     them: embedding every chunk, indexing, then `queries_n` queries."""
     from ragexp.components.embedders import EmbeddingCache
     from ragexp.components.retrievers import DenseRetriever
-    from ragexp.components.static_embedder import StaticEmbedder
+    from ragexp.components.embedders.static import StaticEmbedder
 
     chunks = build_corpus(chunks_n)
     texts, golden = queries()
@@ -167,8 +167,8 @@ def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None 
     step. With `store` (a folder), the run's on-disk embedding store is there, as with the stage
     cache on: a first run writes every vector to it, a later one reads them instead of embedding."""
     from ragexp.components.embedders import EmbeddingCache
-    from ragexp.components.exact_dense import ExactDenseRetriever
-    from ragexp.components.static_embedder import StaticEmbedder
+    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
+    from ragexp.components.embedders.static import StaticEmbedder
     from ragexp.store.cache import EmbeddingStore
 
     chunks = build_corpus(chunks_n)
@@ -200,9 +200,9 @@ def part_dense_memory(chunks_n: int, cache_dir: str, retriever_name: str) -> dic
     import tracemalloc
 
     from ragexp.components.embedders import EmbeddingCache
-    from ragexp.components.exact_dense import ExactDenseRetriever
+    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
     from ragexp.components.retrievers import DenseRetriever
-    from ragexp.components.static_embedder import StaticEmbedder
+    from ragexp.components.embedders.static import StaticEmbedder
 
     with EmbeddingCache().building():
         embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))

@@ -1,6 +1,9 @@
 """ragexp: declarative, config-driven experiments for evaluating RAG pipelines."""
 
+from ragexp.base import moved
+
 __version__ = "0.1.0"
+moved.install()  # modules that moved import under their old names too (a config an older run logged)
 
 
 def evaluate(*args, **kwargs):

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from ragexp.components.user_functions import given_function
+from ragexp.components.systems.user_functions import given_function
 from ragexp.config.compose import compose
 from ragexp.config.corpus_groups import refused_override
 from ragexp.errors import RagexpError

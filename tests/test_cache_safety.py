@@ -534,3 +534,20 @@ def test_a_well_formed_entry_with_a_wrong_value_is_recomputed_not_used(tmp_path,
     assert again.aggregates == first.aggregates
     assert any("recomputed" in message for message in cache_warnings(caplog))
 
+
+def test_a_moved_module_keeps_its_old_name_for_configs_and_keys():
+    """A config an older run logged names a class by the path it had before its module moved: it
+    still resolves (to the class itself), and the stage cache's key is the same under either name."""
+    from hydra.utils import get_class
+
+    from ragexp.base.moved import MOVED
+    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
+    from ragexp.store.code_identity import key_of
+
+    old, new = "ragexp.components.exact_dense.ExactDenseRetriever", "ragexp.components.retrievers.exact_dense.ExactDenseRetriever"
+    assert get_class(old) is ExactDenseRetriever and importlib.import_module(old.rpartition(".")[0]).__name__ == MOVED[old.rpartition(".")[0]]
+    node = {"top_k": 5, "embedder": {"_target_": "ragexp.components.embedders.HashEmbedder", "dim": 64}}
+    assert key_of("hits", {**node, "_target_": old}) == key_of("hits", {**node, "_target_": new})
+    assert key_of("hits", {**node, "_target_": new}) != key_of("hits", {**node, "_target_": "ragexp.components.retrievers.DenseRetriever"})
+    for old_module in MOVED:  # every old name imports
+        assert importlib.import_module(old_module).__spec__.name == MOVED[old_module]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from ragexp.components.embedders import OpenAIEmbedder
-from ragexp.components.http_system import HttpSystem
+from ragexp.components.systems.http import HttpSystem
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import ChatClient, ChatRequest
 from ragexp.llm.endpoint import Endpoint

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import compose, port_dataset, run_app
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
-from ragexp.components.exact_dense import ExactDenseRetriever
+from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
 from ragexp.components.retrievers import DenseRetriever
 from ragexp.errors import RagexpError
 from ragexp.run.pipeline import run

@@ -272,7 +272,7 @@ def test_an_http_service_failing_is_counted_per_question_with_its_reason(tmp_pat
 
 
 def test_http_credentials_come_from_the_environment_only(tmp_path, monkeypatch):
-    from ragexp.components.http_system import HttpSystem
+    from ragexp.components.systems.http import HttpSystem
     from ragexp.errors import RagexpError
     from ragexp.types import Dataset
 
@@ -361,7 +361,7 @@ class Slow(BaseHTTPRequestHandler):
 
 
 def test_an_http_service_that_times_out_fails_the_question_naming_the_setting():
-    from ragexp.components.http_system import HttpSystem
+    from ragexp.components.systems.http import HttpSystem
     from ragexp.errors import QuestionFailed
     from ragexp.types import Dataset, Question
 

@@ -9,8 +9,8 @@ from conftest import run_app
 
 from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.components.qdrant import MARK, connect
-from ragexp.components.qdrant_collection import QdrantCollectionRetriever
+from ragexp.components.retrievers.qdrant import MARK, connect
+from ragexp.components.retrievers.qdrant_collection import QdrantCollectionRetriever
 from ragexp.components.retrievers import DenseRetriever
 from ragexp.types import Chunk
 
@@ -53,7 +53,7 @@ def test_a_job_that_finds_another_jobs_collection_half_written_completes_it_and_
     """Job A has created the collection and written its first batch when job B indexes the same
     content: B writes the same points again (upserts by chunk position, idempotent) and searches;
     A then writes its remaining batches: the collection ends with one copy of each chunk."""
-    from ragexp.components.qdrant import content_hash, fill_collection
+    from ragexp.components.retrievers.qdrant import content_hash, fill_collection
 
     store = tmp_path / "qdrant"
     embedder = HashEmbedder()

@@ -31,7 +31,7 @@ def local_ray():
 
 
 def test_ray_data_embeds_into_the_same_store_in_rounds(tmp_path, local_ray):
-    from ragexp.components.ray_embedder import RayEmbedder
+    from ragexp.components.embedders.ray_cluster import RayEmbedder
 
     store = EmbeddingStore(str(tmp_path / "cache"))
     with EmbeddingCache(store).building():

@@ -112,7 +112,7 @@ def test_repeated_chunk_texts_come_out_in_chunk_id_order_in_every_retriever():
     """Equal texts score equally (up to the last float bits, which differ between Qdrant's and numpy's
     paths): every retriever orders them by chunk id, so dense and dense_exact give the same rankings."""
     from ragexp.components.embedders import HashEmbedder
-    from ragexp.components.exact_dense import ExactDenseRetriever
+    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
 
     texts = ["the proxy listens on port 7070", "retry the queue lease", "a cron schedule for the backup"]
     ids = ["k9", "b2", "x1", "a7", "m3", "c5", "z0", "d4", "q8"]  # not in id order: the order is the ids'

@@ -11,7 +11,7 @@ from conftest import compose, require_engine
 from ragexp.components import static_embedder
 from ragexp.store.cache import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder, SentenceTransformerEmbedder
-from ragexp.components.static_embedder import StaticEmbedder
+from ragexp.components.embedders.static import StaticEmbedder
 from ragexp.validation import problems
 
 WORDS = ("port stderr logs worker queue restart backup restore cluster node token secret config file "
@@ -111,7 +111,7 @@ def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, di
     assert not np.allclose(vectors[keys[2]], vectors[keys[4]])  # SIF weighting changes the vectors
     # the stage cache's retrieval key holds the embedder's settings, backend included
     assert compose("embedder.backend=onnx").retriever.embedder.backend == "onnx"
-    assert compose("embedder=static").retriever.embedder._target_ == "ragexp.components.static_embedder.StaticEmbedder"
+    assert compose("embedder=static").retriever.embedder._target_ == "ragexp.components.embedders.static.StaticEmbedder"
 
 
 @pytest.mark.engines

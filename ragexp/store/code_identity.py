@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeGuard
 
 from ragexp import __version__
+from ragexp.base.moved import known_as
 
 
 def key_of(*parts: Any) -> str:
@@ -29,12 +30,21 @@ def key_of(*parts: Any) -> str:
     the code of every class a config in `parts` names (`_target_`, see `code_hash`) and of the
     `cache_token` of each such component that declares one (see `cache_tokens`)."""
     targets = sorted(set(find_targets(parts)))
-    identity: dict[str, Any] = {"ragexp": __version__, "code": {t: code_hash(t) for t in targets}}
-    tokens = cache_tokens(parts)
+    identity: dict[str, Any] = {"ragexp": __version__, "code": {known_as(t): code_hash(t) for t in targets}}
+    tokens = [[known_as(target), token] for target, token in cache_tokens(parts)]
     if tokens:  # only when a component declares one: the keys of every other component stay as they were
         identity["tokens"] = tokens
-    text = json.dumps([parts, identity], sort_keys=True, ensure_ascii=False, default=str)
+    text = json.dumps([old_names(parts), identity], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def old_names(value: Any) -> Any:
+    """`value` with every `_target_` named as before its module moved (`known_as`)."""
+    if isinstance(value, dict):
+        return {k: known_as(v) if k == "_target_" and isinstance(v, str) else old_names(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [old_names(v) for v in value]
+    return value
 
 
 def find_nodes(value: Any):

@@ -49,7 +49,7 @@ class StaticEmbedder(Embedder):
         return ":".join(["static", self.teacher.path(), *self.settings()])
 
     def folder(self) -> Path:
-        from ragexp.components.embedding_backends import model_folder
+        from ragexp.components.embedders.backends import model_folder
 
         folder = model_folder(self.cache, "static", self.teacher.path(), *self.settings())
         return Path(self.model_dir) / folder.name if self.model_dir else folder

@@ -1,6 +1,6 @@
 """Qdrant without losses: connecting (in-memory, an on-disk folder, a server) and collections that
 ragexp fills only when they are its own (for `retriever=dense`); `retriever=qdrant_collection`
-(ragexp.components.qdrant_collection) searches a collection a team already has, read-only.
+(ragexp.components.retrievers.qdrant_collection) searches a collection a team already has, read-only.
 
 Rules for the collections `retriever=dense` writes (see docs/how-to/scale.md):
 - a collection is named after its content (`ragexp_` + a hash of the chunks, the embedder and

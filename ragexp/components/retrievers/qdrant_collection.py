@@ -1,10 +1,10 @@
 """`retriever=qdrant_collection`: search a Qdrant collection a team already has, read-only, with
-ragexp's questions (connection and queries: ragexp.components.qdrant)."""
+ragexp's questions (connection and queries: ragexp.components.retrievers.qdrant)."""
 from __future__ import annotations
 
 from typing import Sequence
 
-from ragexp.components.qdrant import connect, query, vector_params
+from ragexp.components.retrievers.qdrant import connect, query, vector_params
 from ragexp.components.retrievers import TIE_MARGIN, Retriever, in_tie_order
 from ragexp.errors import RagexpError
 from ragexp.types import Chunk, Hit

@@ -11,7 +11,7 @@ import queue
 import traceback
 from typing import Any
 
-from ragexp.components.user_functions import called, import_function
+from ragexp.components.systems.user_functions import called, import_function
 from ragexp.errors import QuestionFailed, UserCodeStopped
 
 
