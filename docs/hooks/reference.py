@@ -121,14 +121,17 @@ def source_of(dotted: str) -> tuple[Path, str] | None:
 
 
 def class_node(dotted: str) -> ast.ClassDef | ast.FunctionDef | None:
+    """The definition `dotted` names; for a name a package gathers from its modules (a stage's
+    package: `ragexp.components.systems.SystemOutput`), the class of that name under the package."""
     found = source_of(dotted)
-    if not found:
-        return None
-    path, name = found
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
-            return node
-    return None
+    if found:
+        path, name = found
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+                return node
+    package, _, name = dotted.rpartition(".")
+    defined = find_class(name)
+    return defined[1] if defined and defined[0].startswith(package) else None
 
 
 def signature(node: ast.ClassDef | ast.FunctionDef) -> str:
