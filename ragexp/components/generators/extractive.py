@@ -9,9 +9,10 @@ import numpy as np
 from ragexp.base.text import split_sentences
 from ragexp.types import Answer, Hit
 from ragexp.base.settings import Cosine, PositiveInt
+from ragexp.components.generators.base import Generator
 
 
-class ExtractiveGenerator:
+class ExtractiveGenerator(Generator):
     """Offline baseline: answers with the retrieved sentences most similar to the question
     (cosine of their embeddings), best first, up to `max_sentences` and `max_chars`. Abstention
     rule: when even the best sentence's cosine with the question is below `abstain_below` (null:

@@ -11,9 +11,10 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
 from ragexp.types import Answer, Hit, Question
 from ragexp.base.settings import PositiveInt, Temperature
+from ragexp.components.generators.base import Generator
 
 
-class OpenAIGenerator(UsesLLM):
+class OpenAIGenerator(UsesLLM, Generator):
     """Chat generation over any OpenAI-compatible endpoint, from the retrieved chunks numbered
     `[Doc N]`. The default prompt asks for `[Doc N]` citations and for "I don't know" when the
     documents do not hold the answer. The prompts are templates with the fields {question} and
