@@ -61,3 +61,21 @@ def test_metric_set_defaults_are_the_default_yaml():
 
     cfg = compose("embedder@scoring_embedder=hash")
     assert list(cfg.metrics.retrieval) == MetricSet().names
+    assert list(cfg.metrics.answer) == MetricSet().answer
+
+
+def test_answer_metrics_are_chosen_in_yaml_like_retrieval_ones(tmp_path):
+    """`metrics.answer` chooses the answer metrics: only those are computed, logged and in the
+    table; a name that is not one is refused before any work, naming the setting."""
+    import json
+
+    from conftest import HASH, run_app
+
+    proc = run_app(*HASH, "retriever=bm25", "dataset.limit=3", "tracker=none", "metrics.answer=[token_f1]",
+                   "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [aggregates] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
+    assert "avg_token_f1" in aggregates and "avg_exact_match" not in aggregates and "avg_correctness" not in aggregates
+    proc = run_app(*HASH, "metrics.answer=[token_f1,bleu]", "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 2 and "metrics.answer: 'bleu' is not an answer metric" in proc.stderr
+    assert MetricSet(answer=["exact_match"]).answer_scores("Paris", ["paris"]) == {"exact_match": 1.0}
