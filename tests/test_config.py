@@ -6,7 +6,8 @@ from hydra.utils import instantiate
 from conftest import CONF, ENGINE_OPTIONS, compose, engine_option, require_engine
 
 GLOBAL = ("experiment", "cluster", "search")  # @package _global_ options, added with +group=option
-GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in GLOBAL)
+NESTED = {"endpoint": "judge"}  # groups composed inside an option (judge=llm's endpoint), chosen as endpoint@judge.endpoint=...
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in GLOBAL and p.name not in NESTED)
 OPTIONS = [(group, yml.stem) for group in GROUPS for yml in sorted((CONF / group).glob("*.yaml"))]
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
@@ -22,6 +23,32 @@ def test_option_composes_and_instantiates(group, option):
     component = instantiate(cfg[group])
     target = cfg[group]["_target_"]
     assert type(component).__name__ == target.rsplit(".", 1)[1]
+
+
+@pytest.mark.parametrize("option", sorted(p.stem for p in (CONF / "endpoint").glob("*.yaml")))
+def test_an_endpoint_option_composes_inside_every_component_that_sends_requests(option):
+    """One endpoint group for all of them: chosen for one component with endpoint@GROUP.endpoint,
+    the same node wherever it is used; no other YAML file writes an endpoint out."""
+    from ragexp.llm.endpoint import Endpoint
+
+    nodes = [compose("judge=llm", f"endpoint@judge.endpoint={option}").judge.endpoint,
+             compose("generator=openai", f"endpoint@generator.endpoint={option}").generator.endpoint,
+             compose("reranker=llm", f"endpoint@reranker.endpoint={option}").reranker.endpoint,
+             compose("judge=triad", f"endpoint@judge.endpoint={option}").judge.endpoint]
+    assert all(n == nodes[0] for n in nodes) and isinstance(instantiate(nodes[0]), Endpoint)
+    assert compose("judge=local").judge.endpoint == compose("judge=llm", "endpoint@judge.endpoint=local").judge.endpoint
+    written = [str(p.relative_to(CONF)) for p in CONF.rglob("*.yaml")
+               if "ragexp.llm.endpoint.Endpoint" in p.read_text() and p.parent.name != "endpoint"]
+    assert written == []
+
+
+def test_an_options_help_lists_the_settings_of_its_endpoint():
+    from ragexp.config.docs import command_help
+
+    shown = command_help("config", ["judge=local"])
+    assert "judge.endpoint.base_url=http://127.0.0.1:8000/v1" in shown and "endpoint@judge.endpoint=NAME" in shown
+    assert "judge.endpoint.model=gpt-4o-mini" in command_help("config", ["judge=llm"])
+    assert "+endpoint=" not in command_help("config")  # chosen inside an option, not at the top
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -40,7 +40,7 @@ def test_every_documented_setting_is_in_the_composed_config(config, group, optio
     [docs] = [o for g in config_docs.groups_of(config) if g.name == group for o in g.options if o.name == option]
     tree = composed(config, [f"{group}={option}"])
     package = (group.partition("@")[2] or group).replace("/", ".")
-    assert docs.settings, f"{docs.path}: no settings read"
+    assert docs.settings or config_docs.nested_lines(docs, package), f"{docs.path}: no settings read"
     for setting in docs.settings:
         value = lookup(tree, (*package.split("."), *setting.parts))
         if config == "config" and setting.default not in ("", "(text)"):
@@ -70,7 +70,9 @@ def test_each_command_lists_only_its_own_groups():
     assert "judge" in monitor and "chunker" not in monitor and "+search" not in monitor
     assert "synth/generator" in synth and "judge" not in synth
     every = {g.folder for c in config_docs.COMMANDS for g in config_docs.groups_of(c)}
-    assert every | {"monitor/tracker"} == set(config_docs.group_folders())  # no group left undocumented
+    # no group left undocumented: endpoint is documented inside each option that composes it (--help judge=llm)
+    assert every | {"monitor/tracker", "endpoint"} == set(config_docs.group_folders())
+    assert "endpoint" in config_docs.nested_folders()
 
 
 def test_help_is_written_from_conf_without_importing_hydra(tmp_path):

@@ -192,6 +192,22 @@ def overridden(path: Path) -> set[str]:
     return {m.partition("@")[0] for m in re.findall(r"^\s*-\s*override\s+/([\w/@.-]+)\s*:", text, re.M)}
 
 
+def nested_defaults(path: Path) -> list[tuple[str, str, str]]:
+    """(group folder, package, option) of each group an option composes inside itself
+    (`- /endpoint@endpoint: openai`, or `- override /endpoint@endpoint: local` over its base's)."""
+    found: dict[tuple[str, str], str] = {}
+    for folder, package, option in re.findall(r"^\s*-\s*(?:override\s+)?/([\w/.-]+)@([\w.]+)\s*:\s*([\w.-]+)",
+                                             path.read_text(encoding="utf-8"), re.M):
+        if not package.startswith("_global_"):
+            found[(folder, package)] = option
+    return [(folder, package, option) for (folder, package), option in found.items()]
+
+
+def nested_folders() -> set[str]:
+    """The groups that options compose inside themselves (endpoint: a judge's, a generator's)."""
+    return {folder for p in CONF.glob("**/*.yaml") for folder, _, _ in nested_defaults(p)}
+
+
 def group_folders() -> list[str]:
     """Every folder of conf/ that holds options (YAML files), e.g. chunker, synth/generator."""
     return sorted({str(p.parent.relative_to(CONF)) for p in CONF.glob("**/*.yaml") if p.parent != CONF})
@@ -206,7 +222,7 @@ def groups_of(config: str) -> list[Group]:
     command chooses by default, added with `+group=option` (experiment, search, cluster)."""
     groups = []
     defaults = read_defaults(config)
-    composed = {spelling.partition("@")[0] for spelling, _ in defaults}
+    composed = {spelling.partition("@")[0] for spelling, _ in defaults} | nested_folders()
     for spelling, default in defaults:
         folder, _, package = spelling.partition("@")
         # an option that overrides a group this command does not have cannot be used with it
@@ -216,8 +232,9 @@ def groups_of(config: str) -> list[Group]:
     if config == "config":
         chosen = {spelling.partition("@")[0] for c in COMMANDS for spelling, _ in read_defaults(c)}
         namespaced = {c + "/" for c in COMMANDS}
+        inside = nested_folders()
         for folder in group_folders():
-            if folder not in chosen and not any(folder.startswith(n) for n in namespaced):
+            if folder not in chosen | inside and not any(folder.startswith(n) for n in namespaced):
                 groups.append(Group(name=folder, folder=folder, default=None, options=options_of(folder)))
     return groups
 
@@ -277,10 +294,32 @@ def option_lines(group: Group, name: str) -> list[str]:
     """An option's description and settings, spelled as on the command line (judge.endpoint.model)."""
     for option in group.options:
         if option.name == name:
-            prefix = (group.name.partition("@")[2] or group.name) if group.default is not None else ""
-            return ["", f"{group.spelling}={option.name}: {option.about}", *(f"    {e}" for e in option.examples),
-                    *setting_lines(option.settings, prefix=prefix.replace("/", "."))]
+            prefix = ((group.name.partition("@")[2] or group.name) if group.default is not None else "").replace("/", ".")
+            lines = ["", f"{group.spelling}={option.name}: {option.about}", *(f"    {e}" for e in option.examples),
+                     *setting_lines(option.settings, prefix=prefix)]
+            return lines + nested_lines(option, prefix)
     return []
+
+
+def nested_lines(option: Option, prefix: str) -> list[str]:
+    """The settings of the groups an option composes inside itself (its endpoint), the option's own
+    values of them left out (they are listed above), and how to choose another option there."""
+    lines, own = [], {s.key for s in option.settings}
+    bases = re.findall(r"^\s*-\s*([\w.-]+)\s*$", option.path.read_text(encoding="utf-8"), re.M)  # `- llm`: the option it extends
+    chain = [option.path, *[CONF / option.group / f"{b}.yaml" for b in bases if (CONF / option.group / f"{b}.yaml").is_file()]]
+    seen: dict[tuple[str, str], str] = {}
+    for path in chain:  # the option's own choice wins over the one its base option makes
+        for folder, package, chosen in nested_defaults(path):
+            seen.setdefault((folder, package), chosen)
+    for (folder, package), chosen in seen.items():
+        inner = next((o for o in options_of(folder) if o.name == chosen), None)
+        if inner is None:
+            continue
+        where = f"{prefix}.{package}" if prefix else package
+        names = ", ".join(o.name for o in options_of(folder))
+        lines.append(f"  {where}: {folder}={chosen} (conf/{folder}/{chosen}.yaml); another: {folder}@{where}=NAME ({names})")
+        lines += setting_lines([s for s in inner.settings if f"{package}.{s.key}" not in own], prefix=where)
+    return lines
 
 
 def setting_lines(settings: list[Setting], prefix: str = "") -> list[str]:
