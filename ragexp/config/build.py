@@ -63,6 +63,9 @@ class Components:
     judge: Judge
     llm: LLMSession
     scales: dict[str, tuple[float, float]]
+    # the resolved settings each built stage component was made from (chunker, retriever, reranker,
+    # generator, judge): what its stage's cache keys are made of, so that stages need no config
+    settings: dict[str, dict]
 
 
 def components(cfg: DictConfig) -> Components:
@@ -85,5 +88,7 @@ def components(cfg: DictConfig) -> Components:
     gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
+    built = ["judge", *(["chunker", "retriever", "generator"] if system.own else []),
+             *(["reranker"] if system.own and "reranker" in cfg else [])]
     return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
-                      llm, scales)
+                      llm, scales, {group: settings(cfg[group]) for group in built})

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, open_dict
 
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.components.systems import System
-from ragexp.config.build import Components, build, components, settings
+from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.contract import Judge, reference_free
@@ -73,13 +73,13 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
             log.warning(note)
 
         if c.system.own:  # ragexp's own: chunk -> index -> retrieve -> rerank -> generate over the corpus
-            results = pipeline_answers(cfg, c, work, dataset, notes, name)
+            results = pipeline_answers(c, work, dataset, notes, name)
         else:  # recorded outputs, your function or your service: (answer, contexts) per question
             results = system_answers(c, work, dataset, notes, name)
         if isinstance(results, Estimate):
             return results
 
-        judge = partial(judge_answer, work, c.judge, settings(cfg.judge))
+        judge = partial(judge_answer, work, c.judge, c.settings["judge"])
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
@@ -111,13 +111,12 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
         c.llm.close()
 
 
-def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Dataset, notes: list[str],
-                     name: str) -> list[QuestionResult] | Estimate:
+def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[str], name: str) -> list[QuestionResult] | Estimate:
     """ragexp's own pipeline as the system under test: chunk, index, retrieve (and score the
     retrieval), rerank (when a reranker is chosen: ragexp.run.rerank), generate; each stage's output cached under a key of what determines it (see
     ragexp.store.cache). With `dry_run=true`, the Estimate of the run's LLM requests, after retrieval."""
     assert c.chunker is not None and c.retriever is not None  # built for system=pipeline
-    chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), settings(cfg.chunker))
+    chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), c.settings["chunker"])
     chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
     log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
     queries = [q.text for q in dataset.questions]
@@ -125,11 +124,11 @@ def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Datase
     depth = max(c.retriever.top_k, c.metric_set.depth, c.reranker.candidates)
     # a retriever over an index ragexp does not own (retriever=qdrant_collection) searches every run
     cacheable = c.retriever.cacheable
-    hits_key = key_of("hits", chunks_key, settings(cfg.retriever), queries, depth) if cacheable else None
+    hits_key = key_of("hits", chunks_key, c.settings["retriever"], queries, depth) if cacheable else None
     retrieval_started, served = time.time_ns(), work.cache.stats["hits_cached"]
     # each query's ranking is also kept on its own, without top_k (the ranking `depth` deep does not depend
     # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
-    search_settings = {k: v for k, v in settings(cfg.retriever).items() if k != "top_k"}
+    search_settings = {k: v for k, v in c.settings["retriever"].items() if k != "top_k"}
     question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth) if cacheable else None
     ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
                         question_key)
@@ -142,14 +141,14 @@ def pipeline_answers(cfg: DictConfig, c: Components, work: Work, dataset: Datase
     c.rule.prepare(chunks)
     results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
     if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
-        results = work.stage("reranking", None, rerank_results, work, c.reranker, settings(cfg.reranker), results,
+        results = work.stage("reranking", None, rerank_results, work, c.reranker, c.settings["reranker"], results,
                              partial(retrieval_scored, c))
     notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
         return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
                               {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
 
-    answer = partial(answer_question, work, c.generator, settings(cfg.generator))
+    answer = partial(answer_question, work, c.generator, c.settings["generator"])
     return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
 
 
