@@ -27,10 +27,12 @@ REFERENCE = re.compile(r"\$\{([\w.]+)\}")  # a value that is exactly one other k
 log = logging.getLogger("ragexp")
 
 
-def validate(cfg) -> None:
-    """Raises one RagexpError listing every problem of the composed config `cfg`; a setting that
-    cannot be checked (its annotation cannot be read) is named in a warning, never skipped silently."""
-    found = findings(cfg)
+def validate(cfg, settings: type | None = None) -> None:
+    """Raises one RagexpError listing every problem of the composed config `cfg` (and of its own
+    top-level keys against the class `settings`, when given: ragexp.run.settings.RunSettings); a
+    setting that cannot be checked (its annotation cannot be read) is named in a warning, never
+    skipped silently."""
+    found = findings(cfg, settings)
     for line in found:
         if UNCHECKED in line:
             log.warning("%s", line)
@@ -44,16 +46,18 @@ def validate(cfg) -> None:
 UNCHECKED = "not checked: "  # how a line about a setting that cannot be checked starts, after its key
 
 
-def findings(cfg) -> list[str]:
+def findings(cfg, settings: type | None = None) -> list[str]:
     """Every line the check finds, problems and settings it cannot check, in config order."""
     errors: list[str] = corpus_side_problems(cfg)
+    if settings is not None:
+        check_component(cfg, "", errors, settings)
     walk(cfg, "", errors)
     return list(dict.fromkeys(errors))
 
 
-def problems(cfg) -> list[str]:
+def problems(cfg, settings: type | None = None) -> list[str]:
     """One line per problem, `full.key: what is wrong`, in config order; [] when valid."""
-    return [e for e in findings(cfg) if UNCHECKED not in e]
+    return [e for e in findings(cfg, settings) if UNCHECKED not in e]
 
 
 def unchecked(cfg) -> list[str]:
@@ -77,12 +81,13 @@ def walk(node, prefix: str, errors: list[str]) -> None:
                 walk(value, f"{prefix}{key}.", errors)
 
 
-def check_component(node, key: str, errors: list[str]) -> None:
-    """Checks one `_target_` node (and the components nested in it) at its full key."""
+def check_component(node, key: str, errors: list[str], settings: type | None = None) -> None:
+    """Checks one `_target_` node (and the components nested in it) at its full key; with
+    `settings`, the keys of `node` that class names (the config's own top-level keys, key "")."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     try:
-        cls = locate(str(node._target_))
+        cls = settings or locate(str(node._target_))
     except Exception as err:  # noqa: BLE001 - any import problem is the user's _target_ to fix
         errors.append(f"{key}._target_: cannot import {node._target_!r} ({type(err).__name__}: {err})")
         return
@@ -92,8 +97,8 @@ def check_component(node, key: str, errors: list[str]) -> None:
     hints = init_annotations(cls)
     arguments: dict[str, Any] = {}  # the settings that are valid, for the class's constraints
     for name in node:
-        full = f"{key}.{name}"
-        if name in HYDRA_KEYS:
+        full = f"{key}.{name}" if key else name
+        if name in HYDRA_KEYS or (settings is not None and name not in named):
             continue
         if name not in named and keywords is None:
             errors.append(f"{full}: unknown setting; {cls.__name__} takes {', '.join(named) or 'no settings'}")
@@ -135,7 +140,8 @@ def check_component(node, key: str, errors: list[str]) -> None:
             arguments[name] = value
     for name, parameter in named.items():
         if parameter.default is parameter.empty and name not in node:
-            errors.append(f"{key}.{name}: missing; {cls.__name__} needs it (set +{key}.{name}=...)")
+            full = f"{key}.{name}" if key else name
+            errors.append(f"{full}: missing; {cls.__name__} needs it (set +{full}=...)")
     errors += constraint_errors(cls, node, named, arguments, key)
 
 

@@ -62,7 +62,7 @@ def execute(cfg: DictConfig) -> float | None:
     from ragexp.run.report import summary
 
     multirun = in_multirun()
-    quiet = multirun and not cfg.get("verbose", False)  # a sweep's job: one line on the console, the rest in its log
+    quiet = multirun and not cfg.get("verbose")  # a sweep's job: one line on the console, the rest in its log
     job, sweep = None, {}
     try:
         if quiet:
@@ -81,7 +81,7 @@ def execute(cfg: DictConfig) -> float | None:
         say(summary(result))
         say(f"results: {outcome.results_file}")
         if quiet:
-            print(job_line(result, cfg.get("objective", "overall_score"), output_dir))
+            print(job_line(result, cfg.objective, output_dir))
         if result.traces and not tracker.logs_traces:
             print(f"ragexp: tracing=on with {tracker.where()}: no MLflow trace is written; the {len(result.traces)} "
                   f"traces are in {output_dir / 'traces.jsonl'} (log them with `python -m ragexp.track {output_dir}`)",
@@ -118,7 +118,7 @@ def execute(cfg: DictConfig) -> float | None:
         print(f"ragexp: error: quality gate {result.gate.name!r} failed ({len(missed)} of {len(result.gate.checks)} "
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
         sys.exit(GATE_FAILED)
-    return aggregates.get(cfg.get("objective", "overall_score"))
+    return aggregates.get(cfg.objective)
 
 
 def quiet_console() -> None:

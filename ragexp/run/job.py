@@ -16,14 +16,14 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp.base.redact import scrub_url
 from ragexp.config.build import build
 from ragexp.config.validation import validate
-from ragexp.errors import RagexpError, UserCodeStopped
+from ragexp.errors import UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.pipeline import estimate, run
+from ragexp.run.settings import RunSettings
 from ragexp.store.run_folder import claim, write_results
 from ragexp.store.trackers import write_config
 from ragexp.types import RunResult
 
-DEFAULT_MAX_FAILED_SHARE = 0.5  # conf/config.yaml `max_failed_share`: more failed questions fail the run
 OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named
 
 
@@ -47,14 +47,6 @@ def run_name(cfg: DictConfig, choices: Mapping[str, Any], swept: str = "", given
     if not own and choices.get("dataset") == "outputs" and isinstance(path, str) and path:
         chosen[0] = Path(path).stem
     return "-".join(str(c) for c in chosen if c) or "run"
-
-
-def max_failed_share(cfg: DictConfig) -> float:
-    share = cfg.get("max_failed_share", DEFAULT_MAX_FAILED_SHARE)
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise RagexpError(f"max_failed_share must be a number between 0 and 1 (the share of questions that may "
-                          f"fail before the run counts as failed), got {share!r}")
-    return float(share)
 
 
 def run_failure(result, max_share: float) -> str | None:
@@ -142,8 +134,8 @@ class Job:
 
     def stages(self, folder: Path) -> Outcome | Estimate:
         claim(folder)  # this run's folder alone: another live run's is refused before anything is written
-        validate(self.cfg)
-        share = max_failed_share(self.cfg)
+        validate(self.cfg, RunSettings)
+        share = float(self.cfg.max_failed_share)
         self.tracker = build(self.cfg.tracker)
         self.tracker.use_store(self.tracking_uri)
         self.name = run_name(self.cfg, self.choices, self.swept, self.name)

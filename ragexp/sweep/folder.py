@@ -35,12 +35,13 @@ def invalid_points(config: DictConfig) -> list[str]:
     from hydra.core.global_hydra import GlobalHydra
 
     from ragexp.config.validation import problems
+    from ragexp.run.settings import RunSettings
 
     loader, swept = GlobalHydra.instance().config_loader(), swept_keys(config)
     invalid = []
     for number, point in enumerate(grid_points(config)):
         try:
-            errors = problems(loader.load_sweep_config(config, list(point)))
+            errors = problems(loader.load_sweep_config(config, list(point)), RunSettings)
         except Exception as err:  # noqa: BLE001 - Hydra cannot compose it (an unknown option or key)
             errors = [" ".join(str(err).splitlines()[:2])]
         if errors:
