@@ -50,6 +50,36 @@ def test_a_bad_setting_gives_one_line_naming_its_full_key(overrides, message):
     assert problems(compose(*overrides)) == [message]
 
 
+@pytest.mark.parametrize("override,message", [
+    ("max_failed_share=2", "max_failed_share: must be <= 1, got 2"),
+    ("verbose=maybe", "verbose: 'maybe' is not true or false"),
+    ("objective=", "objective: must not be empty"),
+    ("~slices", "slices: missing; RunSettings needs it (set +slices=...)"),
+])
+def test_the_runs_own_top_level_settings_are_checked_with_the_components(override, message):
+    """run_name, objective, slices, max_failed_share, ... (ragexp.run.settings.RunSettings): their
+    defaults are in conf/config.yaml only, so one deleted or mistyped is refused, not defaulted."""
+    from ragexp.run.settings import RunSettings
+
+    assert problems(compose(override), RunSettings) == [message]
+    assert problems(compose(), RunSettings) == []
+
+
+@pytest.mark.parametrize("config,override,message", [
+    ("monitor", "monitor.source=kafka", "monitor.source: 'kafka' is not one of 'file', 'mlflow'"),
+    ("monitor", "monitor.judge_sample=-1", "monitor.judge_sample: must be >= 0, got -1"),
+    ("synth", "synth.size=0", "synth.size: must be >= 1, got 0"),
+    ("synth", "+synth.mix.opinion=1", "synth.mix: unknown question type opinion; the types are factual, procedural, "
+     "comparative, troubleshooting, multi_hop"),
+])
+def test_the_settings_of_monitor_and_synth_are_checked_like_a_components(config, override, message):
+    from ragexp.config.compose import compose as compose_config
+
+    given = {"monitor": "monitor.input=log.jsonl", "synth": "synth.out=dataset"}[config]  # set by the app's Hydra run
+    cfg, _ = compose_config([override, given], config_name=config)
+    assert problems(cfg) == [message]
+
+
 def test_a_shared_component_is_reported_once_where_it_is_written():
     # the embedder is referenced by the retriever (${embedder}); its problem is one line, at `embedder`
     assert problems(compose("embedder.batch_size=0")) == ["embedder.batch_size: must be >= 1, got 0"]

@@ -39,13 +39,11 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     from ragexp.monitor.tracking import MonitorStore
     from ragexp.monitor.windows import Summary, iso
     from ragexp.config.build import build
+    from ragexp.config.validation import validate
 
+    validate(cfg)  # every setting (monitor.*: ragexp.monitor.settings) and component, all problems at once
     m = cfg.monitor
-    source = m.get("source") or "file"
-    if source not in ("file", "mlflow"):
-        raise RagexpError(f"monitor.source: {source!r} is not one of file, mlflow")
-    if source == "file" and not m.get("input"):
-        raise RagexpError("monitor.input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)")
+    source = m.source
     malformed = Malformed(m.on_error)
     columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") and source == "file" else None,
                       m.get("feedback_satisfied_from"))

@@ -78,11 +78,13 @@ def execute(cfg: DictConfig) -> None:
     from ragexp.synth.quality import QualityRules
     from ragexp.synth.sources import SourcePlan
     from ragexp.synth.tracking import log_synth
+    from ragexp.config.validation import validate
 
     started = time.time()
     synth = cfg.synth
     try:
         run_where_launched()
+        validate(cfg)  # every setting (synth.*: ragexp.synth.settings) and component, all problems at once
         rules = QualityRules(**OmegaConf.to_container(synth.quality, resolve=True))
         mix = OmegaConf.to_container(synth.mix, resolve=True)
         asked = quotas(synth.size, mix)

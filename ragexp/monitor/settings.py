@@ -1,0 +1,27 @@
+"""`monitor:` of conf/monitor.yaml, whose defaults are written there (once): the types and ranges
+the config check holds them to before any record is read."""
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from ragexp.base.settings import NonEmptyStr, NonNegativeFloat, NonNegativeInt, OnError, PositiveFloat, PositiveInt
+
+
+class MonitorSettings:
+    """Where the records come from (`source`: a log file `input` in `format` with `columns`, or an
+    MLflow experiment's `traces`), how they are summarised (`window`, `judge_sample` judged per
+    window with `seed`, `exact_percentiles_max`), compared (`baseline`) and told (`webhook_url`)."""
+
+    def __init__(self, source: Literal["file", "mlflow"], input: str | None, traces: Mapping[str, Any],
+                 format: Literal["auto", "jsonl", "csv", "tsv"], columns: Mapping[str, str | None],
+                 feedback_satisfied_from: float | None, model: NonEmptyStr, window: NonEmptyStr,
+                 judge_sample: NonNegativeInt, seed: int, on_error: OnError, exact_percentiles_max: PositiveInt,
+                 baseline: str | None, name: str | None, webhook_url: str | None, webhook_retries: NonNegativeInt,
+                 webhook_backoff_s: NonNegativeFloat, webhook_timeout_s: PositiveFloat):
+        self.source, self.input = source, input
+
+    @classmethod
+    def constraints(cls, source: str, input: str | None, **_) -> list[str]:
+        if source == "file" and not input:
+            return ["input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)"]
+        return []
