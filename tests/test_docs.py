@@ -136,14 +136,16 @@ def glossary_rows() -> dict[str, list[str]]:
     return rows
 
 
-@pytest.mark.parametrize("judge", ["offline", "offline_learned", "llm", "triad"])
-def test_the_glossary_gives_each_judge_metric_its_scale_and_judge(judge):
-    from ragexp.judges.learned import LearnedOfflineJudge
-    from ragexp.judges.llm import LLMJudge
-    from ragexp.judges.offline import OfflineJudge
-    from ragexp.judges.triad import TriadJudge
+# the judges: each conf/judge/ option that names its class (not a preset of another, like judge=local)
+JUDGES = {p.stem: re.search(r"^_target_: *(\S+)", p.read_text(encoding="utf-8"), re.M)
+          for p in sorted((ROOT / "conf" / "judge").glob("*.yaml"))}
 
-    cls = {"offline": OfflineJudge, "offline_learned": LearnedOfflineJudge, "llm": LLMJudge, "triad": TriadJudge}[judge]
+
+@pytest.mark.parametrize("judge", sorted(name for name, target in JUDGES.items() if target))
+def test_the_glossary_gives_each_judge_metric_its_scale_and_judge(judge):
+    from hydra.utils import get_class
+
+    cls = get_class(JUDGES[judge][1])
     rows = glossary_rows()
     for metric in cls.metrics:
         assert metric in rows, f"{metric} ({judge}) is not in the glossary"

@@ -16,7 +16,7 @@ class Judge:
       compare metrics across judges through it; a metric without a scale gets no target and
       cannot be gated on another scale;
     - `judge(question, hits, answer) -> Judgement`;
-    - `scorecard`: which of its metrics feed the generation scorecard (specification 6.4.3,
+    - `scorecard`: which of its metrics feed the generation scorecard (see
       ragexp.metrics.generation): scorecard part (faithfulness, conciseness, coherence) -> metric.
       Each is mapped onto 0-1 through its scale; a part the judge does not give leaves the
       question without a generation_score. A judge that asks an LLM for 1-5 ratings maps them to

@@ -1,0 +1,76 @@
+"""The recipes of docs/contributing/index.md, followed as written: a retriever and a judge of your
+own, each its module and its YAML file (in your --config-dir here; in conf/ for one of ragexp's),
+run end to end by `python -m ragexp`; an answer metric's three places exist as the recipe names them."""
+import json
+import re
+
+from conftest import HASH, ROOT, run_app
+
+RETRIEVER = '''
+from ragexp.base.settings import PositiveInt
+from ragexp.components.retrievers import Retriever
+from ragexp.types import Hit
+
+
+class FirstChunks(Retriever):
+    """Every query gets the corpus's first chunks: a retriever in a dozen lines."""
+
+    def __init__(self, top_k: PositiveInt = 3):
+        self.top_k = top_k
+
+    def index(self, chunks):
+        self.chunks = sorted(chunks, key=lambda c: c.chunk_id)
+
+    def search(self, queries, depth=None):
+        first = self.chunks[: depth or self.top_k]
+        return [[Hit(c, 1.0 / (i + 1), i + 1) for i, c in enumerate(first)] for _ in queries]
+'''
+
+JUDGE = '''
+from ragexp.judges.contract import Judge
+from ragexp.types import Judgement
+
+
+class Brevity(Judge):
+    """Scores the single-call metrics by the answer's length: a judge in a dozen lines."""
+
+    metrics = ("context_relevance", "answer_similarity", "faithfulness")
+    scales = {m: (1.0, 10.0) for m in metrics}
+
+    def __init__(self, name: str = "brevity"):
+        self.name = name
+
+    def judge(self, question, hits, answer):
+        score = 10.0 if len(answer.text.split()) <= 20 else 1.0
+        return Judgement(self.name, {m: score for m in self.metrics}, False, f"{len(answer.text.split())} words")
+'''
+
+
+def test_a_retriever_and_a_judge_of_your_own_are_a_module_and_a_yaml_file_each(tmp_path, monkeypatch):
+    (tmp_path / "my_parts.py").write_text(RETRIEVER + JUDGE)
+    conf = tmp_path / "my_conf"
+    (conf / "retriever").mkdir(parents=True)
+    (conf / "judge").mkdir()
+    (conf / "retriever" / "first.yaml").write_text("# The corpus's first chunks.\n_target_: my_parts.FirstChunks\ntop_k: 2\n")
+    (conf / "judge" / "brevity.yaml").write_text("# Short answers score 10.\n_target_: my_parts.Brevity\nname: brevity\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = run_app("--config-dir", str(conf), "retriever=first", "judge=brevity", *HASH, "dataset.limit=3",
+                   "tracker=none", "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [aggregates] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
+    assert aggregates["judge"] == "brevity" and aggregates["total_questions"] == 3
+    table = [json.loads(line) for line in (tmp_path / "run" / "questions.jsonl").read_text().splitlines()]
+    assert all(len(row["context"]) == 2 for row in table)  # top_k from first.yaml
+    assert all(row["reasoning"] == f"{len(row['answer'].split())} words" for row in table)  # the judge's own
+
+
+def test_the_answer_metric_recipe_names_the_places_that_exist():
+    recipe = (ROOT / "docs" / "contributing" / "index.md").read_text()
+    section = recipe[recipe.index("### An answer metric"):]
+    metrics = (ROOT / "ragexp" / "metrics" / "__init__.py").read_text()
+    generation = (ROOT / "ragexp" / "metrics" / "generation.py").read_text()
+    assert "`GENERATION`" in section and "MetricSet.answer_scores" in section and "metrics/generation.py" in section
+    names = re.search(r"^GENERATION = \(([^)]*)\)", metrics, re.M)
+    for name in re.findall(r'"(\w+)"', names[1]):
+        assert f'"{name}" in chosen' in metrics  # answer_scores computes each name it lists, when chosen
+    assert "def exact_match(" in generation and "def token_f1(" in generation
