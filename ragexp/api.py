@@ -20,6 +20,8 @@ from ragexp.errors import RagexpError
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job
 from ragexp.store.code_identity import code_digest
+from ragexp.datasets.outputs import plain
+from ragexp.store.run_folder import question_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,7 +53,6 @@ class Evaluation:
     def table(self) -> pd.DataFrame:
         import pandas as pd
 
-        from ragexp.store.run_folder import question_table
 
         return pd.DataFrame(question_table(self.result))
 
@@ -87,7 +88,6 @@ def rows_of(data: Any) -> list[dict] | None:
     if data is None or isinstance(data, (str, Path)):
         return None
     if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
-        from ragexp.datasets.outputs import plain
 
         return [{str(k): plain(v) for k, v in row.items()} for row in data.to_dict(orient="records")]
     if isinstance(data, Iterable) and not isinstance(data, Mapping):

@@ -18,6 +18,10 @@ import time
 from pathlib import Path
 
 from ragexp.config.cli_settings import parse_args
+from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
+from ragexp.store.run_folder import RUN_META
+from ragexp.store.trackers import MlflowTracker
+from ragexp.store.lookup import run_absent
 
 
 def sweep_of(folder: Path) -> dict:
@@ -32,10 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", help="MLflow store (default: the sweep's, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     parser.add_argument("--experiment", default="ragexp", help="MLflow experiment (default ragexp)")
     args = parse_args(parser, argv)  # also tracker.tracking_uri=URI tracker.experiment=NAME
-    from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
-    from ragexp.store.run_folder import RUN_META
-    from ragexp.store.trackers import MlflowTracker
-
     status = 0
     for folder in map(Path, args.folders):
         if not (folder / RUN_META).is_file():
@@ -67,9 +67,6 @@ LOOKUP_ATTEMPTS, LOOKUP_WAIT_S = 3, 1.0  # a store that did not answer: asked ag
 def exists(tracker, run_id: str) -> bool:
     """Whether the store has the run: False only when the store answers that it has none
     (RESOURCE_DOES_NOT_EXIST); any other error is asked `attempts` times, then StoreUnreachable."""
-    from ragexp.errors import StoreUnreachable
-    from ragexp.store.lookup import run_absent
-
     attempts = LOOKUP_ATTEMPTS
     for attempt in range(attempts):
         try:

@@ -25,6 +25,10 @@ from ragexp.calibrate.source import JudgedRun
 from ragexp.config.compose import compose as compose_config
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.types import Answer, Hit, Judgement, Output, Question
+from ragexp.datasets.outputs import OutputsDataset
+from ragexp.base.concurrency import concurrency, map_concurrently
+from ragexp.run.work import Work
+from ragexp.store.cache import key_of
 
 # the loader keeps every other scalar column with the question: these are not labels
 NOT_LABELS = {"annotator", "part", "set", "group"}
@@ -56,7 +60,6 @@ class LabelledRow:
 def labelled_rows(path: str | Path, cfg) -> tuple[list[LabelledRow], list[str]]:
     """The rows of the recorded-outputs file at `path`, read by the `dataset=outputs` loader with the
     composed `cfg.dataset` settings (columns, preset, on_error, limit); and the rows it skipped."""
-    from ragexp.datasets.outputs import OutputsDataset
     from ragexp.config.build import build
 
     cfg.dataset.path = str(path)
@@ -85,11 +88,7 @@ def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | 
     error, an unreadable reply), through the stage cache and the LLM session as in a run."""
     from omegaconf import OmegaConf
 
-    from ragexp.base.concurrency import concurrency, map_concurrently
     from ragexp.config.build import build
-    from ragexp.run.work import Work
-    from ragexp.store.cache import key_of
-
     work = Work(build(cfg.cache))
     with work.embeddings.building():
         judge = build(cfg.judge)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
+from ragexp.store.reader import TABLE, client_for, get_run, read_table
+from ragexp.store.reader import RUN_ID
 
 TABLES = ("questions.json", "questions.jsonl")
 CONFIGS = (".hydra/config.yaml", "config.yaml")
@@ -93,7 +95,6 @@ def from_folder(folder: Path) -> JudgedRun:
 def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
     import tempfile
 
-    from ragexp.store.reader import TABLE, client_for, get_run, read_table
 
     client, resolved = client_for(tracking_uri)
     run = get_run(client, run_id, resolved)
@@ -118,8 +119,6 @@ def with_hallucination(run: JudgedRun) -> JudgedRun:
 
 def load(target: str, tracking_uri: str | None = None) -> JudgedRun:
     """`target`: a run folder, or an MLflow run id."""
-    from ragexp.store.reader import RUN_ID
-
     path = Path(target)
     if path.is_dir():
         return with_hallucination(from_folder(path))

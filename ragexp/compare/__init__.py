@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from ragexp.store import reader
 
 
 def default_folder(selection) -> Path:
@@ -40,7 +41,6 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
     report (the sweep's own, made at its end) is kept unless `overwrite`: the new report goes to the
     next free folder beside it (report-2, report-3, ...), and is logged under that name."""
     from ragexp.compare import leaderboard, report
-    from ragexp.store import reader
 
     selection = reader.select(list(targets or []), tracking_uri, all_runs=all_runs)
     board = leaderboard.build(selection, objective, maximize, level, alpha, resamples, seed)

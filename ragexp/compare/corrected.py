@@ -20,6 +20,7 @@ from ragexp.calibrate.labels import INFO, MAX_SHOWN, on_scale, rows
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.store.reader import Run
 from ragexp.errors import RagexpError
+from ragexp.calibrate.source import judge_scales
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,6 @@ class CorrectedMean:
 
 def run_scales(run: Run) -> dict[str, tuple[float, float]]:
     """The judge metrics' scales (from the run's `judge._target_`), and hallucination on 0-1."""
-    from ragexp.calibrate.source import judge_scales
-
     scales = judge_scales(run.params.get("judge._target_"), f"run {run.name} ({run.run_id[:8]})")
     return {**scales, "hallucination": (0.0, 1.0)}
 

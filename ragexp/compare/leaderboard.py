@@ -11,6 +11,7 @@ from ragexp.compare.metrics import COUNTS, MetricSpec, per_question_overall, spe
 from ragexp.store.reader import Run, Selection
 from ragexp.stats.inference import Interval, PairedTest, bootstrap_ci, holm, paired_test
 from ragexp.errors import RagexpError
+from ragexp.compare.metrics import numeric
 
 IGNORED_PARAMS = {"run_name"}
 NO_CI = (math.nan, math.nan)
@@ -200,7 +201,6 @@ def judge_spread(entry: Entry, objective: str) -> None:
     spec, table = entry.specs.get(objective), entry.run.table
     if spec is None or not all(f"{c}_std" in table for c in spec.inputs[: len(spec.weights) or 1]):
         return
-    from ragexp.compare.metrics import numeric
 
     mask = spec.usable(table)
     weighted = spec.inputs[: len(spec.weights)] if spec.kind == "overall" else spec.inputs[:1]

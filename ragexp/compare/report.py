@@ -13,6 +13,8 @@ from pathlib import Path
 
 from ragexp.compare.leaderboard import Entry, Leaderboard
 from ragexp.stats.inference import Interval
+from ragexp.compare.leaderboard import slice_metrics
+from ragexp.compare.plots import draw_all
 
 ARTIFACT_DIR = "report"
 CAPTIONS = {
@@ -119,8 +121,6 @@ def aggregates_table(board: Leaderboard) -> Table:
 
 def slices_table(board: Leaderboard) -> Table | None:
     """The objective per slice of the questions (kind, source), with CIs, per configuration."""
-    from ragexp.compare.leaderboard import slice_metrics
-
     metrics = slice_metrics(board)
     if not metrics:
         return None
@@ -329,8 +329,6 @@ def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str
     folder.mkdir(parents=True, exist_ok=True)
     plots = {}
     if with_plots:
-        from ragexp.compare.plots import draw_all
-
         plots = draw_all(board, folder / "plots")
     parts = blocks(board, plots)
     files = {"markdown": folder / "report.md", "html": folder / "report.html", "json": folder / "leaderboard.json"}

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ragexp.errors import RagexpError
+from ragexp.store.reader import client_for, get_run
 
 
 def absolute_uri(uri: str) -> str:
@@ -24,8 +25,6 @@ def python() -> str:
 
 def rerun_command(run_id: str, tracking_uri: str | None = None) -> tuple[str, str]:
     """(a comment saying what it re-runs, the shell command)."""
-    from ragexp.store.reader import client_for, get_run
-
     client, resolved = client_for(tracking_uri)
     run = get_run(client, run_id, resolved)
     if "config.yaml" not in {a.path for a in client.list_artifacts(run_id)}:

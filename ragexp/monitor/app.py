@@ -11,6 +11,14 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
+from ragexp.monitor import alerts as alerting
+from ragexp.monitor.report import console, plot, write_json, write_reports
+from ragexp.monitor.tracking import MonitorStore
+from ragexp.config.validation import validate
+from ragexp.monitor.traces import export_traces
+from ragexp import __version__
+from ragexp.store.provenance import git_commit
+from ragexp.monitor.alerts import post
 
 log = logging.getLogger("ragexp.monitor")
 ALERTS_FIRED = GATE_FAILED  # exit status when an alert fires: the same as a failed quality gate
@@ -33,13 +41,9 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     """Everything one invocation does; returns the exit status (0, ALERTS_FIRED, or RUN_FAILED when
     MLflow logging failed: the alerts still went out and the outputs are on disk, as with
     `python -m ragexp`, which exits 4 when it cannot log)."""
-    from ragexp.monitor import alerts as alerting
     from ragexp.monitor.records import Columns, LogReader, Malformed
-    from ragexp.monitor.report import console, plot, write_json, write_reports
-    from ragexp.monitor.tracking import MonitorStore
     from ragexp.monitor.windows import Summary, iso
     from ragexp.config.build import build
-    from ragexp.config.validation import validate
 
     validate(cfg)  # every setting (monitor.*: ragexp.monitor.settings) and component, all problems at once
     m = cfg.monitor
@@ -48,7 +52,6 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     columns = Columns(OmegaConf.to_container(m.columns, resolve=True) if m.get("columns") and source == "file" else None,
                       m.get("feedback_satisfied_from"))
     if source == "mlflow":  # the experiment's traces, as a log in the default columns (ragexp.monitor.traces)
-        from ragexp.monitor.traces import export_traces
 
         t = m.traces
         path, count = export_traces(t.experiment, t.get("tracking_uri"), t.get("run_id"), out / "traces-input.jsonl")
@@ -181,9 +184,6 @@ def write_judged(path: Path, judged: list) -> None:
 
 
 def git_tags() -> dict[str, str]:
-    from ragexp import __version__
-    from ragexp.store.provenance import git_commit
-
     return {"git_commit": git_commit(), "ragexp_version": __version__}
 
 
@@ -196,8 +196,6 @@ def shown(url: str) -> str:
 
 
 def notify(m: DictConfig, payload: dict, alerts_file: Path) -> None:
-    from ragexp.monitor.alerts import post
-
     delivered, attempts, error = post(str(m.webhook_url), payload, int(m.webhook_retries), float(m.webhook_backoff_s),
                                       float(m.webhook_timeout_s))
     if delivered:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ragexp.monitor.windows import window_seconds
+from ragexp.datasets.folder import FolderDataset
 
 ERROR_KINDS = ("llm_timeout", "retrieval_error", "rate_limited")
 BATCH = 50_000
@@ -27,8 +28,6 @@ BATCH = 50_000
 def templates() -> list[dict]:
     """(query, contexts, answer, unrelated answer) from the bundled sample: the answer is the
     expected answer, which the first context states; the unrelated answer is another question's."""
-    from ragexp.datasets.folder import FolderDataset
-
     dataset = FolderDataset().load()
     docs = {d.doc_id: d.text for d in dataset.documents}
     questions = dataset.questions

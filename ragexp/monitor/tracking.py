@@ -11,6 +11,8 @@ from pathlib import Path
 from ragexp.errors import RagexpError
 from ragexp.monitor.alerts import describe
 from ragexp.store.trackers import MlflowTracker, flatten
+from ragexp.errors import StoreUnreachable
+from ragexp.store.lookup import run_absent
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -40,9 +42,6 @@ class MonitorStore:
         client, spec = self.client(), str(spec)
         run = None
         if RUN_ID.fullmatch(spec):
-            from ragexp.errors import StoreUnreachable
-            from ragexp.store.lookup import run_absent
-
             try:
                 run = client.get_run(spec)
             except Exception as err:  # noqa: BLE001 - absent (then looked up by name), or the store did not answer

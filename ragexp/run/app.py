@@ -20,6 +20,10 @@ from ragexp.config.overrides import point_name
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job, TrackingFailed
+from ragexp.store.run_folder import read_sweep
+from ragexp.run.report import summary
+from ragexp.store.run_folder import FAILURE_FILE
+from ragexp.store.run_folder import AUDIT_FILES
 
 log = logging.getLogger("ragexp")
 
@@ -29,7 +33,6 @@ def sweep_info() -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ragexp.store.run_folder import read_sweep
 
     hydra = HydraConfig.get()
     return read_sweep(hydra.sweep.dir) if hydra.mode == RunMode.MULTIRUN else {}
@@ -59,7 +62,6 @@ def execute(cfg: DictConfig) -> float | None:
     goes on."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ragexp.run.report import summary
 
     multirun = in_multirun()
     quiet = multirun and not cfg.get("verbose")  # a sweep's job: one line on the console, the rest in its log
@@ -148,7 +150,6 @@ def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ragexp.store.run_folder import FAILURE_FILE
 
     tracker, name = (job.tracker, job.name) if job is not None else (None, None)
     started = job.started if job is not None else time.time()
@@ -199,7 +200,5 @@ def in_multirun() -> bool:
 def run_files(output_dir: Path) -> tuple[Path, ...]:
     """The files of the run folder logged as artifacts: Hydra's record of the command-line overrides
     (so the run can be repeated) and the audit trail (ragexp.store.run_folder.write_audit)."""
-    from ragexp.store.run_folder import AUDIT_FILES
-
     candidates = [output_dir / ".hydra" / "overrides.yaml", *(output_dir / name for name in AUDIT_FILES)]
     return tuple(path for path in candidates if path.exists())

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from ragexp.metrics.scoring import count_name
 from ragexp.types import RunResult
+from ragexp.metrics.targets import BY_CONSTRUCTION
 
 
 def summary(result: RunResult) -> str:
     """A short table for the console: each aggregate, with good / ok / warning where the
     specification sets a target (`by construction` where the configuration fixes it); the failures,
     the notes and the quality gate's verdict."""
-    from ragexp.metrics.targets import BY_CONSTRUCTION
-
     lines = [f"ragexp run {result.name!r}: scores by judge {result.judge!r} (good / ok / warning: against each "
              "metric's target" + (f"; gate {result.gate.name!r}: its own thresholds" if result.gate is not None else "") + ")"]
     gated = gate_marks(result)

@@ -10,6 +10,10 @@ from pathlib import Path
 from ragexp.base.processes import alive, this_process
 from ragexp.errors import RagexpError
 from ragexp.types import RunResult
+from ragexp import __version__
+from ragexp.store.provenance import git_commit
+from ragexp.store.tracing import TRACES
+from ragexp.base.names import metric_key
 
 AGGREGATES = "aggregates.json"
 
@@ -37,7 +41,6 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     tracker logs is then in the folder, so it can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
     import time
 
-    from ragexp import __version__
 
     path = folder / "results.json"
     path.write_text(json.dumps(results_json(result), indent=2) + "\n")
@@ -48,12 +51,10 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     rows = [list(values) for values in zip(*table.values())] if table else []
     (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
     if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.store.trace_store)
-        from ragexp.store.tracing import TRACES
 
         with (folder / TRACES).open("w", encoding="utf-8") as out:
             for trace in result.traces:
                 out.write(json.dumps(trace, ensure_ascii=False, default=str) + "\n")
-    from ragexp.store.provenance import git_commit
 
     meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,
             "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
@@ -107,7 +108,6 @@ def write_audit(result: RunResult, folder: Path) -> list[Path]:
     reranker, run.trec is the reranked ranking (the one the logged means are of) and `first_stage.trec`
     the retriever's own, its means under `first_stage` in retrieval.json.
     `python -m ragexp.trec_eval --check FOLDER` recomputes every logged retrieval mean from them."""
-    from ragexp.base.names import metric_key
     from ragexp.metrics.relevance import CONTEXT_METRICS
 
     paths = [folder / name for name in AUDIT_FILES[:4]]
@@ -158,8 +158,6 @@ def trec_id(text: str) -> str:
 
 def question_table(result: RunResult) -> dict[str, list]:
     """One row per question (column -> values), for `mlflow.log_table`."""
-    from ragexp.base.names import metric_key
-
     rows = []
     metrics = list(dict.fromkeys(m for r in result.questions if r.judgement for m in r.judgement.scores))
     details = list(dict.fromkeys(k for r in result.questions if r.judgement for k in r.judgement.details))

@@ -11,6 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragexp.errors import RagexpError
 from ragexp.synth import TYPES
+from ragexp.datasets import corpus_fingerprint, fingerprint
+from ragexp.synth.tracking import log_synth
+from ragexp.config.validation import validate
+from ragexp.llm.estimate import RoleEstimate
 
 ROLE = "synth.generator"  # the LLM role: error messages name synth.generator.endpoint.*
 
@@ -70,16 +74,12 @@ def summary(result, metrics: dict, folder: Path, generator: str) -> str:
 def execute(cfg: DictConfig) -> None:
     from ragexp.run.app import run_where_launched
     from ragexp.store.cache import key_of
-    from ragexp.datasets import corpus_fingerprint, fingerprint
     from ragexp.components.embedders import EmbeddingCache
     from ragexp.config.build import build, settings
     from ragexp.synth.build import generate, quotas
     from ragexp.synth.output import load_written, write_dataset
     from ragexp.synth.quality import QualityRules
     from ragexp.synth.sources import SourcePlan
-    from ragexp.synth.tracking import log_synth
-    from ragexp.config.validation import validate
-
     started = time.time()
     synth = cfg.synth
     try:
@@ -132,8 +132,6 @@ def execute(cfg: DictConfig) -> None:
 def dry_run(session, generator, plan, asked: dict[str, int]) -> str:
     """What the first round would send (one source per question asked; rejected candidates are
     replaced in later rounds, up to synth.max_attempts per question)."""
-    from ragexp.llm.estimate import RoleEstimate
-
     if not session.components:
         return f"ragexp synth dry run: the {generator.name} generator sends no LLM request"
     requests = [r for type_, n in asked.items() for _ in range(n)

@@ -11,6 +11,7 @@ from typing import Sequence
 from ragexp.synth.build import SynthResult
 from ragexp.synth.candidates import Candidate
 from ragexp.types import Document
+from ragexp.datasets.table import TableDataset
 
 
 def question_record(n: int, candidate: Candidate) -> dict:
@@ -52,6 +53,4 @@ def write_dataset(folder: str | Path, result: SynthResult, documents: Sequence[D
 
 def load_written(folder: Path):
     """The folder read back as `dataset=synthetic` reads it (for its fingerprint)."""
-    from ragexp.datasets.table import TableDataset
-
     return TableDataset(path=str(folder), fields={"kind": "type", "title": "title"}, name="synthetic").load()

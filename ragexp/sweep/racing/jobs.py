@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragexp.store.reader import Run
+from ragexp.store.run_folder import FAILURE_FILE
+from ragexp.store.reader import read_table
+from ragexp.store.run_folder import AGGREGATES, TABLE
+from ragexp.store.trackers import CONFIG, flatten
 
 
 @dataclass
@@ -67,8 +71,6 @@ def same_overrides(folder: Path, overrides: list[str]) -> bool:
 def finished(job: Job) -> bool:
     """A job whose folder holds its outcome (results.json or failure.json) for these overrides:
     a resumed race reads it instead of running it again."""
-    from ragexp.store.run_folder import FAILURE_FILE
-
     folder = job.folder
     return (folder is not None and same_overrides(folder, job.overrides)
             and ((folder / "results.json").exists() or (folder / FAILURE_FILE).exists()))
@@ -77,8 +79,6 @@ def finished(job: Job) -> bool:
 def read_outcome(job: Job) -> None:
     """Sets the job's status from its folder: failed (failure.json, or no results at all), else ok
     with its Run (params, metrics, per-question table, aggregation spec)."""
-    from ragexp.store.run_folder import FAILURE_FILE
-
     folder = job.folder
     if folder is None or not folder.is_dir():
         job.status, job.reason = "failed", job.reason or "the job left no run folder"
@@ -97,10 +97,6 @@ def read_outcome(job: Job) -> None:
 def read_run(folder: Path, run_id: str) -> Run:
     """A job's run folder as the comparison reads an MLflow run (ragexp.store.reader.Run)."""
     import yaml
-
-    from ragexp.store.reader import read_table
-    from ragexp.store.run_folder import AGGREGATES, TABLE
-    from ragexp.store.trackers import CONFIG, flatten
 
     [(name, values)] = json.loads((folder / "results.json").read_text()).items()
     metrics = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

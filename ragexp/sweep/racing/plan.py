@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ragexp.errors import RagexpError
+from ragexp.config.overrides import point_name
 
 # the per-question aggregates any run gives besides its judge's and metrics' (ragexp.scoring)
 ALWAYS = ("overall_score", "hallucination_rate")
@@ -184,8 +185,6 @@ def plan(config) -> Plan:
 
 def configuration_name(point: list[str], swept: list[str]) -> str:
     """The swept values, as a job of the sweep names its run (ragexp.run.job.run_name)."""
-    from ragexp.config.overrides import point_name
-
     return point_name(point, swept) or " ".join(point)
 
 

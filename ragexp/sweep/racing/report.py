@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from ragexp.store.run_folder import RUN_META
+from ragexp.sweep.racing.jobs import read_run
+from ragexp.store.reader import Selection
 
 STATE = "racing.json"
 CAVEAT = ("Racing can drop a configuration that would have been close to the best on the full set: a drop "
@@ -30,8 +33,6 @@ def read_state(sweep_dir: Path) -> dict | None:
 
 
 def job_meta(folder: str | None) -> dict:
-    from ragexp.store.run_folder import RUN_META
-
     path = Path(folder) / RUN_META if folder else None
     try:
         return json.loads(path.read_text()) if path is not None and path.exists() else {}
@@ -160,7 +161,6 @@ def partial_score(job: dict, state: dict) -> str:
     from ragexp.compare.report import fmt_ci
     from ragexp.stats.inference import bootstrap_ci
     from ragexp.sweep.racing.decide import objective_spec
-    from ragexp.sweep.racing.jobs import read_run
 
     settings = state["definition"]["settings"]
     try:
@@ -177,8 +177,6 @@ def partial_score(job: dict, state: dict) -> str:
 
 def final_runs(state: dict) -> list:
     """The last round's finished runs (the survivors on every question)."""
-    from ragexp.sweep.racing.jobs import read_run
-
     if not state["rounds"] or state["rounds"][-1]["questions"] != state["total"]:
         return []
     return [read_run(Path(j["folder"]), str(j["job"])) for j in state["rounds"][-1]["jobs"] if j["status"] == "ok"]
@@ -250,7 +248,6 @@ def round_level_text(state: dict) -> str:
 def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]) -> dict[str, Path]:
     """The survivors compared on every question (ragexp.compare: CIs, paired tests with Holm)."""
     from ragexp.compare import leaderboard, report
-    from ragexp.store.reader import Selection
 
     selection = Selection(tracking_uri="", experiment="racing", runs=runs)
     board = leaderboard.build(selection, settings["objective"], settings["maximize"], alpha=settings["alpha"],
