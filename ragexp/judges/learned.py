@@ -11,7 +11,6 @@ from ragexp.judges.offline import ClaimEvidence, OfflineJudge, Verdict, to_scale
 from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
 from ragexp.base.text import split_sentences
 from ragexp.base.settings import Cosine, Fraction
-from ragexp.errors import RagexpError
 
 
 def verifier_features(judge: OfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,
@@ -64,6 +63,8 @@ class LearnedOfflineJudge(OfflineJudge):
     @classmethod
     def constraints(cls, weights: str | None = None, **_) -> list[str]:
         """The weights file exists and is a verifier model (checked with the config, before any work)."""
+        from ragexp.errors import RagexpError
+
         try:
             Verifier.load(Path(weights) if weights else SHIPPED, setting="weights")
         except RagexpError as err:

@@ -20,8 +20,6 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.base.text import words
-from ragexp.judges.offline import anchors
-from ragexp.judges.offline import numbers
 
 SHIPPED = Path(__file__).resolve().parent / "verifier" / "offline_verifier.json"
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -50,6 +48,8 @@ class ContextIndex:
 
     @classmethod
     def of(cls, passages: Sequence[str]) -> ContextIndex:
+        from ragexp.judges.offline import numbers
+
         text = "\n".join(passages)
         tokens = {w.lower() for w in re.findall(r"[\w'-]+", text)} | numbers(text)
         return cls(frozenset(words(text)), frozenset(bigrams(text)), frozenset(tokens))
@@ -62,6 +62,8 @@ def claim_signals(sentence: str, vector: np.ndarray, evidence, c: np.ndarray, in
     shares of its content words, word pairs and numbers-and-names found anywhere in it. A verbatim
     claim (text of one passage that states its numbers) has the strongest support by definition:
     every signal but its length is 1, whatever the name heuristics of `anchors` make of it."""
+    from ragexp.judges.offline import anchors
+
     claim_words = set(words(sentence))
     if evidence.verbatim:
         return {**{s: 1.0 for s in CLAIM_SIGNALS}, "claim_words": float(len(claim_words))}

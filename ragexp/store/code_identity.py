@@ -23,7 +23,6 @@ from typing import Any, Callable, TypeGuard
 
 from ragexp import __version__
 from ragexp.base.moved import known_as
-from ragexp.errors import RagexpError
 
 
 def key_of(*parts: Any) -> str:
@@ -66,6 +65,8 @@ def cache_tokens(parts: Any) -> list[list[str]]:
     nested components as their configs) for state its code does not show: a service behind a URL
     (its version, its model), a file behind an unchanged path (its content hash). Asked at each key
     (not remembered), so a change of that state is a miss."""
+    from ragexp.errors import RagexpError
+
     tokens = []
     for node in find_nodes(parts):
         declared = getattr(locate(node["_target_"]), "cache_token", None)

@@ -21,10 +21,6 @@ from ragexp.store.provenance import git_commit
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
 from ragexp.store.sqlite_store import opened
 from ragexp.types import RunResult
-from ragexp.base.names import JOB_TIME, timing_key, work_key
-from ragexp.errors import StoreUnreachable
-from ragexp.store.trace_store import log_traces
-from ragexp.store.run_folder import write_results
 
 log = logging.getLogger("ragexp")
 SECRET = re.compile(r"(^|_)(api_key|secret|password|token)$", re.IGNORECASE)
@@ -224,6 +220,8 @@ class MlflowTracker(NoTracker):
         except RagexpError:
             raise
         except Exception as err:
+            from ragexp.errors import StoreUnreachable
+
             unanswered = uri.startswith(("http://", "https://")) and getattr(err, "error_code", None) in (
                 None, "INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE")  # no answer, or a server error: not the setting
             raise (StoreUnreachable if unanswered else RagexpError)(
@@ -359,6 +357,7 @@ class MlflowTracker(NoTracker):
         import yaml
         from mlflow.entities import Metric, Param
 
+        from ragexp.store.trace_store import log_traces
 
         folder = Path(folder)
         [(name, values)] = json.loads((folder / "results.json").read_text()).items()
@@ -404,6 +403,7 @@ class MlflowTracker(NoTracker):
         whole, if it did (a FAILED run tagged with the reason)."""
         import tempfile
 
+        from ragexp.store.run_folder import write_results
 
         with tempfile.TemporaryDirectory(prefix="ragexp-run-") as tmp:
             folder = Path(tmp)
@@ -415,6 +415,7 @@ class MlflowTracker(NoTracker):
 def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
     """What a run folder's results.json and run.json say to log as metrics."""
     numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    from ragexp.base.names import JOB_TIME, timing_key, work_key
 
     return {**numbers, **{work_key(k): v for k, v in (meta.get("work") or {}).items()},
             **{timing_key(k): v for k, v in (meta.get("timings_s") or {}).items()},

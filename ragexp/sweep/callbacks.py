@@ -13,12 +13,6 @@ from omegaconf import DictConfig
 from ragexp.sweep.composed import ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
-from ragexp.base.redact import scrub_url
-from ragexp.errors import RagexpError
-from ragexp.sweep.racing.plan import planned
-from ragexp.errors import GATE_FAILED, RUN_FAILED
-from ragexp.sweep.racing import report as racing
-from ragexp.compare import make
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
@@ -65,6 +59,9 @@ class SweepTracking(Callback):
                       "no job was started:\n  " + "\n  ".join(invalid), file=sys.stderr)
                 sys.exit(2)
         if sweeper == RACING_SWEEPER:  # its settings, objective and rounds against the dataset (the sweeper checks again)
+            from ragexp.errors import RagexpError
+            from ragexp.sweep.racing.plan import planned
+
             try:
                 planned(config)
             except RagexpError as err:
@@ -75,6 +72,7 @@ class SweepTracking(Callback):
         self.tracker = build(config.tracker)
         from omegaconf import OmegaConf
 
+        from ragexp.base.redact import scrub_url
 
         # as given (an ${oc.env:...} is not resolved), and with any credentials masked
         given = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
@@ -87,9 +85,12 @@ class SweepTracking(Callback):
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from ragexp.errors import GATE_FAILED, RUN_FAILED
+
         if self.composed is not None:
             self.composed.close()
 
+        from ragexp.sweep.racing import report as racing
 
         sweep_dir = Path(config.hydra.sweep.dir)
         merged, failures = merged_results(sweep_dir)
@@ -140,6 +141,7 @@ class SweepTracking(Callback):
     def leaderboard(self, sweep_dir: Path) -> None:
         """The sweep's comparison report. The sweep is already saved: a failure here is reported, not raised."""
         try:
+            from ragexp.compare import make
             from ragexp.compare.report import leaderboard_table
 
             board, files, _ = make([self.parent_id], getattr(self.tracker, "tracking_uri", None),

@@ -4,8 +4,6 @@ and its jobs share, sweep.json and failure.json, are ragexp.store.run_folder's.)
 from __future__ import annotations
 
 from omegaconf import DictConfig
-from ragexp.config.validation import problems
-from ragexp.run.settings import RunSettings
 
 
 def swept_keys(config: DictConfig) -> list[str]:
@@ -35,6 +33,9 @@ def invalid_points(config: DictConfig) -> list[str]:
     """Each grid point composed and validated (ragexp.validation): one entry per invalid point,
     naming its job number, its swept values and every problem."""
     from hydra.core.global_hydra import GlobalHydra
+
+    from ragexp.config.validation import problems
+    from ragexp.run.settings import RunSettings
 
     loader, swept = GlobalHydra.instance().config_loader(), swept_keys(config)
     invalid = []

@@ -15,7 +15,6 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ragexp.base.progress import progress
-from ragexp.store.cache import EmbeddingStore
 
 
 _HASH_WORD = re.compile(r"\w+", re.UNICODE)
@@ -45,6 +44,8 @@ class EmbeddingCache:
     def beside(cls, stage_cache) -> EmbeddingCache:
         """A run's embedding cache, with its vectors on disk beside `stage_cache` (a
         `ragexp.store.cache.StageCache`) when that is enabled, in memory only otherwise."""
+        from ragexp.store.cache import EmbeddingStore
+
         return cls(EmbeddingStore(stage_cache.dir) if stage_cache.enabled else None)
 
     @contextmanager

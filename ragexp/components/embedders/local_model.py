@@ -11,7 +11,6 @@ from ragexp.errors import RagexpError
 from ragexp.base.digests import folder_digest
 from ragexp.base.settings import PositiveInt
 from ragexp.components.embedders.base import Embedder
-from ragexp.components.embedders.backends import load_encoder, model_folder
 
 
 @lru_cache(maxsize=4)
@@ -59,6 +58,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.backend != "torch":
+            from ragexp.components.embedders.backends import load_encoder, model_folder
+
             return load_encoder(self.path(), self.backend, str(model_folder(self.cache, "onnx", self.path()))).encode(texts)
         model = load_sentence_transformer(self.path(), self.device)
         return model.encode(texts, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True)

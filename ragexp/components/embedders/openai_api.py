@@ -8,8 +8,6 @@ import numpy as np
 from ragexp.errors import RagexpError
 from ragexp.base.settings import PositiveInt
 from ragexp.components.embedders.base import Embedder
-from ragexp.llm.usage import Prices, Usage
-from ragexp.llm.client import Sender
 
 
 def api_key(env_var: str, setting: str) -> str:
@@ -32,6 +30,8 @@ class OpenAIEmbedder(Embedder):
     setting = "embedder.endpoint"
 
     def __init__(self, endpoint, batch_size: PositiveInt = 128, name: str = "openai"):
+        from ragexp.llm.usage import Prices, Usage
+
         self.endpoint, self.batch_size, self.name = endpoint, batch_size, name
         self.usage, self.prices = Usage(), Prices(None)  # its own tallies until a run connects it
         self.usage.add_role("embedder")
@@ -47,6 +47,8 @@ class OpenAIEmbedder(Embedder):
 
     def sender(self):
         if self._sender is None:
+            from ragexp.llm.client import Sender
+
             url = self.endpoint.base_url
 
             def give_up(why: str) -> RagexpError:

@@ -24,7 +24,6 @@ from annotated_types import Interval
 from ragexp.components.embedders import Embedder, SentenceTransformerEmbedder
 from ragexp.errors import RagexpError
 from ragexp.base.settings import PositiveInt
-from ragexp.components.embedders.backends import model_folder
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,8 @@ class StaticEmbedder(Embedder):
         return ":".join(["static", self.teacher.path(), *self.settings()])
 
     def folder(self) -> Path:
+        from ragexp.components.embedders.backends import model_folder
+
         folder = model_folder(self.cache, "static", self.teacher.path(), *self.settings())
         return Path(self.model_dir) / folder.name if self.model_dir else folder
 

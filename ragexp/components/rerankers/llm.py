@@ -13,7 +13,6 @@ from ragexp.llm.replies import Unreadable, integer, items, number
 from ragexp.types import Answer, Hit, Question
 from ragexp.base.settings import PositiveInt, Temperature
 from ragexp.components.rerankers.base import Reranker, ranked
-from ragexp.store.tracing import in_this_span
 
 
 def candidate_list(hits: Sequence[Hit], max_chars: int) -> Delimited:
@@ -86,6 +85,7 @@ class LLMReranker(AsksForJSON, Reranker):
         stay children of the question's traced span. The first failure fails the question."""
         from concurrent.futures import ThreadPoolExecutor
 
+        from ragexp.store.tracing import in_this_span
 
         asks = [in_this_span(partial(self.ask_json, r, read_relevance)) for r in requests]
         with ThreadPoolExecutor(max_workers=max(1, min(len(asks), self.endpoint.max_concurrency)),

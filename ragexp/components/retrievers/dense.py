@@ -8,8 +8,6 @@ from ragexp.base.settings import PositiveInt
 from ragexp.components.retrievers.base import Retriever
 from ragexp.components.retrievers.bm25 import TIE_MARGIN
 from ragexp.components.retrievers.ties import in_tie_order
-from ragexp.components.retrievers.qdrant import connect, content_hash, fill_collection
-from ragexp.components.retrievers.qdrant import query
 
 
 class DenseRetriever(Retriever):
@@ -26,6 +24,8 @@ class DenseRetriever(Retriever):
         self.batch_size = batch_size
 
     def index(self, chunks: Sequence[Chunk]) -> None:
+        from ragexp.components.retrievers.qdrant import connect, content_hash, fill_collection
+
         self.chunks = list(chunks)
         vectors = self.embedder.embed([c.text for c in self.chunks])
         content = content_hash(self.chunks, self.embedder.key(), int(vectors.shape[1]))
@@ -34,6 +34,8 @@ class DenseRetriever(Retriever):
         fill_collection(self._client, self.name, vectors, content, bool(self.collection), self.batch_size)
 
     def search(self, queries: Sequence[str], depth: int | None = None) -> list[list[Hit]]:
+        from ragexp.components.retrievers.qdrant import query
+
         vectors = self.embedder.embed(list(queries))
         limit = depth or self.top_k
         return [[Hit(chunk, score, rank) for rank, (chunk, score) in

@@ -25,8 +25,6 @@ import numpy as np
 from ragexp.errors import RagexpError
 from ragexp.base.progress import progress
 from ragexp.types import Chunk
-from ragexp.components.embedders import api_key
-from ragexp.base.redact import scrub_url
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +48,15 @@ def connect(url: str | None, path: str | None, api_key_env: str | None, setting:
             return _FOLDERS[path]
     if not url:
         return QdrantClient(location=":memory:")
+    from ragexp.components.embedders import api_key
 
     key = api_key(api_key_env, f"{setting}.api_key_env") if api_key_env else None
     client = QdrantClient(url=url, api_key=key)
     try:
         client.get_collections()
     except Exception as err:
+        from ragexp.base.redact import scrub_url
+
         raise RagexpError(scrub_url(f"{setting}.url: cannot reach the Qdrant server at {url} ({err})")) from None
     return client
 

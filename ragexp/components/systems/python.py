@@ -13,7 +13,6 @@ from ragexp.components.systems.user_functions import FUNCTION, GIVEN, called, im
 from ragexp.errors import QuestionFailed, RagexpError, UserCodeStopped
 from ragexp.types import Answer, Dataset, Output, Question
 from ragexp.components.systems.base import System, output_of
-from ragexp.components.systems.workers import Workers
 
 
 class PythonSystem(System):
@@ -56,6 +55,7 @@ class PythonSystem(System):
                 raise RagexpError("system.workers=processes: each worker imports the function by its module:function "
                                   f"name, and {self.path} was handed over in Python; put it in a module, or use "
                                   "workers=threads")
+            from ragexp.components.systems.workers import Workers
 
             self._pool = Workers(self.path, self.with_params, self.concurrency)
         return super().start(dataset)

@@ -18,12 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.plugins.sweeper import Sweeper
-from ragexp.sweep.racing.plan import planned
-from ragexp.sweep.racing.jobs import Job, job_folder, read_outcome, round_overrides
-from ragexp.sweep.racing.report import write_report
-from ragexp.errors import RagexpError
-from ragexp.sweep.racing.jobs import finished
-from ragexp.store.run_folder import SWEEP_FILE, read_sweep
 
 log = logging.getLogger("ragexp")
 
@@ -49,6 +43,8 @@ class RacingSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> Any:
+        from ragexp.sweep.racing.plan import planned
+
         race = Race(planned(self.config, keep=False), self.config, self.launcher, self.hydra_context.config_loader)
         return race.run()
 
@@ -64,6 +60,9 @@ class Race:
         from omegaconf import OmegaConf
 
         from ragexp.sweep.racing.decide import DROPPED, decide
+        from ragexp.sweep.racing.jobs import Job, job_folder, read_outcome, round_overrides
+        from ragexp.sweep.racing.report import write_report
+
         plan, settings = self.plan, self.plan.settings
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
@@ -112,6 +111,8 @@ class Race:
 
     def resume_check(self) -> bool:
         """A racing.json already in the sweep folder: the same race resumes; another race is an error."""
+        from ragexp.errors import RagexpError
+
         path = self.sweep_dir / STATE
         if not path.exists():
             return False
@@ -130,6 +131,7 @@ class Race:
         read instead of run."""
         from hydra.core.utils import JobStatus
 
+        from ragexp.sweep.racing.jobs import finished
 
         todo = [j for j in jobs if not finished(j)]
         batch_size = self.plan.settings.max_batch_size or len(todo) or 1
@@ -150,6 +152,8 @@ class Race:
 
     def tag(self, jobs: list) -> None:
         """Each job's round and question count, where the job finds them (sweep.json: ragexp.run.app)."""
+        from ragexp.store.run_folder import SWEEP_FILE, read_sweep
+
         info = read_sweep(self.sweep_dir)
         info.setdefault("job_tags", {}).update({str(j.number): j.tags() for j in jobs})
         write_atomic(self.sweep_dir / SWEEP_FILE, info)
