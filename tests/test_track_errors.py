@@ -31,15 +31,15 @@ def test_a_store_that_does_not_answer_stops_the_command_with_status_4(job_folder
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    import ragexp.store.lookup as lookup
+    import ragexp.track as command
 
-    lookups, absent = [], lookup.run_absent
+    lookups, absent = [], command.run_absent
 
     def counted(err):
         lookups.append(type(err).__name__)
         return absent(err)
 
-    monkeypatch.setattr(lookup, "run_absent", counted)
+    monkeypatch.setattr(command, "run_absent", counted)  # the name the command calls
     assert track([str(job_folder), "--tracking-uri", url]) == 4
     err = capsys.readouterr().err
     assert f"cannot look up the sweep's parent run {PARENT} in " in err and f"{url} after 3 attempts" in err
