@@ -43,6 +43,21 @@ class Brevity(Judge):
     def judge(self, question, hits, answer):
         score = 10.0 if len(answer.text.split()) <= 20 else 1.0
         return Judgement(self.name, {m: score for m in self.metrics}, False, f"{len(answer.text.split())} words")
+
+
+class Cites(Judge):
+    """A metric of its own, and how it makes overall_score (`weights`, chosen by weights=judge)."""
+
+    metrics = ("cites",)
+    scales = {"cites": (0.0, 1.0)}
+    weights = {"cites": 1.0}
+
+    def __init__(self, name: str = "cites"):
+        self.name = name
+
+    def judge(self, question, hits, answer):
+        cited = any(h.chunk.text[:40] in answer.text for h in hits)
+        return Judgement(self.name, {"cites": float(cited)}, False, "cites" if cited else "no citation")
 '''
 
 
@@ -62,6 +77,26 @@ def test_a_retriever_and_a_judge_of_your_own_are_a_module_and_a_yaml_file_each(t
     table = [json.loads(line) for line in (tmp_path / "run" / "questions.jsonl").read_text().splitlines()]
     assert all(len(row["context"]) == 2 for row in table)  # top_k from first.yaml
     assert all(row["reasoning"] == f"{len(row['answer'].split())} words" for row in table)  # the judge's own
+
+
+def test_a_judge_with_a_metric_of_its_own_brings_its_weights(tmp_path, monkeypatch):
+    """The judge recipe for new metrics: its YAML file chooses weights=judge, so overall_score is
+    made of the weights the class declares, without a weights file."""
+    (tmp_path / "my_judges.py").write_text(JUDGE.replace("class Brevity", "class _Brevity"))
+    conf = tmp_path / "my_conf" / "judge"
+    conf.mkdir(parents=True)
+    (conf / "cites.yaml").write_text("# Does the answer quote its context?\ndefaults:\n"
+                                     "  - override /weights@_global_.weights: judge\n  - _self_\n\n"
+                                     "_target_: my_judges.Cites\nname: cites\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = run_app("--config-dir", str(tmp_path / "my_conf"), "judge=cites", *HASH, "retriever=bm25", "dataset.limit=4",
+                   "tracker=none", "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [aggregates] = json.loads((tmp_path / "run" / "results.json").read_text()).values()
+    assert aggregates["overall_score"] == aggregates["avg_cites"]  # weight 1, on 0-1, no hallucination
+    proc = run_app("--config-dir", str(tmp_path / "my_conf"), "judge=offline", "weights=judge", *HASH,
+                   "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 2 and "weights=judge: judge 'offline-hash' declares no weights" in proc.stderr
 
 
 def test_the_answer_metric_recipe_names_the_places_that_exist():

@@ -15,7 +15,7 @@ from ragexp.judges.contract import Judge
 from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
-from ragexp.metrics.scoring import Weights, aggregate_key, aggregate_scales
+from ragexp.metrics.scoring import JudgesWeights, Weights, aggregate_key, aggregate_scales
 
 if TYPE_CHECKING:
     from ragexp.components.chunkers import Chunker
@@ -75,6 +75,8 @@ def components(cfg: DictConfig) -> Components:
     metric_set.require(gate.retrieval_metrics())
     system = build(cfg.system) if "system" in cfg else PipelineSystem()
     loader, judge = build(cfg.dataset), build(cfg.judge)
+    if isinstance(weights, JudgesWeights):  # weights=judge: the judge's own
+        weights = weights.of(judge)
     chunker, retriever, generator = (build(cfg.chunker), build(cfg.retriever), build(cfg.generator)) if system.own \
         else (None, None, None)
     reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()

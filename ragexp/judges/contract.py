@@ -29,6 +29,8 @@ class Judge:
       "hallucination_share")} says hallucination is true when claim_hallucination_rate is above
       `judge.hallucination_share`. `python -m ragexp.calibrate --outputs` fits that setting on
       labelled outputs and prints it as an override; a verdict not listed has no such setting.
+    - `weights`: how its metrics make `overall_score` when `weights=judge` is chosen (a judge with
+      metrics of its own chooses it in its YAML file: `- override /weights@_global_.weights: judge`).
     """
 
     name: str

@@ -40,6 +40,25 @@ class Weights:
                               f"(it gives {', '.join(metrics)}); choose a matching weights= option")
 
 
+class JudgesWeights:
+    """`weights=judge`: the weights the judge declares for its own metrics (`Judge.weights`), so
+    that a judge with metrics of its own brings how they make `overall_score` (ragexp.config.build
+    turns this choice into that judge's `Weights`)."""
+
+    def __init__(self, hallucination_penalty: bool):
+        self.hallucination_penalty = hallucination_penalty
+
+    def of(self, judge) -> Weights:
+        declared = dict(getattr(judge, "weights", {}) or {})
+        if not declared:
+            raise RagexpError(f"weights=judge: judge {judge.name!r} declares no weights for its metrics; "
+                              "choose a weights= option")
+        problems = Weights.constraints(**declared)
+        if problems:
+            raise RagexpError(f"weights=judge: judge {judge.name!r} declares {problems[0]}")
+        return Weights(self.hallucination_penalty, **declared)
+
+
 @dataclass(frozen=True)
 class Aggregate:
     """How one aggregate of a run is made from the per-question table (`report.question_table`):
