@@ -236,6 +236,15 @@ def call_in(entry, argv: list[str], cwd: Path, env: dict | None = None) -> subpr
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
+def quality_rules():
+    """The synthetic questions' quality rules as conf/synth.yaml sets them (their values are there only)."""
+    from ragexp.config.build import build
+    from ragexp.config.compose import compose as compose_config
+
+    cfg, _ = compose_config(["synth.out=dataset"], config_name="synth")
+    return build(cfg.synth.quality)
+
+
 def run_app(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python -m ragexp ARGS` in `cwd`, run in this process (see `call_in`): the same Hydra app,
     config, output folders and exit status as the command, without starting Python, torch and

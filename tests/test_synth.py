@@ -4,7 +4,7 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import CONF, compose
+from conftest import CONF, compose, quality_rules
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
@@ -19,7 +19,6 @@ from ragexp.synth.build import generate, quotas
 from ragexp.synth.candidates import Candidate, NoCandidate, Source
 from ragexp.synth.cloze import ClozeGenerator
 from ragexp.synth.output import write_dataset
-from ragexp.synth.quality import QualityRules
 from ragexp.synth.sources import SourcePlan, stratified
 from ragexp.types import Chunk, Document, Hit
 
@@ -98,12 +97,12 @@ def test_cloze_run_on_the_sample_spreads_over_documents(tmp_path):
     dataset, chunks = sample_chunks()
     plan = SourcePlan(chunks, dataset.documents, seed=0, embedder=HashEmbedder())
     mix = {"factual": 0.4, "procedural": 0.4, "troubleshooting": 0.2}
-    result = generate(ClozeGenerator(), QualityRules(), plan, HashEmbedder(), size=30, mix=mix, seed=0)
+    result = generate(ClozeGenerator(), quality_rules(), plan, HashEmbedder(), size=30, mix=mix, seed=0)
     per_doc = Counter(d for c in result.kept for d in c.source.doc_ids)
     assert len(result.kept) >= 15 and max(per_doc.values()) <= 1  # ceil(30 / 30 documents)
     assert result.skipped_sources > 0  # the share was enforced, not just met by chance
     assert len({c.question for c in result.kept}) == len(result.kept)
-    again = generate(ClozeGenerator(), QualityRules(), SourcePlan(chunks, dataset.documents, 0, HashEmbedder()),
+    again = generate(ClozeGenerator(), quality_rules(), SourcePlan(chunks, dataset.documents, 0, HashEmbedder()),
                      HashEmbedder(), size=30, mix=mix, seed=0)
     assert [c.question for c in again.kept] == [c.question for c in result.kept]  # seeded: reproducible
 
@@ -112,7 +111,7 @@ def test_near_duplicates_are_removed_and_reported():
     source = Source("factual", (chunk("Pebble is an embedded key-value store."),))
     first, twin = (Candidate(source, q, "Pebble is an embedded key-value store.") for q in ("What is Pebble?", "What is Pebble ?"))
     other = Candidate(source, "Which store is embedded?", "Pebble is an embedded key-value store.")
-    kept, rejected = QualityRules().dedupe([first, twin, other], [], HashEmbedder())
+    kept, rejected = quality_rules().dedupe([first, twin, other], [], HashEmbedder())
     assert kept == [first, other]
     assert [r.reason for r in rejected] == ["near_duplicate"] and "What is Pebble?" in rejected[0].detail
 
@@ -120,7 +119,7 @@ def test_near_duplicates_are_removed_and_reported():
 def write_sample_set(tmp_path):
     dataset, chunks = sample_chunks()
     plan = SourcePlan(chunks, dataset.documents, seed=0, embedder=HashEmbedder())
-    result = generate(ClozeGenerator(), QualityRules(), plan, HashEmbedder(), size=30,
+    result = generate(ClozeGenerator(), quality_rules(), plan, HashEmbedder(), size=30,
                       mix={"factual": 0.5, "procedural": 0.5}, seed=0, max_per_document=3)
     return write_dataset(tmp_path / "synthetic", result, dataset.documents, {}), result, chunks
 
@@ -166,4 +165,4 @@ def test_synth_config_composes_with_each_generator(option):
     cfg = synth_config(f"synth/generator={option}", "synth.size=7")
     generator = build(cfg.synth.generator)
     assert set(generator.types) == set(TYPES)
-    assert quotas(cfg.synth.size, cfg.synth.mix) and QualityRules(**cfg.synth.quality)
+    assert quotas(cfg.synth.size, cfg.synth.mix) and build(cfg.synth.quality)

@@ -4,7 +4,7 @@ stop and a re-run answered from the request cache."""
 import json
 import re
 
-from conftest import CONF
+from conftest import CONF, quality_rules
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from openai_server import prompt_text
@@ -14,7 +14,6 @@ from ragexp.llm.session import LLMSession
 from ragexp.config.build import build
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate
-from ragexp.synth.quality import QualityRules
 from ragexp.synth.sources import SourcePlan
 from ragexp.types import Chunk, Document
 
@@ -92,7 +91,7 @@ def run(server, tmp_path, names, mix, size, session=None, **kwargs):
     documents, chunks = corpus(names)
     plan = SourcePlan(chunks, documents, seed=0, embedder=HashEmbedder())
     try:
-        result = generate(generator, QualityRules(), plan, HashEmbedder(), size, mix, seed=0,
+        result = generate(generator, quality_rules(), plan, HashEmbedder(), size, mix, seed=0,
                           max_attempts=kwargs.pop("max_attempts", 1), max_per_document=kwargs.pop("max_per_document", 10))
     finally:
         session.close()

@@ -78,14 +78,14 @@ def execute(cfg: DictConfig) -> None:
     from ragexp.config.build import build, settings
     from ragexp.synth.build import generate, quotas
     from ragexp.synth.output import load_written, write_dataset
-    from ragexp.synth.quality import QualityRules
     from ragexp.synth.sources import SourcePlan
+
     started = time.time()
     synth = cfg.synth
     try:
         run_where_launched()
         validate(cfg)  # every setting (synth.*: ragexp.synth.settings) and component, all problems at once
-        rules = QualityRules(**OmegaConf.to_container(synth.quality, resolve=True))
+        rules = build(synth.quality)
         mix = OmegaConf.to_container(synth.mix, resolve=True)
         asked = quotas(synth.size, mix)
         tracker, session, cache = build(cfg.tracker), build(cfg.llm), build(cfg.cache)

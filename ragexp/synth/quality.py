@@ -21,6 +21,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.synth.candidates import Candidate, Rejection
+from ragexp.base.settings import Fraction, NonNegativeInt
 from ragexp.base.text import split_sentences, words
 
 RULES = ("unparsable", "request_failed", "budget", "length", "copied_sentence", "low_overlap",
@@ -46,8 +47,10 @@ def pair(value, setting: str) -> tuple[int, int]:
 
 
 class QualityRules:
-    def __init__(self, question_words=(3, 40), answer_words=(1, 80), min_overlap: float = 0.5,
-                 copy_similarity: float = 0.8, duplicate_cosine: float = 0.9):
+    """The rules a synthetic question must pass (`synth.quality`, whose values are in conf/synth.yaml)."""
+
+    def __init__(self, question_words: Sequence[NonNegativeInt], answer_words: Sequence[NonNegativeInt],
+                 min_overlap: Fraction, copy_similarity: Fraction, duplicate_cosine: Fraction):
         self.question_words = pair(question_words, "synth.quality.question_words")
         self.answer_words = pair(answer_words, "synth.quality.answer_words")
         for name, value in (("min_overlap", min_overlap), ("copy_similarity", copy_similarity),

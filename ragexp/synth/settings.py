@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ragexp.base.settings import NonEmptyStr, NonNegativeFloat, PositiveInt
+from ragexp.synth.quality import QualityRules
 
 
 class SynthSettings:
@@ -15,7 +16,7 @@ class SynthSettings:
 
     def __init__(self, size: PositiveInt, seed: int, mix: Mapping[str, NonNegativeFloat], max_attempts: PositiveInt,
                  max_per_document: PositiveInt | None, neighbours: PositiveInt, out: NonEmptyStr,
-                 experiment: NonEmptyStr, quality: Mapping[str, Any], generator: Any):
+                 experiment: NonEmptyStr, quality: QualityRules, generator: Any):
         self.size, self.seed = size, seed
 
     @classmethod
