@@ -10,6 +10,7 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - full_run: the default pipeline on all 500 questions divided by embedding the same texts alone
   with the same model (goal: <= 1.5), and that run's peak memory (RSS);
 - help: wall time of `python -m ragexp --help` (goal: <= 0.15 s, the median of 5);
+- embedding_map: what embedding_map.png adds to a default run on the sample (goal: <= 2 s);
 - judges: judge=llm and judge=triad against a local OpenAI-protocol server with 200 ms latency at
   concurrency 1, 8, 16, 32: judged questions/s (goal for llm: >= 80% of concurrency / latency),
   mean requests in flight, CPU ms per judged question, the first request's delay
@@ -180,6 +181,24 @@ def help_time(work_dir: Path) -> dict:
     return {"best_s": round(min(times), 3), "median_s": round(sorted(times)[2], 3)}
 
 
+def embedding_map_cost(work_dir: Path) -> dict:
+    """What the embedding map adds to a default run on the bundled sample: the same run (its stages
+    cached by a first run, tracker=none) with embedding_map=false and =auto, 3 times each, alternating."""
+    folder = work_dir / "embedding_map"
+    args = [sys.executable, "-m", "ragexp", "tracker=none", f"cache.dir={folder / 'cache'}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([*args, f"hydra.run.dir={folder / 'warm'}"], cwd=work_dir, capture_output=True, check=True, env=env)
+    times: dict[str, list[float]] = {"false": [], "auto": []}
+    for i in range(3):
+        for value in times:
+            started = time.perf_counter()
+            subprocess.run([*args, f"embedding_map={value}", f"hydra.run.dir={folder / f'{value}-{i}'}"], cwd=work_dir,
+                           capture_output=True, check=True, env=env)
+            times[value].append(time.perf_counter() - started)
+    off, on = sorted(times["false"])[1], sorted(times["auto"])[1]
+    return {"off_s": round(off, 2), "on_s": round(on, 2), "added_s": round(on - off, 2)}
+
+
 LATENCY = 0.2  # seconds the test server waits before each reply
 # questions per run, by judge and concurrency: enough for several rounds of requests, few at concurrency 1
 QUESTIONS = {"llm": {1: 25, 8: 100, 16: 200, 32: 200}, "triad": {1: 10, 8: 50, 16: 50, 32: 100}}
@@ -287,6 +306,7 @@ def tracing_cost(work_dir: Path, questions: int = 200) -> dict:
 
 GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench/run.py GROUP ...`)
     "help": lambda work_dir, args: help_time(work_dir),
+    "embedding_map": lambda work_dir, args: embedding_map_cost(work_dir),
     "sweep": lambda work_dir, args: sweep(work_dir, args.limit),
     "judges": lambda work_dir, args: judges(work_dir, args.code),
     "full_run": lambda work_dir, args: full_run_vs_embedding(),
@@ -422,6 +442,8 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     ("pipeline / embedding", get("full_run", "ratio", show=str), "<= 1.5"),
     ("peak RSS of that run", get("full_run", show=lambda f: f"{f['peak_rss_mb']} MB"), ""),
     ("python -m ragexp --help", get("help", show=lambda h: f"{h['best_s']} s (median {h['median_s']} s)"), "<= 0.15 s"),
+    ("the embedding map's cost on a default run (sample, cached stages)", get("embedding_map", show=lambda m: (
+        f"+{m['added_s']} s ({m['off_s']} -> {m['on_s']} s, medians of 3)")), "<= 2 s"),
     *judge_rows("llm"),
     *judge_rows("triad"),
     ("monitor: 1,000,000 records, no judging", get("monitor", show=lambda m: (

@@ -15,6 +15,8 @@ from ragexp.compare.leaderboard import Entry, Leaderboard
 from ragexp.stats.inference import Interval
 from ragexp.compare.leaderboard import slice_metrics
 from ragexp.compare.plots import draw_all
+from ragexp.run.embedding_map import draw
+from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
 
 ARTIFACT_DIR = "report"
 CAPTIONS = {
@@ -29,6 +31,9 @@ CAPTIONS = {
                     "the CIs and tests above use the run's own formula on resampled questions.",
     "quality_vs_cost": "{objective} (whiskers: {level} CI) against {axis} per configuration.",
     "heatmap": "{objective} over the grid of the two swept settings; the best cell says so.",
+    "embedding_map": "The best configuration's questions and the chunks they ranked, on 2 PCA axes of its retriever's "
+                     "embeddings (left: retrieval hit or miss; right: judged score). Every run's points are in its "
+                     "embedding_map.json artifact.",
 }
 
 
@@ -330,12 +335,31 @@ def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str
     plots = {}
     if with_plots:
         plots = draw_all(board, folder / "plots")
+        best_map = embedding_map_of(board.best.run, board.selection.tracking_uri, folder / "plots")
+        if best_map is not None:
+            plots["embedding_map"] = best_map
     parts = blocks(board, plots)
     files = {"markdown": folder / "report.md", "html": folder / "report.html", "json": folder / "leaderboard.json"}
     files["markdown"].write_text(markdown(parts), encoding="utf-8")
     files["html"].write_text(html_page(parts, f"ragexp leaderboard: {board.selection.title}"), encoding="utf-8")
     files["json"].write_text(json.dumps(as_json(board), indent=2) + "\n", encoding="utf-8")
     return {**files, **plots}
+
+
+def embedding_map_of(run, tracking_uri: str | None, folder: Path) -> Path | None:
+    """The run's embedding map drawn from its logged points (embedding_map.json), or None when it has
+    none (a retriever without embeddings, embedding_map=false): one artifact read, no embedding."""
+    import tempfile
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri)
+    if MAP_POINTS not in {a.path for a in client.list_artifacts(run.run_id)}:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        points = json.loads(Path(client.download_artifacts(run.run_id, MAP_POINTS, tmp)).read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    return draw(points, folder / MAP_IMAGE)
 
 
 def log_to_parent(board: Leaderboard, folder: Path) -> str | None:

@@ -4,6 +4,7 @@ as a whole, write its folder and its config, log it. The doors say only where th
 a sweep left for the job, and what to do with an error."""
 from __future__ import annotations
 
+import json
 import sysconfig
 import time
 import traceback
@@ -18,9 +19,10 @@ from ragexp.config.build import build
 from ragexp.config.validation import validate
 from ragexp.errors import UserCodeStopped
 from ragexp.llm.estimate import Estimate
+from ragexp.run.embedding_map import draw
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import RunSettings
-from ragexp.store.run_folder import claim, write_results
+from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
 from ragexp.store.trackers import write_config
 from ragexp.types import RunResult
 
@@ -86,6 +88,13 @@ def stopped_by(err: BaseException) -> UserCodeStopped:
                            "count as a pass); raise an exception to fail one question, or fix the code")
 
 
+def write_map(points: dict, folder: Path, drawn: bool) -> None:
+    """embedding_map.json (the points, small), and embedding_map.png when `drawn`."""
+    (folder / MAP_POINTS).write_text(json.dumps(points) + "\n", encoding="utf-8")
+    if drawn:
+        draw(points, folder / MAP_IMAGE)
+
+
 class TrackingFailed(Exception):
     """The run measured and wrote its folder, but the tracker could not take it."""
 
@@ -144,6 +153,9 @@ class Job:
         result = run(self.cfg, self.name)
         failure = run_failure(result, share)
         results_file = write_results(result, folder, self.started, failure, self.tags)
+        if result.embedding_map is not None:
+            write_map(result.embedding_map, folder, self.cfg.embedding_map is True or (self.cfg.embedding_map == "auto"
+                                                                                     and not self.swept))
         write_config(folder, {**OmegaConf.to_container(self.cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
         return Outcome(result, folder, results_file, failure)
 

@@ -23,6 +23,7 @@ from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates
 from ragexp.metrics.targets import assess
+from ragexp.run import embedding_map
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
@@ -83,6 +84,8 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
+        mapped = embedding_map.points(getattr(c.retriever, "embedder", None), results, getattr(c.judge, "scales", {})) \
+            if c.system.own and cfg.get("embedding_map") is not False else None
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
@@ -105,6 +108,7 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
             traces=tuple(work.traces.records()) if work.traces is not None else (),
+            embedding_map=mapped,
         )
     finally:
         c.system.close()

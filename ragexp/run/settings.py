@@ -3,7 +3,7 @@
 any work; code reads them from the config, never with a default of its own."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from ragexp.base.settings import Fraction, NonEmptyStr, NonNegativeFloat
 
@@ -12,10 +12,13 @@ class RunSettings:
     """`run_name` (null: derived from the chosen options), `objective` (the aggregate the command
     returns, what a search maximises), `dry_run`, `verbose` (a sweep's jobs print all on the
     console), `slices` (per-question columns to aggregate by), `budget_usd` (null: no limit),
-    `max_failed_share` (a larger share of failed questions fails the run). The other top-level
-    keys are the groups and their components, checked on their own."""
+    `max_failed_share` (a larger share of failed questions fails the run), `embedding_map` (auto: a
+    single run draws embedding_map.png, a sweep's jobs keep only its points; true: every run draws
+    it; false: none). The other top-level keys are the groups and their components, checked on
+    their own."""
 
     def __init__(self, run_name: str | None, objective: NonEmptyStr, dry_run: bool, verbose: bool,
-                 slices: Sequence[str], budget_usd: NonNegativeFloat | None, max_failed_share: Fraction, **groups: Any):
+                 slices: Sequence[str], budget_usd: NonNegativeFloat | None, max_failed_share: Fraction,
+                 embedding_map: bool | Literal["auto"], **groups: Any):
         self.run_name, self.objective, self.dry_run, self.verbose = run_name, objective, dry_run, verbose
         self.slices, self.budget_usd, self.max_failed_share = list(slices), budget_usd, max_failed_share

@@ -68,6 +68,8 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
 
 FIRST_STAGE_RUN = "first_stage.trec"  # with a reranker: the retriever's own ranking, beside the reranked run.trec
 AUDIT_FILES = ("questions.jsonl", "run.trec", "qrels.trec", "retrieval.json", FIRST_STAGE_RUN)
+MAP_POINTS, MAP_IMAGE = "embedding_map.json", "embedding_map.png"  # where retrieval fails (ragexp.run.embedding_map)
+MAP_FILES = (MAP_POINTS, MAP_IMAGE)
 
 
 def question_record(r) -> dict:

@@ -18,7 +18,7 @@ from ragexp.base.processes import alive, this_process
 from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.errors import RagexpError
 from ragexp.store.provenance import git_commit
-from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, RUN_META, TABLE
+from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, MAP_FILES, RUN_META, TABLE
 from ragexp.store.sqlite_store import opened
 from ragexp.types import RunResult
 
@@ -385,7 +385,7 @@ class MlflowTracker(NoTracker):
             metrics = [Metric(k, float(v), now, 0) for k, v in folder_metrics(values, meta).items()]
             for start in range(0, len(metrics), 1000):
                 client.log_batch(run_id, metrics=metrics[start : start + 1000])
-            for file in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml"):
+            for file in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml", *MAP_FILES):
                 if (folder / file).exists():
                     client.log_artifact(run_id, str(folder / file))
             table = json.loads((folder / TABLE).read_text())
