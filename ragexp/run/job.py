@@ -153,9 +153,9 @@ class Job:
         result = run(self.cfg, self.name)
         failure = run_failure(result, share)
         results_file = write_results(result, folder, self.started, failure, self.tags)
-        if result.embedding_map is not None:
-            write_map(result.embedding_map, folder, self.cfg.embedding_map is True or (self.cfg.embedding_map == "auto"
-                                                                                     and not self.swept))
+        if result.embedding_map is not None:  # drawn for a single run (auto), or for every job (true)
+            drawn = self.cfg.embedding_map is True or (self.cfg.embedding_map == "auto" and not self.swept)
+            write_map(result.embedding_map, folder, drawn)
         write_config(folder, {**OmegaConf.to_container(self.cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
         return Outcome(result, folder, results_file, failure)
 

@@ -84,8 +84,9 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
-        mapped = embedding_map.points(getattr(c.retriever, "embedder", None), results, getattr(c.judge, "scales", {})) \
-            if c.system.own and cfg.get("embedding_map") is not False else None
+        mapping = cfg.get("embedding_map") is not False and c.system.own
+        mapped = embedding_map.points(getattr(c.retriever, "embedder", None) if mapping else None, results,
+                                      getattr(c.judge, "scales", {}))
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
