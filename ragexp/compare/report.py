@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import logging
 import math
 import re
 import time
@@ -19,6 +20,7 @@ from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
 
 ARTIFACT_DIR = "report"
+log = logging.getLogger("ragexp")
 CAPTIONS = {
     "metrics": "Each aggregate per configuration: the run's logged value, whiskers = {level} bootstrap CI over "
                "questions (no whiskers where the per-question table does not reproduce the aggregate). "
@@ -347,19 +349,34 @@ def write(board: Leaderboard, folder: Path, with_plots: bool = True) -> dict[str
 
 
 def embedding_map_of(run, tracking_uri: str | None, folder: Path) -> Path | None:
-    """The run's embedding map drawn from its logged points (embedding_map.json), or None when it has
-    none (a retriever without embeddings, embedding_map=false): one artifact read, no embedding."""
+    """The run's embedding map drawn from its points (embedding_map.json: in its run folder, or one
+    artifact read from MLflow), or None when it has none (a retriever without embeddings,
+    embedding_map=false). Nothing is embedded."""
+    points = map_points(run, tracking_uri)
+    if points is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    return draw(points, folder / MAP_IMAGE)
+
+
+def map_points(run, tracking_uri: str | None) -> dict | None:
+    if run.folder is not None:  # a leaderboard of run folders (a racing sweep's survivors)
+        file = run.folder / MAP_POINTS
+        return json.loads(file.read_text()) if file.exists() else None
     import tempfile
 
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri)
-    if MAP_POINTS not in {a.path for a in client.list_artifacts(run.run_id)}:
+    try:
+        if MAP_POINTS not in {a.path for a in client.list_artifacts(run.run_id)}:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            return json.loads(Path(client.download_artifacts(run.run_id, MAP_POINTS, tmp)).read_text())
+    except Exception as err:  # noqa: BLE001 - the map is one picture of the report: never the report's end
+        log.warning("no embedding map in the report: run %s's points cannot be read (%s: %s)", run.run_id,
+                    type(err).__name__, str(err).splitlines()[0][:200])
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        points = json.loads(Path(client.download_artifacts(run.run_id, MAP_POINTS, tmp)).read_text())
-    folder.mkdir(parents=True, exist_ok=True)
-    return draw(points, folder / MAP_IMAGE)
 
 
 def log_to_parent(board: Leaderboard, folder: Path) -> str | None:

@@ -36,6 +36,7 @@ class Run:
     overrides: list[str] = field(default_factory=list)
     table: Any = None  # pandas.DataFrame, one row per question
     aggregation: list[dict] | None = None  # aggregates.json's entries (ragexp.metrics.scoring.Aggregate); None: not logged
+    folder: Path | None = None  # the run folder it was read from (a racing sweep's jobs), None for an MLflow run
 
 
 @dataclass

@@ -106,4 +106,4 @@ def read_run(folder: Path, run_id: str) -> Run:
     aggregation = json.loads((folder / AGGREGATES).read_text())["aggregates"] if (folder / AGGREGATES).exists() else None
     return Run(run_id=run_id, name=name, experiment_id="", start_time=0, params=flatten(config or {}), metrics=metrics,
                tags={"judge": str(values.get("judge", ""))}, overrides=overrides, table=read_table(folder / TABLE),
-               aggregation=aggregation)
+               aggregation=aggregation, folder=folder)
