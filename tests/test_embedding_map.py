@@ -67,3 +67,14 @@ def test_a_sweeps_report_draws_the_map_of_its_best_configuration_only(tmp_path):
     assert (report / "plots" / "embedding_map.png").stat().st_size > 10_000
     assert "questions and the chunks they ranked, on 2 PCA axes" in (report / "report.html").read_text()
     assert not list((tmp_path / "sweep").glob("[0-9]*/embedding_map.png"))  # no image per job
+
+
+def test_looking_for_a_runs_map_never_makes_a_store(tmp_path):
+    """A leaderboard of runs given in memory names a store that is not there: the report leaves the
+    map out rather than creating that store (it made test.db in the working folder of the tests)."""
+    from ragexp.compare.report import map_points
+    from ragexp.store.reader import Run
+
+    run = Run(run_id="0" * 32, name="r", experiment_id="0", start_time=0, params={}, metrics={}, tags={})
+    assert map_points(run, f"sqlite:///{tmp_path}/absent.db") is None
+    assert not (tmp_path / "absent.db").exists()

@@ -18,6 +18,7 @@ from ragexp.compare.leaderboard import slice_metrics
 from ragexp.compare.plots import draw_all
 from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
+from ragexp.store.sqlite_store import database_of
 
 ARTIFACT_DIR = "report"
 log = logging.getLogger("ragexp")
@@ -367,6 +368,9 @@ def map_points(run, tracking_uri: str | None) -> dict | None:
 
     import mlflow
 
+    database = database_of(tracking_uri) if tracking_uri else None
+    if database is not None and not database.exists():  # reading a report never makes a store
+        return None
     client = mlflow.MlflowClient(tracking_uri)
     try:
         if MAP_POINTS not in {a.path for a in client.list_artifacts(run.run_id)}:
