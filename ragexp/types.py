@@ -154,7 +154,6 @@ class RunResult:
     aggregation: tuple = ()  # how each aggregate is made (ragexp.metrics.scoring.Aggregate), for aggregates.json
     relevance: dict[str, Any] = field(default_factory=dict)  # rule, level and NDCG gain of the retrieval metrics
     traces: tuple[dict, ...] = ()  # tracing=on: one record per traced question (ragexp.store.tracing)
-    embedding_map: dict | None = None  # the questions and chunks on 2 axes (ragexp.run.embedding_map), when drawn
 
     @property
     def warned(self) -> list[str]:

@@ -78,3 +78,11 @@ def test_looking_for_a_runs_map_never_makes_a_store(tmp_path):
     run = Run(run_id="0" * 32, name="r", experiment_id="0", start_time=0, params={}, metrics={}, tags={})
     assert map_points(run, f"sqlite:///{tmp_path}/absent.db") is None
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_a_config_logged_before_the_setting_existed_still_runs_with_its_map():
+    from conftest import compose
+    from ragexp.run.settings import RunSettings
+    from ragexp.validation import problems
+
+    assert problems(compose("~embedding_map"), RunSettings) == []

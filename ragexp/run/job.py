@@ -21,7 +21,7 @@ from ragexp.errors import UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.embedding_map import draw
 from ragexp.run.pipeline import estimate, run
-from ragexp.run.settings import RunSettings
+from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
 from ragexp.store.trackers import write_config
 from ragexp.types import RunResult
@@ -150,12 +150,14 @@ class Job:
         self.name = run_name(self.cfg, self.choices, self.swept, self.name)
         if OmegaConf.select(self.cfg, "llm.dry_run", default=False):
             return estimate(self.cfg, self.name)
-        result = run(self.cfg, self.name)
+        pictures: dict = {}
+        result = run(self.cfg, self.name, pictures)
         failure = run_failure(result, share)
         results_file = write_results(result, folder, self.started, failure, self.tags)
-        if result.embedding_map is not None:  # drawn for a single run (auto), or for every job (true)
-            drawn = self.cfg.embedding_map is True or (self.cfg.embedding_map == "auto" and not self.swept)
-            write_map(result.embedding_map, folder, drawn)
+        if pictures.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
+            mode = self.cfg.get("embedding_map", EMBEDDING_MAP)
+            drawn = mode is True or (mode == "auto" and not self.swept)
+            write_map(pictures["embedding_map"], folder, drawn)
         write_config(folder, {**OmegaConf.to_container(self.cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
         return Outcome(result, folder, results_file, failure)
 

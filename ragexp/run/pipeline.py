@@ -34,11 +34,13 @@ from ragexp.types import Answer, Dataset, Hit, Judgement, Output, Question, Ques
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig, name: str = "run") -> RunResult:
+def run(cfg: DictConfig, name: str = "run", drawn: dict | None = None) -> RunResult:
     """The stages in order: load; the system under test answers each question (ragexp's own pipeline,
     or recorded outputs, your function or your service: see ragexp.components.systems); judge;
-    aggregate. A config with `dry_run=true` is for `estimate`."""
-    outcome = stages(cfg, name)
+    aggregate. A config with `dry_run=true` is for `estimate`. `drawn`, when given, receives what
+    the run's pictures are made of: `embedding_map`, the points of ragexp.run.embedding_map (kept out
+    of RunResult: ragexp.types is in every component's code identity, so its every edit is a miss)."""
+    outcome = stages(cfg, name, drawn)
     if isinstance(outcome, Estimate):
         raise RagexpError("dry_run=true makes no request and judges nothing: estimate(cfg) tells what the run "
                           "would ask (python -m ragexp ... dry_run=true prints it)")
@@ -59,7 +61,7 @@ def estimate(cfg: DictConfig, name: str = "run") -> Estimate:
     return outcome
 
 
-def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
+def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult | Estimate:
     """`run`'s stages; with `dry_run=true` they stop before any LLM request, with the Estimate."""
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
@@ -84,9 +86,9 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
-        mapping = cfg.get("embedding_map") is not False and c.system.own
-        mapped = embedding_map.points(getattr(c.retriever, "embedder", None) if mapping else None, results,
-                                      getattr(c.judge, "scales", {}))
+        if drawn is not None and cfg.get("embedding_map") is not False and c.system.own:
+            drawn["embedding_map"] = embedding_map.points(getattr(c.retriever, "embedder", None), results,
+                                                          getattr(c.judge, "scales", {}))
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
@@ -109,7 +111,6 @@ def stages(cfg: DictConfig, name: str) -> RunResult | Estimate:
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
             traces=tuple(work.traces.records()) if work.traces is not None else (),
-            embedding_map=mapped,
         )
     finally:
         c.system.close()

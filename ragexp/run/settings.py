@@ -7,6 +7,10 @@ from typing import Any, Literal, Sequence
 
 from ragexp.base.settings import Fraction, NonEmptyStr, NonNegativeFloat
 
+# the one default written here: a config logged by a run from before the setting existed has no
+# such key, and a logged config must still re-run (conf/config.yaml writes the same value)
+EMBEDDING_MAP = "auto"
+
 
 class RunSettings:
     """`run_name` (null: derived from the chosen options), `objective` (the aggregate the command
@@ -19,6 +23,6 @@ class RunSettings:
 
     def __init__(self, run_name: str | None, objective: NonEmptyStr, dry_run: bool, verbose: bool,
                  slices: Sequence[str], budget_usd: NonNegativeFloat | None, max_failed_share: Fraction,
-                 embedding_map: bool | Literal["auto"], **groups: Any):
+                 embedding_map: bool | Literal["auto"] = EMBEDDING_MAP, **groups: Any):
         self.run_name, self.objective, self.dry_run, self.verbose = run_name, objective, dry_run, verbose
         self.slices, self.budget_usd, self.max_failed_share = list(slices), budget_usd, max_failed_share
