@@ -25,12 +25,11 @@ OLD_NAME = {new: old for old, new in MOVED.items()}
 
 def known_as(target: str) -> str:
     """The name a dotted path (a `_target_`) had before its module moved; itself if it did not move."""
-    module, _, rest = target, "", ""
-    while module:
+    parts = target.split(".")
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
         if module in OLD_NAME:
-            return OLD_NAME[module] + rest
-        module, _, last = module.rpartition(".")
-        rest = f".{last}{rest}"
+            return ".".join([OLD_NAME[module], *parts[end:]])
     return target
 
 

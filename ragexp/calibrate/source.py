@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.store.reader import TABLE, client_for, get_run, read_table
-from ragexp.store.reader import RUN_ID
+from ragexp.store.reader import RUN_ID, TABLE, client_for, get_run, read_table
 
 TABLES = ("questions.json", "questions.jsonl")
 CONFIGS = (".hydra/config.yaml", "config.yaml")

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragexp.compare.metrics import COUNTS, MetricSpec, per_question_overall, specs_for
+from ragexp.compare.metrics import COUNTS, MetricSpec, numeric, per_question_overall, specs_for
 from ragexp.store.reader import Run, Selection
 from ragexp.stats.inference import Interval, PairedTest, bootstrap_ci, holm, paired_test
 from ragexp.errors import RagexpError
-from ragexp.compare.metrics import numeric
 
 IGNORED_PARAMS = {"run_name"}
 NO_CI = (math.nan, math.nan)

@@ -12,9 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.compare.leaderboard import Entry, Leaderboard
+from ragexp.compare.leaderboard import Entry, Leaderboard, slice_metrics
 from ragexp.stats.inference import Interval
-from ragexp.compare.leaderboard import slice_metrics
 from ragexp.compare.plots import draw_all
 from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS

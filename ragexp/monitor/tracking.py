@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ragexp.errors import RagexpError
+from ragexp.errors import RagexpError, StoreUnreachable
 from ragexp.monitor.alerts import describe
 from ragexp.store.trackers import MlflowTracker, flatten
-from ragexp.errors import StoreUnreachable
 from ragexp.store.lookup import run_absent
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")

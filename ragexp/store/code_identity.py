@@ -112,16 +112,24 @@ def code_hash(target: str) -> str:
 def gathered(package: str) -> tuple[str, ...]:
     """The modules of `package` its `__init__` imports from (`from .base import Chunker`), in the
     order it imports them; () for a module, or a package that gathers none."""
+    return relative_imports(package)[0]
+
+
+def relative_imports(package: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """What a package's `__init__` imports from itself: the modules it gathers names from, in order,
+    and the submodules it imports by name (`from . import helpers`)."""
     module = sys.modules.get(package)
     if not hasattr(module, "__path__"):
-        return ()
+        return (), frozenset()
     try:
         with PARSING:
             tree = ast.parse(module_source(package))
     except (SyntaxError, ValueError):
-        return ()
-    found = (n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module)
-    return tuple(dict.fromkeys(f"{package}.{name}" for name in found if "." not in name))
+        return (), frozenset()
+    relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1]
+    found = (n.module for n in tree.body if n in relative and n.module and "." not in n.module)
+    named = frozenset(a.asname or a.name for n in relative if not n.module for a in n.names)
+    return tuple(dict.fromkeys(f"{package}.{name}" for name in found)), named
 
 
 def imported_by_chance(module: str, package: str) -> bool:
@@ -130,16 +138,8 @@ def imported_by_chance(module: str, package: str) -> bool:
     imports itself (`from . import helpers`). What else imported it is no part of the code."""
     if module.rpartition(".")[0] != package:
         return False
-    if module in gathered(package):
-        return False
-    try:
-        with PARSING:
-            tree = ast.parse(module_source(package))
-    except (SyntaxError, ValueError):
-        return False
-    own = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 and not n.module
-           for a in n.names}
-    return module.rpartition(".")[2] not in own
+    gathers, named = relative_imports(package)
+    return module not in gathers and module.rpartition(".")[2] not in named
 
 
 def unit_of(name: str) -> str:

@@ -6,10 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.store.reader import Run
-from ragexp.store.run_folder import FAILURE_FILE
-from ragexp.store.reader import read_table
-from ragexp.store.run_folder import AGGREGATES, TABLE
+from ragexp.store.reader import Run, read_table
+from ragexp.store.run_folder import AGGREGATES, FAILURE_FILE, TABLE
 from ragexp.store.trackers import CONFIG, flatten
 
 
