@@ -9,7 +9,7 @@ from ragexp.base.settings import Fraction, NonEmptyStr, NonNegativeFloat
 
 # the one default written here: a config logged by a run from before the setting existed has no
 # such key, and a logged config must still re-run (conf/config.yaml writes the same value)
-EMBEDDING_MAP = "auto"
+EMBEDDING_MAP: Literal["auto"] = "auto"
 
 
 class RunSettings:
