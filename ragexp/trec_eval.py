@@ -147,6 +147,24 @@ def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[str]], measur
     return per_query
 
 
+def skipped(qrels: dict[str, dict[str, int]], run: dict[str, list[str]], shown: int = 5) -> list[str]:
+    """What `evaluate` left out: queries in one file only, named (the first `shown` of each kind).
+    NIST trec_eval stops with an error (exit 4) on qrels naming a query the run lacks, so the note
+    says so: files that are to be compared with it need the same queries on both sides."""
+    notes, unranked = [], set(qrels) - set(run)
+    for ids, where in ((unranked, "of the qrels has no results in the run"),
+                       (set(run) - set(qrels), "of the run has no relevance judgements")):
+        if ids:
+            named = sorted(ids, key=str.encode)
+            more = f", and {len(named) - shown} more" if len(named) > shown else ""
+            noun = "query" if len(named) == 1 else "queries"
+            verb = where if len(named) == 1 else where.replace(" has ", " have ")
+            notes.append(f"{len(named)} {noun} {verb} ({', '.join(named[:shown])}{more}): skipped")
+    if unranked:
+        notes.append("NIST trec_eval stops on qrels that name a query the run lacks (exit 4); give it files with the same queries")
+    return notes
+
+
 def trec_measure(name: str) -> tuple[str, str] | None:
     """A ragexp retrieval metric as trec_eval names it: (`-m` argument, output label), e.g.
     `ndcg@10` -> ("ndcg_cut.10", "ndcg_cut_10"); None when trec_eval has no such measure."""
@@ -228,10 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         measures = parse_measures(args.measures, args.level, args.gain)
-        results = evaluate(read_qrels(args.qrels), read_run(args.run), measures)
+        qrels, run = read_qrels(args.qrels), read_run(args.run)
+        results = evaluate(qrels, run, measures)
     except RagexpError as err:
         print(f"ragexp.trec_eval: error: {err}", file=sys.stderr)
         return 2
+    for note in skipped(qrels, run):
+        print(f"ragexp.trec_eval: {note}", file=sys.stderr)
     print("\n".join(lines(results, args.per_query)))
     return 0
 

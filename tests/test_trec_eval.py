@@ -12,7 +12,7 @@ from ragexp.metrics.relevance import DocRelevance
 from ragexp.types import Chunk, Hit, Question
 
 TESTS = SHARED_DATA / "trec_eval_tests" / "test"
-pytestmark = needs_shared("trec_eval_tests", "test")
+needs_tests = needs_shared("trec_eval_tests", "test")
 
 # the measure families ragexp implements, as trec_eval names them, and the ragexp family
 FAMILIES = {"map": "map", "recip_rank": "mrr", "P": "precision", "recall": "recall", "ndcg_cut": "ndcg",
@@ -48,6 +48,7 @@ def run(*args: str) -> str:
     return proc.stdout
 
 
+@needs_tests
 @pytest.mark.parametrize("qrels,expected,flags", [
     ("qrels.test", "out.test.a", []),                       # binary relevance, averages
     ("qrels.test", "out.test.aq", ["-q"]),                  # and per query
@@ -104,6 +105,7 @@ def test_specification_examples_with_exponential_gain():
     assert measure("hit_rate@5").value(Ranking((0, 0, 0, 0, 0), (1, 1))) == 0
 
 
+@needs_tests
 @pytest.mark.parametrize("qrels,expected,level", [("qrels.test", "out.test.aq", 1), ("qrels.rel_level", "out.test.aql", 2)])
 def test_the_doc_rule_on_chunks_scores_like_trec_eval(qrels, expected, level):
     """A run's documents as chunks (two chunks each, the second ranked later): the doc rule's
@@ -135,3 +137,15 @@ def test_a_bom_is_read_and_bytes_that_are_not_utf8_name_their_line(tmp_path):
         read_qrels(latin)
     with pytest.raises(RagexpError, match="is a folder"):
         read_qrels(tmp_path)
+
+
+def test_queries_in_one_file_only_are_skipped_and_named(tmp_path):
+    # q2 is judged but absent from the run, q3 is ranked but unjudged: both are left out of the means
+    (tmp_path / "qrels").write_text("q1 0 a 1\nq2 0 b 1\n")
+    (tmp_path / "run").write_text("q1 Q0 a 1 0.5 x\nq3 Q0 c 1 0.5 x\n")
+    proc = trec_eval_cli(str(tmp_path / "qrels"), str(tmp_path / "run"), "-m", "recip_rank")
+    assert proc.returncode == 0, proc.stderr
+    assert parse(proc.stdout) == {("recip_rank", "all"): "1.0000"}
+    assert "1 query of the qrels has no results in the run (q2)" in proc.stderr
+    assert "1 query of the run has no relevance judgements (q3)" in proc.stderr
+    assert "skipped" in proc.stderr and "NIST trec_eval" in proc.stderr
