@@ -214,8 +214,10 @@ def check_race(state: dict, sizes: list[int]) -> None:
              else settings["alpha"])
     assert state["round_alpha"] == pytest.approx(level)
     previous: dict[int, set] = {}
+    # with one configuration left, the rounds between are skipped: its last round is on every question
+    ran = sizes if len(state["rounds"]) == len(sizes) else [*sizes[:len(state["rounds"]) - 1], sizes[-1]]
     for index, r in enumerate(state["rounds"], start=1):
-        assert r["questions"] == sizes[index - 1]
+        assert r["questions"] == ran[index - 1]
         ok = [j for j in r["jobs"] if j["status"] == "ok"]
         for job in ok:
             ids = set(question_ids(job["folder"]))
@@ -283,6 +285,32 @@ def test_a_race_with_the_basic_launcher(tmp_path):
     assert sorted(v["racing_status"] for v in merged.values()).count("dropped in round 1") == len(dropped)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/race.md" in artifacts
+
+
+def test_one_configuration_left_runs_on_every_question_and_ends_with_its_leaderboard(tmp_path):
+    """A 2-dimensional hash embedder is dropped after round 1 of 3: the winner skips round 2, runs on
+    all 40 questions, and the race ends with a leaderboard and report.html; the console shows the
+    cost and the leaderboard, the report every round's decisions under that round's heading."""
+    proc = run_app("-m", "hydra/sweeper=racing", *HASH, "retriever=dense", "embedder.dimension=384,2",
+                   "hydra.sweeper.rounds=[0.5,0.75,1.0]", "hydra.sweeper.min_questions=10",
+                   "hydra.sweeper.objective=mrr", "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    state = json.loads((sweep_dir / "racing.json").read_text())
+    check_race(state, [20, 30, 40])
+    assert [(r["questions"], [j["name"] for j in r["jobs"]]) for r in state["rounds"]] == [
+        (20, ["embedder.dimension=384", "embedder.dimension=2"]), (40, ["embedder.dimension=384"])]
+    assert "one configuration left, embedder.dimension=384: it runs on all 40 questions" in proc.stdout
+    assert "round 2, the last, (40 questions): 1 ran" in proc.stdout
+    race = (sweep_dir / "report" / "race.md").read_text()
+    assert "## Final leaderboard: the one survivor on every question" in race
+    assert (sweep_dir / "report" / "report.html").exists()
+    headings = [line for line in race.splitlines() if line.startswith("## Decisions")]
+    assert headings == ["## Decisions of round 1 (20 questions): 2 ran, 1 dropped",
+                        "## Decisions of round 2 (40 questions): 1 ran, 0 dropped"]
+    # the console: the race's opening and its final leaderboard, not every round's decisions
+    assert "## Final leaderboard" in proc.stdout and "## Decisions" not in proc.stdout
+    assert "report/race.md" in proc.stdout.splitlines()[-1]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -124,12 +124,14 @@ class SweepTracking(Callback):
 
     def race_report(self, sweep_dir: Path) -> None:
         """A racing sweep's report (made by the sweeper: the race and the survivors' leaderboard, from
-        the run folders; a leaderboard of the parent's child runs would mix the rounds), printed and
-        logged to the parent run."""
+        the run folders; a leaderboard of the parent's child runs would mix the rounds), logged to the
+        parent run; its summary is printed (the cost and the final leaderboard)."""
+        from ragexp.sweep.racing.report import summary
+
         report = sweep_dir / "report"
         race = report / "race.md"
         if race.exists():
-            print("\n" + race.read_text(encoding="utf-8"))
+            print("\n" + summary(race.read_text(encoding="utf-8"), race))
         if not getattr(self, "parent_id", None):
             return
         try:

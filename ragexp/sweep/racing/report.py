@@ -131,13 +131,17 @@ def race_tables(state: dict) -> list[tuple[str, str]]:
         [str(r["round"]), str(r["questions"]), str(len(r["jobs"])), str(r.get("reused", 0)),
          str(sum(d["verdict"] == "dropped" for d in r["decisions"])), str(sum(j["status"] == "failed" for j in r["jobs"]))]
         for r in state["rounds"]])
-    decisions = Table(["round", "rank", "configuration", "objective", "verdict", "against", "difference [95% CI]",
-                       "effect size d_z", "p", "p (Holm)", "questions"], [
-        [str(r["round"]), str(d["rank"]), d["name"], fmt(d["estimate"]), d["verdict"], d["against"] or "—",
-         "—" if d["difference"] is None else f"{fmt(d['difference'])} [{fmt(d['low'])}, {fmt(d['high'])}]",
-         fmt(d["effect_size"]), fmt_p(d["p_value"]), fmt_p(d["p_holm"]), str(d["questions"] or r["questions"])]
-        for r in state["rounds"] for d in r["decisions"]])
-    blocks = [("Rounds", rounds.markdown()), ("Decisions, round by round", decisions.markdown())]
+    blocks = [("Rounds", rounds.markdown())]
+    for r in state["rounds"]:  # the decisions of each round under its own heading
+        dropped_here = sum(d["verdict"] == "dropped" for d in r["decisions"])
+        decisions = Table(["rank", "configuration", "objective", "verdict", "against", "difference [95% CI]",
+                           "effect size d_z", "p", "p (Holm)", "questions"], [
+            [str(d["rank"]), d["name"], fmt(d["estimate"]), d["verdict"], d["against"] or "—",
+             "—" if d["difference"] is None else f"{fmt(d['difference'])} [{fmt(d['low'])}, {fmt(d['high'])}]",
+             fmt(d["effect_size"]), fmt_p(d["p_value"]), fmt_p(d["p_holm"]), str(d["questions"] or r["questions"])]
+            for d in r["decisions"]])
+        blocks.append((f"Decisions of round {r['round']} ({r['questions']} questions): {len(r['jobs'])} ran, "
+                       f"{dropped_here} dropped", decisions.markdown()))
     dropped = [(r, d) for r in state["rounds"] for d in r["decisions"] if d["verdict"] == "dropped"]
     if dropped:
         rows = []
@@ -183,8 +187,8 @@ def final_runs(state: dict) -> list:
 
 
 def write_report(sweep_dir: Path) -> dict[str, Path]:
-    """report/race.md, report/race.json and, when two or more configurations reached the full set,
-    the comparison report of the survivors (report/report.md|html|leaderboard.json)."""
+    """report/race.md, report/race.json and, when a configuration reached the full set, the
+    comparison report of the survivors (report/report.md|html|leaderboard.json)."""
     state = read_state(sweep_dir)
     if state is None:
         return {}
@@ -218,11 +222,8 @@ def write_report(sweep_dir: Path) -> dict[str, Path]:
         lines += ["", f"## {heading}", "", table]
     files = {"race": folder / "race.md", "race_json": folder / "race.json"}
     runs = final_runs(state)
-    if len(runs) >= 2:
+    if runs:
         files.update(final_leaderboard(runs, settings, folder, lines))
-    elif len(runs) == 1:
-        lines += ["", "## Final", "", f"One survivor on every question: {runs[0].name} "
-                  f"({settings['objective']} {fmt(runs[0].metrics.get(settings['objective']))})."]
     lines += ["", "## Caveat", "", CAVEAT, ""]
     files["race"].write_text("\n".join(lines), encoding="utf-8")
     files["race_json"].write_text(json.dumps({"counts": figures, **state}, indent=2, default=str) + "\n")
@@ -253,6 +254,16 @@ def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]
     board = leaderboard.build(selection, settings["objective"], settings["maximize"], alpha=settings["alpha"],
                               resamples=settings["resamples"], seed=settings["seed"])
     written = report.write(board, folder, with_plots=True)
-    lines += ["", f"## Final leaderboard: the {len(runs)} survivors on every question ({board.level:.0%} CIs)", "",
+    who = f"the {len(runs)} survivors" if len(runs) > 1 else "the one survivor"
+    lines += ["", f"## Final leaderboard: {who} on every question ({board.level:.0%} CIs)", "",
               report.leaderboard_table(board).markdown(), "", f"(full comparison: `{written['html']}`)"]
     return written
+
+
+def summary(race_md: str, path: Path) -> str:
+    """What the console shows of a race's report: its opening (the race and its cost), the final
+    leaderboard, and where the rest is (every round's decisions, the dropped, the caveat)."""
+    opening, *sections = race_md.split("\n## ")
+    final = [f"## {s.rstrip()}" for s in sections if s.startswith("Final")]
+    return "\n\n".join([opening.rstrip(), *final, f"(every round's decisions, the dropped configurations and the "
+                                                     f"caveat: {path})"])

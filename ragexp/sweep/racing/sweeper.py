@@ -3,7 +3,8 @@
 Each round runs the surviving configurations on the round's questions (`question_sample.size` =
 the round's size, one seed, so every round's questions contain the last round's), through the
 configured launcher (basic, joblib, Ray, SLURM: Hydra's `launcher.launch`), reads each job's run
-folder and drops what `ragexp.sweep.racing.decide` finds significantly worse than the round's best. The
+folder and drops what `ragexp.sweep.racing.decide` finds significantly worse than the round's best.
+When one configuration is left, the rounds between are skipped: it runs on every question. The
 stage cache makes a survivor's next round compute only its new questions' answers and judgements.
 
 The race's state is `racing.json` in the sweep folder, written before and after every round: run
@@ -72,8 +73,9 @@ class Race:
               f"sweep folder {self.sweep_dir}; each round tests at {plan.round_alpha:.3g}, control={settings.control})" + (": resumed, finished jobs are read from their folders" if resumed else ""))
         for note in plan.notes:
             print(f"  note: {note}")
-        survivors, number = list(range(len(plan.points))), 0
-        for index, size in enumerate(plan.sizes, start=1):
+        survivors, number, step = list(range(len(plan.points))), 0, 0
+        while step < len(plan.sizes):
+            index, size, final = len(self.rounds) + 1, plan.sizes[step], step == len(plan.sizes) - 1
             jobs = [Job(c, plan.names[c], index, size, number + i,
                         round_overrides(plan.points[c], size, plan.sample_seed)) for i, c in enumerate(survivors)]
             number += len(jobs)
@@ -86,7 +88,6 @@ class Race:
             for job in jobs:
                 read_outcome(job)
             ran = {j.config: j.run for j in jobs if j.status == "ok" and j.run is not None}
-            final = index == len(plan.sizes)
             decisions = decide(ran, {c: plan.names[c] for c in ran}, settings.objective, settings.maximize,
                                plan.round_alpha, settings.keep_top, settings.resamples, settings.seed) if ran else []
             if final:  # the last round drops nothing: its ranking is the final leaderboard's
@@ -96,7 +97,8 @@ class Race:
             self.save()
             dropped = [d for d in decisions if d.verdict == DROPPED]
             failed = [j for j in jobs if j.status == "failed"]
-            print(f"round {index}/{len(plan.sizes)} ({size} questions): {len(jobs)} ran"
+            of = f"/{len(plan.sizes)}" if index == step + 1 else ", the last,"
+            print(f"round {index}{of} ({size} questions): {len(jobs)} ran"
                   + (f" ({reused} read from a finished job)" if reused else "")
                   + f", {len(dropped)} dropped" + (f", {len(failed)} failed" if failed else ""))
             for d in dropped:
@@ -105,6 +107,11 @@ class Race:
             survivors = [d.config for d in decisions if d.verdict != DROPPED]
             if not survivors:
                 break
+            if len(survivors) == 1 and not final:  # nothing left to race: the winner runs on every question
+                print(f"  one configuration left, {plan.names[survivors[0]]}: it runs on all {plan.total} questions")
+                step = len(plan.sizes) - 1
+            else:
+                step += 1
         self.save(finished=True)
         write_report(self.sweep_dir)
         return self.returns
