@@ -121,3 +121,24 @@ def test_the_threshold_statistics_are_their_definitions():
     assert best_cut("s", [0.1, 0.2, 0.9, 0.8, 0.7], truth).higher is False
     tuning, held = split([True] * 10 + [False] * 10, 0.3, seed=1)
     assert len(held) == 6 and not set(tuning) & set(held) and len(tuning) + len(held) == 20
+
+
+def test_an_override_is_printed_only_when_it_beats_the_current_setting_held_out(tmp_path):
+    path = labelled_outputs(tmp_path / "labelled.jsonl")
+    # the current share already separates the labels: the fitted one cannot beat it
+    proc = calibrate("--outputs", str(path), *HASH, "judge.hallucination_share=0.375", "--out", "kept", "--resamples", "20",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "keep the current setting" in proc.stdout and "does not beat it on the held-out part" in proc.stdout
+    assert not proc.stdout.rstrip().splitlines()[-1].startswith("judge.")
+    [kept] = json.loads((tmp_path / "kept" / "calibration.json").read_text())["yes_no"]
+    assert kept["override"] and kept["recommended"] is None
+    assert kept["current_errors"] == {"false_alarms": 0.0, "misses": 0.0} and set(kept["fitted_errors"]) == {"false_alarms", "misses"}
+    # nothing held out: the figures are said to be in-sample and nothing is recommended
+    proc = calibrate("--outputs", str(path), *HASH, "judge.hallucination_share=0", "--holdout", "0", "--out", "all",
+                     "--resamples", "20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "in-sample (--holdout 0: nothing held out)" in proc.stdout and "not recommended" in proc.stdout
+    assert not proc.stdout.rstrip().splitlines()[-1].startswith("judge.")
+    [fitted] = json.loads((tmp_path / "all" / "calibration.json").read_text())["yes_no"]
+    assert fitted["held_out"] == 0 and fitted["recommended"] is None and fitted["figures_on"].startswith("in-sample")

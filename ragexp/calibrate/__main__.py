@@ -18,11 +18,15 @@ EPILOG = """examples:
 RUN is an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db) or a
 run folder with questions.json or questions.jsonl. Labels: CSV or JSONL, long (question_id, metric,
 label[, annotator]) or wide (question_id[, annotator] and one column per judge metric), on the
-judge's scale; `hallucination` as 1/0 (yes/no).
+judge's scale; `hallucination` as 1/0 (yes/no). With labels for part of a run's questions, the
+report gives each labelled metric's mean over the whole run twice: the judge's alone, and
+human-corrected (prediction-powered inference: the judge's mean corrected by its error on the
+labelled questions, with a valid confidence interval).
 --outputs FILE: recorded outputs (question, contexts, answer[, reference, id], or ragas' user_input,
 retrieved_contexts, response) with labels as further columns (a judge metric, hallucination, any
 yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
-label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part.
+label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part
+(printed as an override only when it beats the current setting there; --holdout 0: in-sample figures).
 FILE is read as dataset=outputs reads it (also .tsv and .parquet), its settings as overrides:
 dataset.columns.question=prompt, dataset.preset=mlflow, dataset.on_error=skip."""
 
@@ -227,8 +231,8 @@ def on_outputs(args) -> int:
     outputs.write_judged(run, judge, folder)  # the judged rows: a run folder `python -m ragexp.calibrate` reads
     print(report)
     for c in checked:
-        if c.override:
-            print(c.override)  # the ready override, one a line, last: `... | tail -1` gives it
+        if c.recommended:
+            print(c.recommended)  # the ready override, one a line, last: `... | tail -1` gives it
     print(f"report: {folder}", file=sys.stderr)
     return 0
 

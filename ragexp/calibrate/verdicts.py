@@ -2,11 +2,12 @@
 its own verdict's agreement, each score's ROC AUC, and the threshold to set.
 
 The rows are split into a tuning part and a held-out part (seeded, per class); thresholds are
-chosen on the tuning part only and every figure reported for them is the held-out one. When the
-judge makes this verdict from a score and a setting (`Judge.verdict_settings`), the threshold is
-fitted on that score and printed as a ready override (`judge.<setting>=<value>`), beside the
-held-out balanced accuracy of the current setting; otherwise the best rule on any of its scores
-is shown, and said to have no setting."""
+chosen on the tuning part only and every figure reported for them is the held-out one (with
+`--holdout 0`, said to be in-sample). When the judge makes this verdict from a score and a setting
+(`Judge.verdict_settings`), the threshold is fitted on that score and printed as a ready override
+(`judge.<setting>=<value>`) only when it beats the current setting on the held-out part; the
+balanced accuracy, false alarms and misses of both are shown. Otherwise the best rule on any of
+its scores is shown, and said to have no setting."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,10 +32,27 @@ class VerdictCalibration:
     setting: str | None = None  # judge.<setting> the cut is the value of
     current: float | None = None  # its value now
     current_held_out_balanced_accuracy: float = float("nan")
+    fitted_errors: dict[str, float] = field(default_factory=dict)  # false alarms, misses of the fitted rule (held-out)
+    current_errors: dict[str, float] = field(default_factory=dict)  # the same for the current setting
 
     @property
     def override(self) -> str | None:
+        """The fitted value as an override of the judge's setting (shown, recommended or not)."""
         return f"judge.{self.setting}={self.cut.threshold:.4g}" if self.setting and self.cut else None
+
+    @property
+    def recommended(self) -> str | None:
+        """The override, when it beats the current setting on a held-out part (figures on the rows it
+        was fitted on would flatter it)."""
+        if self.override is None or not self.held_out:
+            return None
+        now = self.current_held_out_balanced_accuracy
+        return self.override if self.current is None or now != now or self.held_out_balanced_accuracy > now else None
+
+    @property
+    def part(self) -> str:
+        """What the figures were measured on."""
+        return "held-out" if self.held_out else "in-sample (--holdout 0: nothing held out)"
 
     def to_json(self) -> dict:
         def number(v):
@@ -46,8 +64,10 @@ class VerdictCalibration:
                 "rule": self.cut.rule() if self.cut else None,
                 "tuning_balanced_accuracy": number(self.cut.tuning_balanced_accuracy) if self.cut else None,
                 "held_out_balanced_accuracy": number(self.held_out_balanced_accuracy),
-                "override": self.override, "current": self.current,
-                "current_held_out_balanced_accuracy": number(self.current_held_out_balanced_accuracy)}
+                "override": self.override, "recommended": self.recommended, "figures_on": self.part,
+                "current": self.current, "current_held_out_balanced_accuracy": number(self.current_held_out_balanced_accuracy),
+                "fitted_errors": {k: number(v) for k, v in self.fitted_errors.items()},
+                "current_errors": {k: number(v) for k, v in self.current_errors.items()}}
 
 
 def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, judge, holdout: float = 0.3,
@@ -75,12 +95,16 @@ def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, j
         current = getattr(judge, setting, None)
         if isinstance(current, (int, float)) and not isinstance(current, bool):
             result.current = float(current)
-            result.current_held_out_balanced_accuracy = balanced_accuracy(scores[score][check] > current, truth[check])
+            said_now = scores[score][check] > current
+            result.current_held_out_balanced_accuracy = balanced_accuracy(said_now, truth[check])
+            result.current_errors = {"false_alarms": false_alarms(said_now, truth[check]), "misses": misses(said_now, truth[check])}
     else:
         cuts = [c for m, s in scores.items() if (c := best_cut(m, s[tuning], truth[tuning])) is not None]
         result.cut = max(cuts, key=lambda c: c.tuning_balanced_accuracy, default=None)
     if result.cut is not None:
-        result.held_out_balanced_accuracy = balanced_accuracy(result.cut.predict(scores[result.cut.score][check]), truth[check])
+        said_fitted = result.cut.predict(scores[result.cut.score][check])
+        result.held_out_balanced_accuracy = balanced_accuracy(said_fitted, truth[check])
+        result.fitted_errors = {"false_alarms": false_alarms(said_fitted, truth[check]), "misses": misses(said_fitted, truth[check])}
     return result
 
 
@@ -91,23 +115,36 @@ def markdown(results: list[VerdictCalibration], judge_name: str) -> list[str]:
     def f(v) -> str:
         return "—" if v is None or v != v else f"{v:.3f}"
 
+    part = "held-out" if all(r.held_out for r in results) else "in-sample: --holdout 0"
     lines = ["", "## Yes/no labels", "",
              "| label | rows (yes) | tuning / held-out | judge's verdict: balanced accuracy, false alarms, misses "
-             "(held-out) | ROC AUC of each score (higher = yes) | rule fitted on the tuning part | "
-             "its balanced accuracy, held-out |", "|" + " --- |" * 7]
+             f"({part}) | ROC AUC of each score (higher = yes) | rule fitted on the tuning part | "
+             f"its balanced accuracy, {part} |", "|" + " --- |" * 7]
     for r in results:
         verdict = ", ".join(f(r.verdict.get(k)) for k in ("balanced_accuracy", "false_alarms", "misses")) if r.verdict else "—"
         aucs = "; ".join(f"{m} {f(v)}" for m, v in r.auc.items())
         lines.append(f"| {r.label} | {r.rows} ({r.positives}) | {r.tuning} / {r.held_out} | {verdict} | {aucs} | "
                      f"{r.cut.rule() if r.cut else '—'} | {f(r.held_out_balanced_accuracy)} |")
     lines.append("")
+
+    def figures(balanced: float, errors: dict) -> str:
+        return (f"balanced accuracy {f(balanced)}, false alarms {f(errors.get('false_alarms'))}, "
+                f"misses {f(errors.get('misses'))}")
+
     for r in results:
-        if r.override:
-            now = (f" (now {r.current:g}: held-out balanced accuracy {f(r.current_held_out_balanced_accuracy)})"
-                   if r.current is not None else "")
-            lines.append(f"- {r.label}: set `{r.override}` (held-out balanced accuracy "
-                         f"{f(r.held_out_balanced_accuracy)}){now}")
+        fitted = f"{figures(r.held_out_balanced_accuracy, r.fitted_errors)}, {r.part}"
+        now = (f"judge.{r.setting}={r.current:g} now: {figures(r.current_held_out_balanced_accuracy, r.current_errors)}"
+               if r.current is not None else "")
+        if r.recommended:
+            lines.append(f"- {r.label}: set `{r.recommended}` ({fitted}); {now}" if now else
+                         f"- {r.label}: set `{r.recommended}` ({fitted})")
+        elif r.override and not r.held_out:
+            lines.append(f"- {r.label}: fitted `{r.override}` ({fitted}); not recommended: with nothing held out "
+                         f"its figures are on the rows it was fitted on" + (f"; {now}" if now else ""))
+        elif r.override:
+            lines.append(f"- {r.label}: keep the current setting: the fitted `{r.override}` ({fitted}) does not "
+                         f"beat it on the held-out part; {now}")
         elif r.cut:
             lines.append(f"- {r.label}: judge {judge_name!r} has no setting for this verdict; the best rule on its "
-                         f"scores is `{r.cut.rule()}` (held-out balanced accuracy {f(r.held_out_balanced_accuracy)})")
+                         f"scores is `{r.cut.rule()}` ({fitted})")
     return lines
