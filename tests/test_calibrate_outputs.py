@@ -5,6 +5,7 @@ import csv
 import inspect
 import json
 
+import numpy as np
 import pytest
 
 from conftest import call_in
@@ -60,6 +61,8 @@ def test_the_offline_judges_share_setting_is_fitted_and_printed_as_an_override(t
     rows = {r["metric"]: r for r in report["metrics"]}  # the agreement table: faithfulness (1-10), hallucination (1/0)
     assert rows["faithfulness"]["questions"] == 20 and rows["faithfulness"]["spearman"] > 0.9
     assert rows["hallucination"]["bias"] == pytest.approx(4 / 20)  # share 0 flags the 4 answers with one slip
+    # more flags than people give is strict, not lenient: higher is worse for hallucination
+    assert "- hallucination: the judge is stricter than people (bias +0.200" in proc.stdout
     assert any("'comment'" in note and "left aside" in note for note in report["notes"])
     # the judged rows are a run folder: calibrating it with its labels again judges nothing
     from ragexp.calibrate.source import from_folder
@@ -142,3 +145,38 @@ def test_an_override_is_printed_only_when_it_beats_the_current_setting_held_out(
     assert not proc.stdout.rstrip().splitlines()[-1].startswith("judge.")
     [fitted] = json.loads((tmp_path / "all" / "calibration.json").read_text())["yes_no"]
     assert fitted["held_out"] == 0 and fitted["recommended"] is None and fitted["figures_on"].startswith("in-sample")
+
+
+def test_group_holds_out_whole_groups_and_a_missing_group_is_one_line(tmp_path):
+    truth = np.array([i % 2 == 0 for i in range(30)])
+    groups = [f"doc{i // 3}" for i in range(30)]  # 10 documents of 3 rows each
+    tuning, held = split(truth, 0.3, seed=1, groups=groups)
+    assert sorted([*tuning, *held]) == list(range(30)) and len(held) >= 9
+    assert not {groups[i] for i in tuning} & {groups[i] for i in held}  # no document on both sides
+    assert split(truth, 0.3, seed=1, groups=groups)[1].tolist() == held.tolist()  # seeded
+    path = labelled_outputs(tmp_path / "labelled.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["article"] = f"a{i // 4}"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = calibrate("--outputs", str(path), *HASH, "--group", "article", "--out", "grouped", "--resamples", "20",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "split by article (5 groups)" in proc.stdout and "'article'" not in proc.stdout.split("split by")[0]
+    [grouped] = json.loads((tmp_path / "grouped" / "calibration.json").read_text())["yes_no"]
+    assert grouped["held_out"] % 4 == 0 and grouped["held_out"] > 0  # whole articles of 4 rows
+    proc = calibrate("--outputs", str(path), *HASH, "--group", "source", "--resamples", "20", cwd=tmp_path)
+    assert proc.returncode == 2 and "--group source: 20 of 20 rows have no 'source'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_yes_no_label_is_drawn_as_its_two_by_two_table():
+    from ragexp.calibrate.__main__ import confusion
+    from ragexp.calibrate.agreement import MetricAgreement, leniency
+
+    judge, people = np.array([1, 1, 0, 0, 1.0]), np.array([1, 0, 0, 0, 0.0])
+    names, counts = confusion(MetricAgreement("hallucination", (0.0, 1.0), 5, 1, pairs=(judge, people)))
+    assert names == ["no", "yes"] and counts == [[2, 2], [0, 1]]  # counts[people][judge]
+    names, _ = confusion(MetricAgreement("faithfulness", (0.0, 1.0), 5, 1, pairs=(judge * 0.5, people)))
+    assert len(names) == 5  # a 0-1 score: its points 0, 0.25, ..., 1
+    assert leniency("faithfulness", 0.1) == "more lenient than people" and leniency("hallucination", 0.1) == "stricter than people"

@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample and the resampling")
     p.add_argument("--dir", metavar="DIR", help="--outputs: the stage cache's folder (as cache.dir=DIR)")
+    p.add_argument("--group", metavar="COLUMN",
+                   help="--outputs: a column whose rows are held out together (e.g. the source document), so "
+                        "that no group is on both sides of the split")
     p.add_argument("--holdout", type=float, default=0.3,
                    help="--outputs: share of each class held out from threshold tuning (default 0.3)")
     p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
@@ -56,6 +59,8 @@ def markdown(run, results, level: float = 0.95) -> str:
     def shown(interval) -> str:
         return "—" if interval is None else f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
+    from ragexp.calibrate.agreement import leniency
+
     lines = [f"# Calibration of judge {run.judge!r} on run {run.name}", "",
              "| metric | scale | questions | annotators | Spearman | Kendall | kappa (quadratic) | MAE | bias "
              "| annotators' alpha | annotators' kappa |", "|" + " --- |" * 11]
@@ -65,8 +70,13 @@ def markdown(run, results, level: float = 0.95) -> str:
         lines.append(f"| {r.metric} | {r.scale[0]:g}-{r.scale[1]:g} | {r.questions} | {r.annotators} | "
                      + " | ".join(cells + ceiling) + " |")
     lines += ["", "Judge vs people on the questions both scored (people: the mean over annotators); "
-              "[95% bootstrap CI]. bias > 0: the judge scores higher than people. The annotators' "
+              "[95% bootstrap CI]. bias > 0: the judge scores higher than people, i.e. it is more lenient, "
+              "except where higher is worse (hallucination: it flags more, i.e. it is stricter). The annotators' "
               "agreement (Krippendorff's alpha, mean pairwise kappa) is the ceiling for the judge."]
+    biased = [(r.metric, b) for r in results if (b := r.judge_vs_people.get("bias")) is not None
+              and not b.low <= 0 <= b.high]
+    lines += [""] + [f"- {metric}: the judge is {leniency(metric, b.estimate)} (bias {b.estimate:+.3f}, "
+                     f"its CI excludes 0)" for metric, b in biased] if biased else []
     lines += corrected_means(results, level)
     return "\n".join(lines) + "\n"
 
@@ -90,10 +100,24 @@ def corrected_means(results, level: float = 0.95) -> list[str]:
     return lines
 
 
-def confusion_plot(results, path: Path) -> Path | None:
-    from matplotlib.figure import Figure
+def confusion(r) -> tuple[list[str], list[list[int]]]:
+    """One metric's judge-vs-people counts (`counts[people][judge]`) on the judge's scale points, and
+    the points' names; a yes/no label (hallucination) as its 2x2 table of no / yes."""
+    import numpy as np
 
-    from ragexp.calibrate.agreement import scale_points, snap
+    from ragexp.calibrate.agreement import is_yes_no, scale_points, snap
+
+    yes_no = is_yes_no(*r.pairs)
+    points = np.array([0.0, 1.0]) if yes_no else scale_points(r.scale)
+    counts = [[0] * len(points) for _ in points]
+    for j, h in zip(snap(r.pairs[0], points), snap(r.pairs[1], points)):
+        counts[h][j] += 1
+    return (["no", "yes"] if yes_no else [f"{p:g}" for p in points]), counts
+
+
+def confusion_plot(results, path: Path) -> Path | None:
+    """Judge against people per labelled metric (`confusion`), one panel each."""
+    from matplotlib.figure import Figure
 
     shown = [r for r in results if r.questions]
     if not shown:
@@ -101,14 +125,11 @@ def confusion_plot(results, path: Path) -> Path | None:
     fig = Figure(figsize=(4.2 * len(shown), 4.0), dpi=110, layout="constrained")
     for n, r in enumerate(shown, start=1):
         ax = fig.add_subplot(1, len(shown), n)
-        points = scale_points(r.scale)
-        counts = [[0] * len(points) for _ in points]
-        for j, h in zip(snap(r.pairs[0], points), snap(r.pairs[1], points)):
-            counts[h][j] += 1
+        names, counts = confusion(r)
         ax.imshow(counts, origin="lower", cmap="Blues")
-        ticks = list(range(len(points)))
-        ax.set_xticks(ticks, [f"{p:g}" for p in points], fontsize=7)
-        ax.set_yticks(ticks, [f"{p:g}" for p in points], fontsize=7)
+        ticks = list(range(len(names)))
+        ax.set_xticks(ticks, names, fontsize=7)
+        ax.set_yticks(ticks, names, fontsize=7)
         for y, row in enumerate(counts):
             for x, count in enumerate(row):
                 if count:
@@ -207,15 +228,19 @@ def on_outputs(args) -> int:
 
         cfg = outputs.compose([*args.targets, *([f"cache.dir={args.dir}"] if args.dir else [])])
         rows, skipped = outputs.labelled_rows(args.outputs, cfg)
+        groups = outputs.groups_of(rows, args.group) if args.group else None  # checked before any judging
         judge, judged = outputs.judge_rows(rows, cfg)
         run = outputs.as_run(Path(args.outputs).stem, judge, rows, judged)
-        labels, binary, notes = outputs.labels_of(rows, run)
+        labels, binary, notes = outputs.labels_of(rows, run, args.group)
         notes += [f"{len(skipped)} malformed rows skipped (first: {skipped[0]})"] if skipped else []
+        if groups is not None:
+            notes.append(f"tuning and held-out parts split by {args.group} ({len(set(groups.values()))} groups): "
+                         f"no {args.group} is on both sides")
     except RagexpError as err:
         print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
         return 2
     results = measure(run, labels, args.resamples, args.seed, args.level) if labels else []
-    checked = [verdicts.calibrate(label, values, run, judge, args.holdout, args.seed) for label, values in binary.items()]
+    checked = [verdicts.calibrate(label, values, run, judge, args.holdout, args.seed, groups) for label, values in binary.items()]
     failed = [j for j in judged if isinstance(j, str)]
     notes += [f"{len(failed)} of {len(rows)} rows could not be judged (first: {failed[0]})"] if failed else []
     report = (markdown(run, results, args.level) if results else f"# Calibration of judge {run.judge!r} on {args.outputs}\n")

@@ -6,7 +6,8 @@ over its annotators):
 - `kappa`: Cohen's kappa with quadratic weights (scikit-learn) on the points of the judge's scale:
   the whole numbers of a 1-10 or 1-5 scale, steps of 0.25 on a 0-1 scale (both values rounded to
   the nearest point, halves up);
-- `mae`: mean |judge - people|; `bias`: mean (judge - people), > 0 when the judge is more lenient.
+- `mae`: mean |judge - people|; `bias`: mean (judge - people), > 0 when the judge scores higher:
+  more lenient, or, for a metric where higher is worse (hallucination), stricter (`leniency`).
 Each has a percentile bootstrap CI over questions. Beside them, the metric's mean over all the
 run's judged questions, by the judge alone and human-corrected (prediction-powered inference, see
 `ragexp.stats.ppi`), each with its 95% CI. People vs people, when a metric has two or more
@@ -26,6 +27,24 @@ from ragexp.calibrate.source import JudgedRun
 from ragexp.stats.inference import Interval, percentile_interval
 
 STATISTICS = ("spearman", "kendall", "kappa", "mae", "bias")
+
+
+def higher_is_worse(metric: str) -> bool:
+    """Whether a higher value of `metric` is a worse answer (the hallucination metrics)."""
+    return "hallucination" in metric
+
+
+def leniency(metric: str, bias: float) -> str:
+    """What a judge's `bias` on `metric` means in words."""
+    if bias == 0:
+        return "scores as people do on average"
+    lenient = (bias > 0) != higher_is_worse(metric)
+    return "more lenient than people" if lenient else "stricter than people"
+
+
+def is_yes_no(*values: np.ndarray) -> bool:
+    """Whether the values are all 0 or 1 (a yes/no label and verdict)."""
+    return all(np.isin(np.asarray(v, dtype=float), (0.0, 1.0)).all() for v in values)
 
 
 def scale_points(scale: tuple[float, float]) -> np.ndarray:

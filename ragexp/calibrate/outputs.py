@@ -83,6 +83,16 @@ def compose(overrides: Sequence[str]):
     return cfg
 
 
+def groups_of(rows: Sequence[LabelledRow], column: str) -> dict[str, str]:
+    """Question id -> the row's value of `column` (`--group`), every row having one."""
+    missing = [row.where for row in rows if str(row.extra.get(column) or "").strip() == ""]
+    if missing:
+        known = sorted({c for row in rows for c in row.extra})
+        raise RagexpError(f"--group {column}: {len(missing)} of {len(rows)} rows have no {column!r} (first: {missing[0]}); "
+                          f"the extra columns: {', '.join(known) or 'none'}")
+    return {row.question.qid: str(row.extra[column]) for row in rows}
+
+
 def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | str]]:
     """The configured judge, and its judgement of each row (or why the row failed: an endpoint
     error, an unreadable reply), through the stage cache and the LLM session as in a run."""
@@ -145,10 +155,12 @@ def yes_no(values: Sequence[Any]) -> bool:
     return bool(given) and all(isinstance(v, bool) or str(v).strip().lower() in YES_NO for v in given)
 
 
-def labels_of(rows: Sequence[LabelledRow], run: JudgedRun) -> tuple[list[Label], dict[str, dict[str, float]], list[str]]:
+def labels_of(rows: Sequence[LabelledRow], run: JudgedRun, group: str | None = None
+              ) -> tuple[list[Label], dict[str, dict[str, float]], list[str]]:
     """People's labels in the rows: (labels of judge metrics and hallucination, for the agreement
-    table; every yes/no column: column -> question id -> 1/0; notes on columns left aside)."""
-    columns = list(dict.fromkeys(c for row in rows for c in row.extra))
+    table; every yes/no column: column -> question id -> 1/0; notes on columns left aside). The
+    `group` column is not a label."""
+    columns = [c for c in dict.fromkeys(c for row in rows for c in row.extra) if c != group]
     labels: list[Label] = []
     binary: dict[str, dict[str, float]] = {}
     notes: list[str] = []

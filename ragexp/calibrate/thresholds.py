@@ -79,11 +79,24 @@ def best_cut(score: str, scores: np.ndarray, truth: np.ndarray, higher: bool | N
     return best
 
 
-def split(truth: np.ndarray, holdout: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def split(truth: np.ndarray, holdout: float, seed: int = 0, groups=None) -> tuple[np.ndarray, np.ndarray]:
     """(tuning, held-out) row positions: a seeded shuffle of each class, `holdout` of each held out
-    (at least one of each class in both parts when the class has two rows or more)."""
+    (at least one of each class in both parts when the class has two rows or more). With `groups`
+    (a value per row, e.g. the source document) whole groups are held out instead, in a seeded
+    order, until `holdout` of the rows are: no group is on both sides."""
     truth = np.asarray(truth, bool)
     rng = np.random.default_rng(seed)
+    if groups is not None:
+        keys = [str(g) for g in groups]
+        order = [sorted(set(keys))[i] for i in rng.permutation(len(set(keys)))]
+        held_groups: set[str] = set()
+        for group in order[:-1] if holdout > 0 else []:  # the last group always tunes
+            if sum(k in held_groups for k in keys) >= holdout * len(keys):
+                break
+            held_groups.add(group)
+        held_rows = [i for i, k in enumerate(keys) if k in held_groups]
+        return (np.array([i for i, k in enumerate(keys) if k not in held_groups], dtype=int),
+                np.array(held_rows, dtype=int))
     tuning, held = [], []
     for cls in (True, False):
         members = rng.permutation(np.flatnonzero(truth == cls))

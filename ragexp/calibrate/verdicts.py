@@ -71,14 +71,15 @@ class VerdictCalibration:
 
 
 def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, judge, holdout: float = 0.3,
-              seed: int = 0) -> VerdictCalibration:
+              seed: int = 0, groups: dict[str, str] | None = None) -> VerdictCalibration:
+    """`groups` (question id -> its group, e.g. the source document): whole groups are held out."""
     table = run.judged().set_index("question_id")
     questions = [q for q in truth_by_question if q in table.index]
     truth = np.array([truth_by_question[q] == 1.0 for q in questions], dtype=bool)
     result = VerdictCalibration(label, len(questions), int(truth.sum()), 0, 0)
     if not questions:
         return result
-    tuning, held = split(truth, holdout, seed)
+    tuning, held = split(truth, holdout, seed, [groups.get(q) for q in questions] if groups is not None else None)
     result.tuning, result.held_out = len(tuning), len(held)
     check = held if len(held) else tuning  # nothing held out (--holdout 0): the figures are the tuning part's
     scores = {m: table.loc[questions, m].astype(float).to_numpy() for m in run.metrics if m != "hallucination"}
