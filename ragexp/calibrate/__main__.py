@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="--outputs: a column whose rows are held out together (e.g. the source document), so "
                         "that no group is on both sides of the split")
     p.add_argument("--holdout", type=float, default=0.3,
-                   help="--outputs: share of each class held out from threshold tuning (default 0.3)")
+                   help="--outputs: share of each class held out from threshold tuning (default 0.3; with "
+                        "--group: of the rows, in whole groups)")
     p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
     return p
 
