@@ -1,10 +1,12 @@
 """Human-corrected means (prediction-powered inference): on synthetic data with a known truth and a
 biased judge, the corrected 95% CI covers the truth in about 95% of the replicates (seeds 0..399),
-the judge-only CI almost never; and the estimate is what its definition says."""
+the judge-only CI almost never; and the estimate is what its definition says. The same for labels
+drawn where the cheap judge is unsure (a cascade's sample, known inclusion probabilities): the CI
+covers the all-labelled mean in >= 93% of 1,000 replicates at samples of 5, 10 and 20%."""
 import numpy as np
 import pytest
 
-from ragexp.stats.ppi import estimates, judge_only, ppi
+from ragexp.stats.ppi import coordinated_uniform, estimates, inclusion_probabilities, judge_only, ppi, ppi_sampled
 
 SEEDS = range(400)
 
@@ -64,3 +66,63 @@ def test_with_every_question_labelled_it_is_the_peoples_mean_and_its_usual_ci():
     corrected, half = ppi(judge, judge, people)
     assert corrected == pytest.approx(people.mean())
     assert half == pytest.approx(2.009575 * people.std(ddof=1) / np.sqrt(50), rel=1e-5)  # Student t, 49 df
+
+
+# --- labels spent where the cheap judge is unsure (a cascade's sample) -----------------------------
+
+
+def test_inclusion_probabilities_follow_the_uncertainty_within_the_floor_and_one():
+    pi = inclusion_probabilities([0.0, 0.1, 0.2, 0.4, 5.0], budget=2.0, floor=0.05)
+    assert pi.sum() == pytest.approx(2.0) and pi.min() >= 0.05 and pi.max() <= 1.0
+    assert pi[-1] == 1.0  # its share would exceed 1: the rest goes to the others
+    assert pi[0] == pytest.approx(0.05)  # no uncertainty: the floor
+    assert (pi[2] - 0.05) == pytest.approx(2 * (pi[1] - 0.05))  # above the floor, in proportion
+    assert inclusion_probabilities([0.0] * 4, budget=1.0).tolist() == [0.25] * 4
+    with pytest.raises(ValueError):
+        inclusion_probabilities([1.0, 1.0], budget=3.0)
+
+
+def test_the_coordinated_uniform_is_the_same_for_every_configuration_and_uniform():
+    draws = np.array([coordinated_uniform(f"q{i}", seed=3) for i in range(4000)])
+    assert coordinated_uniform("q7", seed=3) == coordinated_uniform("q7", seed=3) != coordinated_uniform("q7", seed=4)
+    assert draws.min() >= 0 and draws.max() < 1 and abs(draws.mean() - 0.5) < 0.02
+    assert np.histogram(draws, bins=10, range=(0, 1))[0].min() > 330  # 400 expected in each tenth
+
+
+def cheap_and_people(rng, n):
+    """People's yes/no (20% hallucinations); a cheap judge's probability of it, informative but
+    miscalibrated (it says 0.55 on average for a hallucination and 0.25 for the others)."""
+    people = (rng.random(n) < 0.2).astype(float)
+    probability = np.clip(np.where(people == 1, rng.beta(5.5, 4.5, n), rng.beta(2.5, 7.5, n)), 0.01, 0.99)
+    return people, probability
+
+
+@pytest.mark.parametrize("share", [0.05, 0.10, 0.20])
+def test_a_sample_drawn_by_uncertainty_gives_a_ci_that_covers_the_labelled_mean(share):
+    """1,000 replicates of 400 questions: the CI covers the all-labelled mean in >= 93% of them."""
+    n, covered = 400, 0
+    for seed in range(1000):
+        rng = np.random.default_rng(seed)
+        people, probability = cheap_and_people(rng, n)
+        pi = inclusion_probabilities(np.sqrt(probability * (1 - probability)), budget=share * n, floor=0.2 * share)
+        labelled = rng.random(n) < pi
+        estimate, half, _ = ppi_sampled(probability, np.where(labelled, people, np.nan), labelled, pi)
+        covered += abs(estimate - people.mean()) <= half
+    assert covered / 1000 >= 0.93, covered
+
+
+def test_the_cheap_judge_narrows_the_ci_against_the_labels_alone_and_a_useless_one_does_not_hurt():
+    n, share, widths = 400, 0.10, {"cascade": [], "labels alone": [], "useless judge": []}
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        people, probability = cheap_and_people(rng, n)
+        good = np.clip(0.8 * people + 0.1 + rng.normal(0, 0.05, n), 0, 1)  # a judge close to people
+        labelled = rng.random(n) < share
+        labels = np.where(labelled, people, np.nan)
+        widths["cascade"].append(ppi_sampled(good, labels, labelled, share)[1])
+        widths["useless judge"].append(ppi_sampled(rng.random(n), labels, labelled, share)[1])
+        y = people[labelled]
+        widths["labels alone"].append(1.96 * y.std(ddof=1) / np.sqrt(len(y)))
+    median = {k: float(np.median(v)) for k, v in widths.items()}
+    assert median["cascade"] <= 0.7 * median["labels alone"]
+    assert median["useless judge"] <= 1.1 * median["labels alone"]  # lam ~ 0: about the labels' own CI
