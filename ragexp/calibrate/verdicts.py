@@ -86,8 +86,7 @@ def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, j
     result.auc = {m: roc_auc(s, truth) for m, s in scores.items()}
     if label in table:  # the judge's own verdict of this name
         said = table.loc[questions, label].astype(float).to_numpy() >= 0.5
-        result.verdict = {"balanced_accuracy": balanced_accuracy(said[check], truth[check]),
-                          "false_alarms": false_alarms(said[check], truth[check]), "misses": misses(said[check], truth[check])}
+        result.verdict = {"balanced_accuracy": balanced_accuracy(said[check], truth[check]), **errors(said[check], truth[check])}
     declared = dict(getattr(judge, "verdict_settings", {}) or {}).get(label)
     if declared and declared[0] in scores:
         score, setting = declared
@@ -98,15 +97,20 @@ def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, j
             result.current = float(current)
             said_now = scores[score][check] > current
             result.current_held_out_balanced_accuracy = balanced_accuracy(said_now, truth[check])
-            result.current_errors = {"false_alarms": false_alarms(said_now, truth[check]), "misses": misses(said_now, truth[check])}
+            result.current_errors = errors(said_now, truth[check])
     else:
         cuts = [c for m, s in scores.items() if (c := best_cut(m, s[tuning], truth[tuning])) is not None]
         result.cut = max(cuts, key=lambda c: c.tuning_balanced_accuracy, default=None)
     if result.cut is not None:
         said_fitted = result.cut.predict(scores[result.cut.score][check])
         result.held_out_balanced_accuracy = balanced_accuracy(said_fitted, truth[check])
-        result.fitted_errors = {"false_alarms": false_alarms(said_fitted, truth[check]), "misses": misses(said_fitted, truth[check])}
+        result.fitted_errors = errors(said_fitted, truth[check])
     return result
+
+
+def errors(said: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """A yes/no rule's false alarms (on the "no" rows) and misses (on the "yes" rows)."""
+    return {"false_alarms": false_alarms(said, truth), "misses": misses(said, truth)}
 
 
 def markdown(results: list[VerdictCalibration], judge_name: str) -> list[str]:

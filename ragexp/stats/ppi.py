@@ -52,10 +52,11 @@ def z_value(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2)
 
 
-def t_value(level: float, freedom: int) -> float:
+def t_value(level: float, freedom):
+    """Student's t quantile for a two-sided `level` CI; `freedom` a number or an array of them."""
     from scipy import stats
 
-    return float(stats.t.ppf(0.5 + level / 2, freedom))
+    return stats.t.ppf(0.5 + level / 2, freedom)
 
 
 def judge_only(judge_all, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -115,12 +116,14 @@ def estimates(judge_by_question: dict[str, float], human_by_question: dict[str, 
 # has mean E[y_i] whatever the cheap judge's f_i and whatever lam, so mean(term) is unbiased for the
 # labelled value's mean and its CI is mean +- t * sd(term) / sqrt(N) (the terms are independent; t
 # with labels - 1 degrees of freedom).
+#
 # lam = 1 is the plain correction; lam in [0, 1] minimising the terms' variance is PPI++'s power
 # tuning (Angelopoulos et al. 2023, "PPI++"): a judge that buys nothing gets lam ~ 0, and the
 # estimate is then the labels' own (inverse-probability weighted) mean. lam is cross-fitted (each
 # half of the questions gets the lam tuned on the other half): tuned on the same labels, it made
-# the CI too narrow with few labels (92.6% coverage at 20 labels in tests/test_ppi.py's simulation). With pi_i = n/N for all it
-# is the estimator above, with a slightly different variance estimate.
+# the CI too narrow with few labels (92.6% coverage at 20 labels in tests/test_ppi.py's
+# simulation). With pi_i = n/N for all and lam = 1 it is the estimator above, but for dividing by
+# the expected number of labels rather than the actual one.
 
 
 def inclusion_probabilities(uncertainty, budget: float, floor: float = 0.0) -> np.ndarray:
@@ -177,9 +180,7 @@ def ppi_sampled(judge_all, labels, labelled, probabilities, level: float = 0.95,
     terms = lam_each * a + b
     # Student's t with (labels - 1) degrees of freedom, as for the uniform sample: the spread of
     # the terms rests on the labelled questions, and few labels make the normal z too narrow
-    from scipy import stats
-
-    t = stats.t.ppf(0.5 + level / 2, np.maximum(xi.sum(axis=-1) - 1, 1))
+    t = t_value(level, np.maximum(xi.sum(axis=-1) - 1, 1))
     return terms.mean(axis=-1), t * terms.std(axis=-1, ddof=1) / np.sqrt(f.shape[-1]), lam
 
 
