@@ -81,8 +81,9 @@ class Judgement:
     # whether the answer states something the context does not support, for every judge (the run's
     # hallucination_rate is the share of questions where it is true); when the judge ran several
     # times, the share of repeats that found one. A share of unsupported claims is a score of its
-    # own (`claim_hallucination_rate`), never this field.
-    hallucination: bool | float
+    # own (`claim_hallucination_rate`), never this field. None: the judge makes no such verdict (a
+    # rubric's criteria), so the run has no hallucination_rate.
+    hallucination: bool | float | None
     reasoning: str
     details: dict[str, Any] = field(default_factory=dict)  # the judge's evidence for the table (claims, verdicts, ...)
     repeats: tuple[Judgement, ...] = ()  # each repeat's judgement when the judge ran more than once
@@ -208,7 +209,7 @@ def judgement_to_dict(judgement: Judgement) -> dict:
 
 def judgement_from_dict(data: dict) -> Judgement:
     hallucination = data["hallucination"]
-    if not isinstance(hallucination, (bool, int, float)):
+    if hallucination is not None and not isinstance(hallucination, (bool, int, float)):
         raise ValueError(f"hallucination is {type(hallucination).__name__}")
     if not isinstance(data["scores"], dict) or not isinstance(data["details"], dict):
         raise ValueError("scores and details must be objects")

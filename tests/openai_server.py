@@ -70,9 +70,28 @@ def judge_json(context_relevance=8, answer_similarity=7, faithfulness=9, halluci
                        "faithfulness": faithfulness, "hallucination": hallucination, "reasoning": reasoning, **extra})
 
 
+RUBRIC_ENTRY = re.compile(r'"(\w+)": \{"reasoning": "<one or two sentences>", "score": <(.*?)>\}')
+
+
+def rubric_criteria(body: dict) -> dict[str, str]:
+    """The criteria a rubric prompt asks for: name -> how its score is to be given."""
+    return dict(RUBRIC_ENTRY.findall(prompt_text(body)))
+
+
+def top_of(scale: str):
+    """The best score a rubric criterion's scale allows (`"pass" or "fail"`, `one of "a", "b"`,
+    `an integer from 1 to 5`)."""
+    if scale.startswith('"pass"'):
+        return "pass"
+    levels = re.findall(r'"([^"]+)"', scale)
+    return levels[-1] if levels else int(re.findall(r"\d+", scale)[-1])
+
+
 def task(body: dict) -> str:
     """Which ragexp prompt this is, from the JSON keys the prompt asks for."""
     text = prompt_text(body)
+    if RUBRIC_ENTRY.search(text):
+        return "rubric"
     for key, name in (('"ranking"', "rerank_list"), ('"relevance"', "rerank_point"), ('"grounded"', "synth_verdict"), ('"evidence"', "synth_question"), ('"verdicts"', "verification"),
                       ('"claims"', "claims"), ('"relevant"', "context_relevance"),
                       ('"score"', "answer_relevance"), ('"answer_similarity"', "judge")):
@@ -129,6 +148,8 @@ def auto_reply(body: dict) -> str:
         return json.dumps({"score": 4, "reasoning": "addresses the question"})
     if kind == "judge":
         return judge_json()
+    if kind == "rubric":  # every criterion at the top of its scale
+        return json.dumps({name: {"reasoning": "scripted", "score": top_of(scale)} for name, scale in rubric_criteria(body).items()})
     return "The documents say so [Doc 1]."
 
 

@@ -51,7 +51,9 @@ def test_unreadable_replies_say_why():
     with pytest.raises(Unreadable, match="no JSON object"):
         read_reply("I think it is good.", dict)
     with pytest.raises(Unreadable, match="no JSON object"):
-        read_reply('{"context_relevance": 8, "faithfulness": 9,}', dict)  # malformed
+        read_reply('{"context_relevance": 8, "faithfulness": }', dict)  # malformed
+    # a trailing comma is forgiven, outside strings only
+    assert read_reply('{"faithfulness": 9, "reasoning": "a, }",}', dict) == {"faithfulness": 9, "reasoning": "a, }"}
     with pytest.raises(Unreadable, match="missing field 'faithfulness'"):
         read_reply('{"context_relevance": 8, "answer_similarity": 7, "hallucination": false, "reasoning": "x"}', LLMJudge.read)
     assert json_objects('{"outer": {"inner": 1}} and {"second": 2}') == [{"outer": {"inner": 1}}, {"second": 2}]

@@ -134,7 +134,7 @@ def as_run(name: str, judge, rows: Sequence[LabelledRow], judged: Sequence[Judge
             "expected_answer": row.question.expected, "generated_answer": row.answer.text,
             "retrieved_chunks": json.dumps([h.chunk.text for h in row.hits]), "judge": judge.name,
             **{m: scores.get(m) for m in judge.metrics},
-            "hallucination": float(j.hallucination) if isinstance(j, Judgement) else None,
+            "hallucination": float(j.hallucination) if isinstance(j, Judgement) and j.hallucination is not None else None,
             "status": "judged" if ok else "failed", "failure_reason": j if isinstance(j, str) else ""})
     scales = {m: (float(lo), float(hi)) for m, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
     return JudgedRun(name, judge.name, pd.DataFrame(records), {**scales, "hallucination": (0.0, 1.0)})

@@ -34,8 +34,8 @@ class MetricSpec(Aggregate):
         return lambda means: self.from_means(list(means.T), n)
 
     def same_as(self, other: MetricSpec | None) -> bool:
-        return other is not None and (self.inputs, self.kind, self.rows, self.weights, self.penalty) == (
-            other.inputs, other.kind, other.rows, other.weights, other.penalty)
+        return other is not None and (self.inputs, self.kind, self.rows, self.weights, self.penalty, self.offset) == (
+            other.inputs, other.kind, other.rows, other.weights, other.penalty, other.offset)
 
     def usable(self, table) -> np.ndarray:
         """Which rows of the table enter this metric."""

@@ -64,8 +64,11 @@ class Components:
     llm: LLMSession
     scales: dict[str, tuple[float, float]]
     # the resolved settings each built stage component was made from (chunker, retriever, reranker,
-    # generator, judge): what its stage's cache keys are made of, so that stages need no config
+    # generator, judge, rubric): what its stage's cache keys are made of, so that stages need no config
     settings: dict[str, dict]
+    rubric: Judge | None = None  # a rubric judged beside the judge (rubric=NAME with judge=llm, ...)
+    targets: tuple = ()  # the targets a rubric gives its criteria (ragexp.metrics.targets.Target)
+    untargeted: tuple[str, ...] = ()  # aggregates no built-in target is about (a rubric judge's overall_score)
 
 
 def components(cfg: DictConfig) -> Components:
@@ -82,15 +85,47 @@ def components(cfg: DictConfig) -> Components:
     reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()
     reranker.check()
     weights.check(judge.name, judge.metrics)
+    rubric = rubric_beside(cfg, judge)
+    judges = [judge, *([rubric] if rubric is not None else [])]
+    metrics = [m for j in judges for m in j.metrics]
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
     retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
-    scales = aggregate_scales(getattr(judge, "scales", {}), weights, answer_metrics, retrieval_metrics)
-    produced = ([aggregate_key(m) for m in (*judge.metrics, *answer_metrics)]
+    scales = aggregate_scales({m: s for j in judges for m, s in getattr(j, "scales", {}).items()}, weights,
+                              answer_metrics, retrieval_metrics)
+    produced = ([aggregate_key(m) for m in (*metrics, *answer_metrics)]
                 + [aggregate_key(n, retrieval=True) for n in retrieval_metrics])
-    gate.check([*produced, "hallucination_rate", "overall_score", "total_questions", "failed_questions",
-                "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(judge.metrics)})")
+    flagged = ["hallucination_rate"] if any(getattr(j, "flags_hallucination", True) for j in judges) else []
+    gate.check([*produced, *flagged, "overall_score", "total_questions", "failed_questions",
+                "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
     built = ["judge", *(["chunker", "retriever", "generator"] if system.own else []),
              *(["reranker"] if system.own and "reranker" in cfg else [])]
+    judged_with = {group: settings(cfg[group]) for group in built}
+    if rubric is not None:  # its cache key: the rubric, and the endpoint it borrows from the judge
+        borrowed = settings(cfg.judge.endpoint) if getattr(rubric, "sends_requests", False) else None
+        judged_with["rubric"] = {"rubric": settings(cfg.rubric), "endpoint": borrowed}
     return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
-                      llm, scales, {group: settings(cfg[group]) for group in built})
+                      llm, scales, judged_with, rubric, targets(judge, rubric), tuple(getattr(judge, "untargeted", ())))
+
+
+def targets(judge: Judge, rubric: Judge | None) -> tuple:
+    """The targets the judges give their own metrics; a rubric beside another judge has no say on
+    that judge's overall_score."""
+    beside = tuple(t for t in getattr(rubric, "targets", ()) if t.metric != "overall_score")
+    return (*getattr(judge, "targets", ()), *beside)
+
+
+def rubric_beside(cfg: DictConfig, judge: Judge) -> Judge | None:
+    """The rubric chosen beside another judge (`rubric=NAME` with judge=llm, triad, offline, ...),
+    judged with that judge's endpoint when it has one; None without a rubric, or when the judge
+    is the rubric's own (judge=rubric)."""
+    from ragexp.judges.rubric import RubricJudge
+
+    if cfg.get("rubric") is None or isinstance(judge, RubricJudge):
+        return None
+    rubric = RubricJudge(build(cfg.rubric), getattr(judge, "endpoint", None))
+    clash = [m for m in rubric.metrics if m in judge.metrics]
+    if clash:
+        raise RagexpError(f"rubric.criteria.{clash[0]}: judge {judge.name!r} gives a metric of that name; "
+                          "name the criterion otherwise")
+    return rubric

@@ -157,7 +157,7 @@ def constraint_errors(cls, node, named: dict, arguments: dict, key: str) -> list
         return []
     errors = []
     for message in constraints(**given):  # "setting: ..." or about the whole node
-        setting = re.match(r"([\w.]+): ", message)
+        setting = re.match(r"([\w.\[\]]+): ", message)
         named_setting = setting and setting.group(1).split(".")[0] in {*named, *arguments}
         errors.append(f"{key}.{message}" if named_setting else f"{key}: {message}")
     return errors

@@ -30,7 +30,11 @@ class Judge:
       `judge.hallucination_share`. `python -m ragexp.calibrate --outputs` fits that setting on
       labelled outputs and prints it as an override; a verdict not listed has no such setting.
     - `weights`: how its metrics make `overall_score` when `weights=judge` is chosen (a judge with
-      metrics of its own chooses it in its YAML file: `- override /weights@_global_.weights: judge`).
+      metrics of its own chooses it in its YAML file: `- override /weights@_global_.weights: judge`);
+    - `flags_hallucination`: whether its judgements say if the answer hallucinated (False: a
+      rubric's, whose `hallucination` is None; the run then has no hallucination_rate and no penalty).
+
+    These may be set on the built judge as well as on the class (a rubric judge's come from its config).
     """
 
     name: str
@@ -39,6 +43,7 @@ class Judge:
     scorecard: dict[str, str] = {}
     needs_reference: tuple[str, ...] = ()
     verdict_settings: dict[str, tuple[str, str]] = {}
+    flags_hallucination: bool = True
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise NotImplementedError

@@ -49,7 +49,7 @@ def combine(runs: Sequence[Judgement]) -> Judgement:
     """One judgement from several repeats: mean scores and hallucination, every repeat kept."""
     first = runs[0]
     scores = {m: statistics.fmean(r.scores[m] for r in runs) for m in first.scores}
-    hallucination = statistics.fmean(float(r.hallucination) for r in runs)
+    hallucination = None if first.hallucination is None else statistics.fmean(float(r.hallucination or 0) for r in runs)
     reasoning = " | ".join(f"repeat {n}: {r.reasoning}" for n, r in enumerate(runs, start=1))
     details = {**first.details, "repeat_scores": [r.scores for r in runs],
                "repeat_hallucination": [r.hallucination for r in runs]}

@@ -21,6 +21,7 @@ class UsesLLM:
     endpoint: Endpoint
     client: ChatClient | None = None
     counters: tuple[str, ...] = ()  # the counters it reports (as <role>_<name>), zero when nothing happened
+    sends_requests: bool = True  # False: nothing to ask (a rubric of deterministic criteria only), no client
 
     @property
     def concurrency(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -19,7 +20,8 @@ class Unreadable(ValueError):
 
 def json_objects(text: str) -> list[dict]:
     """Every JSON object in `text` (whole, in a ```json fence, or surrounded by prose), outermost
-    first, in order."""
+    first, in order; a trailing comma before a closing brace or bracket is forgiven."""
+    text = without_trailing_commas(text)
     decoder = json.JSONDecoder()
     found, position = [], 0
     while (start := text.find("{", position)) >= 0:
@@ -32,6 +34,27 @@ def json_objects(text: str) -> list[dict]:
             found.append(value)
         position = end
     return found
+
+
+TRAILING_COMMA = re.compile(r",\s*[}\]]")
+
+
+def without_trailing_commas(text: str) -> str:
+    """`text` without the commas that stand, outside a JSON string, right before a `}` or `]`
+    (`{"score": 4,}`): the one slip of hand-written JSON that models make often."""
+    if not TRAILING_COMMA.search(text):
+        return text
+    out, in_string, escaped = [], False, False
+    for n, char in enumerate(text):
+        if in_string:
+            in_string = not (char == '"' and not escaped)
+            escaped = char == "\\" and not escaped
+        elif char == '"':
+            in_string = True
+        elif char == "," and text[n + 1:].lstrip()[:1] in ("}", "]"):
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def read_reply(text: str, read: Callable[[dict], T]) -> T:

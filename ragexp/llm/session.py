@@ -35,9 +35,10 @@ class LLMSession:
     def connect(self, **components) -> None:
         """Gives each LLM component (keyword = its role: generator=..., judge=...) a client, after
         checking its API key and that its endpoint can be reached (its settings were checked with the
-        config, ragexp.validation); other components are left alone. In a dry run no client is made."""
+        config, ragexp.validation); other components (and an LLM component that will send nothing:
+        a rubric of deterministic criteria only) are left alone. In a dry run no client is made."""
         for role, component in components.items():
-            if not isinstance(component, UsesLLM):
+            if not isinstance(component, UsesLLM) or not component.sends_requests:
                 continue
             setting, endpoint = f"{role}.endpoint", component.endpoint
             self.components[role] = component

@@ -22,6 +22,21 @@ class Weights:
     def __init__(self, hallucination_penalty: bool = True, **weights: NonNegativeFloat):
         self.weights = {metric: float(w) for metric, w in weights.items()}
         self.hallucination_penalty = hallucination_penalty
+        # metric -> (lowest, highest): each mean is mapped onto 0-1 before it is weighted (a rubric's
+        # criteria, each on its own scale); empty: the means are weighted as they are
+        self.unit_scales: dict[str, tuple[float, float]] = {}
+
+    def overall(self, repeats: int = 1) -> Aggregate:
+        """The overall_score aggregate these weights make: sum(mean * weight), each mean first mapped
+        onto 0-1 through `unit_scales` when set, times 1 - hallucination_rate with the penalty."""
+        penalty = ("hallucination",) if self.hallucination_penalty else ()
+        weights, offset = list(self.weights.values()), 0.0
+        if self.unit_scales:  # w * (mean - lo) / (hi - lo) = (w / (hi - lo)) * mean - w * lo / (hi - lo)
+            spans = [self.unit_scales[m] for m in self.weights]
+            weights = [w / (hi - lo) for w, (lo, hi) in zip(self.weights.values(), spans)]
+            offset = -sum(w * lo / (hi - lo) for w, (lo, hi) in zip(self.weights.values(), spans))
+        return Aggregate("overall_score", (*self.weights, *penalty), "overall", weights=tuple(weights),
+                         penalty=self.hallucination_penalty, repeats=repeats, offset=round(offset, 12))
 
     @classmethod
     def constraints(cls, hallucination_penalty: bool = True, **weights: float) -> list[str]:
@@ -56,7 +71,11 @@ class JudgesWeights:
         problems = Weights.constraints(**declared)
         if problems:
             raise RagexpError(f"weights=judge: judge {judge.name!r} declares {problems[0]}")
-        return Weights(self.hallucination_penalty, **declared)
+        # no penalty from a judge that makes no hallucination verdict (a rubric's)
+        weights = Weights(self.hallucination_penalty and getattr(judge, "flags_hallucination", True), **declared)
+        if getattr(judge, "weights_on_unit_scale", False):
+            weights.unit_scales = {m: judge.scales[m] for m in declared}
+        return weights
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,7 @@ class Aggregate:
     repeats: int = 1
     of: str = ""
     where: tuple[str, str] | tuple[()] = ()
+    offset: float = 0.0
 
     def takes(self, row: dict) -> bool:
         """Whether a per-question row (column -> value, None when unset) enters this aggregate."""
@@ -101,7 +121,7 @@ class Aggregate:
         """The aggregate from the means of its inputs over its `n` rows: floats, or one numpy array
         per input (resampled means, for bootstrap CIs in ragexp.compare)."""
         if self.kind == "overall":
-            score = sum(m * w for m, w in zip(means, self.weights))
+            score = sum(m * w for m, w in zip(means, self.weights)) + self.offset
             return score * (1.0 - means[len(self.weights)]) if self.penalty else score
         if self.kind == "sum":
             return means[0] * n
@@ -198,10 +218,9 @@ def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tup
         repeats = repeats if repeats >= 2 else 1
         metrics = dict.fromkeys(m for j in judged for m in j.scores)
         per_judgement = [Aggregate(aggregate_key(m), (m,), "mean", repeats=repeats) for m in metrics]
-        per_judgement.append(Aggregate("hallucination_rate", ("hallucination",), "mean", repeats=repeats))
-        penalty = ("hallucination",) if weights.hallucination_penalty else ()
-        overall = Aggregate("overall_score", (*weights.weights, *penalty), "overall", weights=tuple(weights.weights.values()),
-                            penalty=weights.hallucination_penalty, repeats=repeats)
+        if any(j.hallucination is not None for j in judged):  # None: a rubric makes no such verdict
+            per_judgement.append(Aggregate("hallucination_rate", ("hallucination",), "mean", repeats=repeats))
+        overall = weights.overall(repeats)
         spec = [*per_judgement, *counts, overall]
         if repeats > 1:
             spec += [Aggregate(f"{a.name}_std", a.inputs, "std", repeats=repeats, of=a.name)
@@ -276,7 +295,9 @@ def aggregate_scales(judge_scales: dict[str, tuple[float, float]], weights: Weig
     scales = {aggregate_key(m): (lo, hi) for m, (lo, hi) in judge_scales.items()}
     scales["hallucination_rate"] = UNIT
     weighted = {(judge_scales[m][0], judge_scales[m][1]) for m in weights.weights if m in judge_scales}
-    if len(weighted) == 1 and all(m in judge_scales for m in weights.weights):
+    if weights.unit_scales:
+        scales["overall_score"] = UNIT
+    elif len(weighted) == 1 and all(m in judge_scales for m in weights.weights):
         scales["overall_score"] = weighted.pop()
     scales.update({aggregate_key(m): UNIT for m in answer_metrics})
     scales.update({aggregate_key(n, retrieval=True): UNIT for n in retrieval_metrics})

@@ -10,7 +10,7 @@ nothing about the system's quality, whatever its target says."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Mapping
+from typing import Collection, Mapping, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.base.names import MetricName
@@ -76,20 +76,25 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
-def target_for(key: str, scale: tuple[float, float] | None) -> Target | None:
-    return next((t for t in TARGETS if t.applies(key, scale)), None)
+def target_for(key: str, scale: tuple[float, float] | None, extra: Sequence[Target] = ()) -> Target | None:
+    """The target of an aggregate on its scale: one of `extra` (a rubric criterion's own) first."""
+    return next((t for t in (*extra, *TARGETS) if t.applies(key, scale)), None)
 
 
 def assess(aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
-           constructed: Collection[str] = ()) -> dict[str, str]:
-    """aggregate key -> good / ok / warning, for each aggregate that has a target on its scale;
-    `by construction` for each aggregate in `constructed` (target or not)."""
+           constructed: Collection[str] = (), extra: Sequence[Target] = (), untargeted: Collection[str] = ()) -> dict[str, str]:
+    """aggregate key -> good / ok / warning, for each aggregate that has a target on its scale
+    (`extra` ones first: the targets a rubric gives its criteria) and is not `untargeted` (a
+    rubric's overall_score, which no built-in target is about); `by construction` for each
+    aggregate in `constructed` (target or not)."""
     statuses = {}
     for key, value in aggregates.items():
         if key in constructed:
             statuses[key] = BY_CONSTRUCTION
             continue
-        target = target_for(key, scales.get(key))
+        if key in untargeted and not any(t.metric == key for t in extra):
+            continue
+        target = target_for(key, scales.get(key), extra)
         if target is not None:
             statuses[key] = target.status(float(value))
     return statuses

@@ -68,5 +68,7 @@ class SampleJudge:
                 values = [j.scores[metric] for j in ok if metric in j.scores]
                 if values:
                     scores[f"avg_{metric}"] = round(statistics.fmean(values), 4)
-            scores["hallucination_rate"] = round(statistics.fmean(float(j.hallucination) for j in ok), 4)
+            flagged = [float(j.hallucination) for j in ok if j.hallucination is not None]  # None: a rubric's
+            if flagged:
+                scores["hallucination_rate"] = round(statistics.fmean(flagged), 4)
         return scores

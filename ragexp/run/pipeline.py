@@ -67,7 +67,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
     try:
-        c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker)  # API keys and endpoints too
+        c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker, rubric=c.rubric)  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
@@ -82,7 +82,8 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         if isinstance(results, Estimate):
             return results
 
-        judge = partial(judge_answer, work, c.judge, c.settings["judge"])
+        beside = (c.rubric, c.settings["rubric"]) if c.rubric is not None else None
+        judge = partial(judge_answer, work, c.judge, c.settings["judge"], beside=beside)
         results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
@@ -106,7 +107,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
             counters={**work.cache.stats, **work.embeddings.stats, **c.system.counters()},
             timings=work.seconds,
             scales={k: s for k, s in c.scales.items() if k in aggregates},
-            statuses=assess(aggregates, c.scales, constructed),
+            statuses=assess(aggregates, c.scales, constructed, c.targets, c.untargeted),
             gate=verdict,
             aggregation=spec,
             relevance={"rule": c.rule.name, "level": c.rule.level, "gain": c.metric_set.ndcg_gain},
@@ -278,24 +279,55 @@ def answer_question(work: Work, generator, generator_settings: dict, result: Que
         return ended(span, result, result.answer.text if result.answer else None)
 
 
-def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult) -> QuestionResult:
+def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult,
+                 beside: tuple[Judge, dict] | None = None) -> QuestionResult:
     """An answered question judged (cached like its answer), or failed with the reason of a
     `QuestionFailed` (an endpoint error, an unreadable reply, a missing field); any other exception
     is a bug and ends the run, as in `answer_question`. A question without a reference keeps only
-    the judge's metrics that need none (`reference_free`)."""
+    the judge's metrics that need none (`reference_free`). `beside`: a rubric judged after the
+    judge under its own cache key; its scores join the judgement's, and a question it cannot judge
+    at all keeps the judge's judgement with the rubric's criteria failed (`failed_criteria`)."""
     if result.answer is None:  # failed before judging
         return result
     question, hits, answer = result.question, result.hits, result.answer
-    key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
     inputs = {"question": question.text, "answer": answer.text, "expected": list(question.answers)}
     with work.span(question.qid, "judge", "EVALUATOR", inputs) as span:
         try:
-            judgement = work.cached("judgement", key, judge.judge, question, hits, answer, span=span,
-                                    expect=partial(on_scale, getattr(judge, "scales", {})))
-            if question.answerable and not question.answers:  # nothing to compare the answer with
-                judgement = reference_free(judgement, judge)
+            judgement = judged(work, judge, judge_settings, question, hits, answer, span)
+            if beside is not None:
+                rubric, rubric_settings = beside
+                try:
+                    extra = judged(work, rubric, rubric_settings, question, hits, answer, span)
+                except QuestionFailed as err:  # every criterion failed: the judge's judgement stands
+                    extra = Judgement(rubric.name, {}, None, "", {"failed_criteria": dict.fromkeys(rubric.metrics, str(err))})
+                judgement = joined(judgement, extra)
             result = replace(result, judgement=judgement)
         except QuestionFailed as err:  # an expected failure (endpoint, unreadable reply, budget); others end the run
             result = replace(result, failure=str(err))
         j = result.judgement
         return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)
+
+
+def judged(work: Work, judge: Judge, judge_settings: dict, question: Question, hits: Sequence[Hit], answer: Answer,
+           span) -> Judgement:
+    """One judge's judgement of an answer, through the stage cache (a judgement in which some of a
+    rubric's criteria failed is not stored: a rerun asks them again), without the metrics that need
+    a reference when the question has none."""
+    key = key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
+    judgement = work.cached("judgement", key, judge.judge, question, hits, answer, span=span,
+                            expect=partial(on_scale, getattr(judge, "scales", {})),
+                            keep=lambda j: not j.details.get("failed_criteria"))
+    if question.answerable and not question.answers:  # nothing to compare the answer with
+        judgement = reference_free(judgement, judge)
+    return judgement
+
+
+def joined(judgement: Judgement, rubric: Judgement) -> Judgement:
+    """The judge's judgement with a rubric's scores and details beside its own (in each repeat too);
+    its reasoning follows the judge's."""
+    reasoning = " | ".join(r for r in (judgement.reasoning, f"{rubric.judge}: {rubric.reasoning}" if rubric.reasoning else "") if r)
+    details = {**judgement.details, **{k: v for k, v in rubric.details.items() if k != "clamped"}}
+    if "clamped" in rubric.details:
+        details["clamped"] = [*judgement.details.get("clamped", []), *rubric.details["clamped"]]
+    return replace(judgement, scores={**judgement.scores, **rubric.scores}, reasoning=reasoning, details=details,
+                   repeats=tuple(replace(r, scores={**r.scores, **rubric.scores}) for r in judgement.repeats))

@@ -47,17 +47,18 @@ class Work:
         return value
 
     def cached(self, name: str, key: str, compute: Callable, *args, span: dict | None = None,
-               expect: Callable[[Any], str | None] | None = None):
+               expect: Callable[[Any], str | None] | None = None, keep: Callable[[Any], bool] | None = None):
         """`compute(*args)` through the stage cache, not timed (a per-question step of a stage); a
         traced `span` is told whether the cache served it (`ragexp.store.cache`: hit or miss);
-        `expect`: what is wrong with a stored value, or None (see StageCache.cached)."""
+        `expect`: what is wrong with a stored value, or None; `keep`: whether a computed value is
+        stored (see StageCache.cached)."""
         computed = []
 
         def compute_and_note():
             computed.append(True)
             return compute(*args)
 
-        value = self.cache.cached(self.STORED_AS[name], key, compute_and_note, expect)
+        value = self.cache.cached(self.STORED_AS[name], key, compute_and_note, expect, keep)
         if span is not None:
             span["attributes"]["ragexp.cache"] = "miss" if computed else "hit"
         return value

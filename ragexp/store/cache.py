@@ -255,11 +255,13 @@ class StageCache:
                 except OSError:
                     pass
 
-    def cached(self, stage: str, key: str, compute: Callable[[], Any], expect: Callable[[Any], str | None] | None = None) -> Any:
-        """The stored value for (stage, key), else `compute()`, stored. The entry's key also holds
-        the stage's own code (`stage_code_hash(compute)`). `expect(value)` says what is wrong with a
-        stored value (a well-formed entry of the wrong type, a score off its scale), or None: such
-        an entry is counted unreadable and computed again, never used."""
+    def cached(self, stage: str, key: str, compute: Callable[[], Any], expect: Callable[[Any], str | None] | None = None,
+               keep: Callable[[Any], bool] | None = None) -> Any:
+        """The stored value for (stage, key), else `compute()`, stored unless `keep(value)` says
+        not to (a judgement in which some criteria failed: a rerun judges it again). The entry's
+        key also holds the stage's own code (`stage_code_hash(compute)`). `expect(value)` says what
+        is wrong with a stored value (a well-formed entry of the wrong type, a score off its
+        scale), or None: such an entry is counted unreadable and computed again, never used."""
         key = hashlib.sha256(f"{key}\0{stage_code_hash(compute)}".encode()).hexdigest()
         value = self.get(stage, key)
         wrong = expect(value) if value is not None and expect is not None else None
@@ -273,7 +275,8 @@ class StageCache:
             self.stats[f"{stage}_{'cached' if value is not None else 'computed'}"] += 1
         if value is None:
             value = compute()
-            self.put(stage, key, value)
+            if keep is None or keep(value):
+                self.put(stage, key, value)
         return value
 
 

@@ -1,0 +1,102 @@
+"""Asking an LLM for a rubric's criteria and reading its verdicts: the prompt (each criterion with
+its instructions, scale and examples; the data between tags) and the reply, one entry per
+criterion: `{"<name>": {"reasoning": "...", "score": ...}}` (a bare value is read as the score)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from ragexp.judges.llm import expected_text
+from ragexp.judges.rubric.criteria import Criterion, field_value
+from ragexp.llm.prompts import Delimited, neutralise, numbered_context
+from ragexp.llm.replies import Unreadable, json_objects
+from ragexp.types import Answer, Hit, Question
+
+DATA = {"question": "the question", "contexts": "the retrieved context", "answer": "the generated answer",
+        "reference": "the expected (reference) answer"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float
+    reason: str
+    clamped: str = ""  # "12 -> 10" when the judge gave a value off the scale
+
+
+def criteria_text(criteria: Sequence[Criterion]) -> Delimited:
+    """The criteria as the judge reads them: name, scale, what it looks at, instructions, examples."""
+    blocks = []
+    for c in criteria:
+        looks = ", ".join(DATA.get(f, f"the column <column name=\"{f}\">") for f in c.reads)
+        lines = [f"- {c.name}: {neutralise(c.instructions)}", f"  Score: {c.scale.describe()}. Looks at: {looks}."]
+        for n, example in enumerate(c.examples, start=1):
+            shown = "; ".join(f"{k}: {neutralise(' '.join(str(v).split()))}" for k, v in example.items()
+                              if k not in ("verdict", "reasoning"))
+            why = f" ({neutralise(str(example['reasoning']))})" if example.get("reasoning") else ""
+            lines.append(f"  Example {n}: {shown} -> {json.dumps(example['verdict'])}{why}")
+        blocks.append("\n".join(lines))
+    return Delimited("\n".join(blocks))
+
+
+def reply_shape(criteria: Sequence[Criterion]) -> Delimited:
+    return Delimited("{" + ", ".join(f'"{c.name}": {{"reasoning": "<one or two sentences>", "score": <{c.scale.describe()}>}}'
+                                     for c in criteria) + "}")
+
+
+def data_text(criteria: Sequence[Criterion], question: Question, hits: Sequence[Hit], answer: Answer) -> str:
+    """The fields the criteria read, each between its tags, in a fixed order; a column of the row
+    as <column name="...">. Raises Unreadable when the row lacks a column."""
+    fields = dict.fromkeys(f for c in criteria for f in c.reads)
+    parts = []
+    if "question" in fields:
+        parts.append(f"<question>\n{neutralise(question.text)}\n</question>")
+    if "contexts" in fields:
+        parts.append(f"<context>\n{numbered_context(hits) or '(nothing was retrieved)'}\n</context>")
+    if "reference" in fields:
+        parts.append(f"<expected_answer>\n{neutralise(expected_text(question))}\n</expected_answer>")
+    if "answer" in fields:
+        parts.append(f"<generated_answer>\n{neutralise(answer.text.strip() or '(empty answer)')}\n</generated_answer>")
+    for name in fields:
+        if name not in DATA:
+            parts.append(f'<column name="{name}">\n{neutralise(field_value(name, question, hits, answer))}\n</column>')
+    return "\n\n".join(parts)
+
+
+def read_verdicts(text: str, criteria: Sequence[Criterion]) -> dict[str, Verdict | Unreadable]:
+    """Each criterion's verdict in the reply (the last JSON object in it, as every judge reads its
+    reply), or why it cannot be read."""
+    objects = json_objects(text)
+    if not objects:
+        shown = " ".join(text.split())[:80]
+        missing = Unreadable(f"no JSON object in the reply ({shown!r})" if shown else "empty reply")
+        return {c.name: missing for c in criteria}
+    reply = objects[-1]
+    keys = {str(k).strip().lower(): k for k in reply}
+    if len(criteria) == 1 and criteria[0].name.lower() not in keys and ("score" in keys or "verdict" in keys):
+        reply, keys = {criteria[0].name: reply}, {criteria[0].name.lower(): criteria[0].name}  # the entry alone
+    verdicts: dict[str, Verdict | Unreadable] = {}
+    for c in criteria:
+        if c.name.lower() not in keys:
+            verdicts[c.name] = Unreadable(f"no entry for criterion {c.name!r}")
+            continue
+        verdicts[c.name] = verdict(reply[keys[c.name.lower()]], c)
+    return verdicts
+
+
+def verdict(entry, criterion: Criterion) -> Verdict | Unreadable:
+    reason = ""
+    if isinstance(entry, dict):
+        fields = {str(k).strip().lower(): v for k, v in entry.items()}
+        given = next((fields[k] for k in ("score", "verdict", "level", "value") if k in fields), None)
+        if given is None:
+            return Unreadable(f"{criterion.name}: no score")
+        why = fields.get("reasoning", fields.get("reason", ""))
+        reason = why.strip() if isinstance(why, str) else ""
+    else:
+        given = entry
+    try:
+        score, moved = criterion.scale.read(given)
+    except Unreadable as err:
+        return Unreadable(f"{criterion.name}: {err}")
+    return Verdict(score, reason, f"{given} -> {score:g}" if moved else "")

@@ -1,0 +1,189 @@
+"""Rubric judges: criteria written as config, judged by the real local OpenAI-protocol server or
+checked offline; hard replies read as scripted, failures and clamping counted, never scored."""
+import json
+
+import pytest
+
+from openai_server import rubric_criteria
+from ragexp.errors import QuestionFailed
+from ragexp.judges.rubric import Rubric, RubricJudge
+from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.session import LLMSession
+from ragexp.types import Answer, Chunk, Hit, Question
+from ragexp.validation import problems
+from conftest import HASH, TEST_KEY_ENV, compose, llm_args, run_app
+
+HITS = (Hit(Chunk("a#0", "a", "quarryd listens on port 7070. It was written in Go."), 0.9, 1),)
+QUESTION = Question("q1", "Which port does quarryd listen on?", ("Port 7070.",), {"a": 1}, attributes={"channel": "chat"})
+ANSWER = Answer("Port 7070 [Doc 1].")
+
+FIVE = {
+    "cites": {"instructions": "The answer cites its document.", "scale": "binary"},
+    "grounded": {"instructions": "Every statement is supported.", "scale": ["unsupported", "partly", "mostly", "fully"]},
+    "direct": {"instructions": "It answers the question asked.", "scale": "1-5"},
+    "detail": {"instructions": "It gives the detail asked for.", "scale": "1-10"},
+    "plain": {"instructions": "It uses plain words.", "scale": {"jargon": 0, "mixed": 0.5, "plain": 1}},
+}
+
+
+def connected(rubric: Rubric, server, tmp_path, **judge) -> tuple[RubricJudge, LLMSession]:
+    endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None, backoff_s=0.01, max_retries=0)
+    rubric_judge = RubricJudge(rubric, endpoint, **judge)
+    llm = LLMSession(cache_dir=str(tmp_path / "cache"))
+    llm.connect(judge=rubric_judge)
+    return rubric_judge, llm
+
+
+@pytest.mark.parametrize("reply, scores", [
+    # JSON in a code fence, prose around it, the reasoning before or after the score
+    ('Here you go:\n```json\n{"cites": {"reasoning": "r", "score": "pass"}, "grounded": {"score": "mostly", "reasoning": "r"},'
+     ' "direct": {"reasoning": "r", "score": 4}, "detail": {"score": 7}, "plain": {"score": "plain"}}\n```\nDone.',
+     {"cites": 1, "grounded": 3, "direct": 4, "detail": 7, "plain": 1}),
+    # trailing commas, scores as strings, levels by name in another case, bare values
+    ('{"cites": {"score": "FAIL",}, "grounded": {"score": "Fully", "reasoning": "all there",}, "direct": "2",'
+     ' "detail": {"score": "10"}, "plain": {"verdict": "Mixed"},}',
+     {"cites": 0, "grounded": 4, "direct": 2, "detail": 10, "plain": 0.5}),
+    # booleans for a binary criterion, a level by its value; an earlier quoted object is not read
+    ('The answer said {"cites": {"score": "pass"}}. My verdict: {"cites": {"score": false}, "grounded": {"score": 1},'
+     ' "direct": {"score": 5}, "detail": {"score": 1}, "plain": {"score": 0}}',
+     {"cites": 0, "grounded": 1, "direct": 5, "detail": 1, "plain": 0}),
+])
+def test_hard_replies_read_as_scripted(server, tmp_path, reply, scores):
+    server.chat = lambda body: reply
+    judge, llm = connected(Rubric(FIVE), server, tmp_path)
+    judgement = judge.judge(QUESTION, HITS, ANSWER)
+    assert judgement.scores == scores
+    assert judgement.hallucination is None and "failed_criteria" not in judgement.details
+    assert len(server.chat_requests()) == 1 and llm.stats()["judge_reasks"] == 0
+
+
+def test_a_missing_criterion_is_asked_again_then_fails_alone_and_a_score_off_the_scale_is_clamped(server, tmp_path):
+    replies = iter(['{"cites": {"score": "pass"}, "direct": {"score": 12}}',  # grounded missing; 12 on 1-5
+                    '{"cites": {"score": "pass"}}'])  # the re-ask still misses it
+    server.chat = lambda body: next(replies)
+    two = {k: FIVE[k] for k in ("cites", "grounded", "direct")}
+    judge, llm = connected(Rubric(two), server, tmp_path)
+    judgement = judge.judge(QUESTION, HITS, ANSWER)
+    assert judgement.scores == {"cites": 1, "direct": 5}  # grounded is not scored as anything
+    assert judgement.details["failed_criteria"] == {
+        "grounded": "unreadable reply after a re-ask: no entry for criterion 'grounded'"}
+    assert judgement.details["clamped"] == ["direct: 12 -> 5"]
+    reask = server.chat_requests()[1]["body"]["messages"]
+    assert [m["role"] for m in reask] == ["system", "user", "assistant", "user"]
+    assert "no entry for criterion 'grounded'" in reask[-1]["content"]
+    stats = llm.stats()
+    assert (stats["judge_reasks"], stats["judge_failed_criteria"], stats["judge_clamped_values"]) == (1, 1, 1)
+
+
+def test_a_reply_that_is_never_json_fails_the_question_with_the_reason(server, tmp_path):
+    server.chat = lambda body: "I think the answer is fine."
+    judge, llm = connected(Rubric({"cites": FIVE["cites"]}), server, tmp_path)
+    with pytest.raises(QuestionFailed, match="every criterion failed: cites: unreadable reply after a re-ask: no JSON object"):
+        judge.judge(QUESTION, HITS, ANSWER)
+    assert len(server.chat_requests()) == 2 and llm.stats()["judge_failed_criteria"] == 1
+
+
+def test_single_call_asks_once_and_per_criterion_asks_each_at_once(server, tmp_path):
+    judge, llm = connected(Rubric(FIVE), server, tmp_path)
+    assert judge.judge(QUESTION, HITS, ANSWER).scores == {"cites": 1, "grounded": 4, "direct": 5, "detail": 10, "plain": 1}
+    [sent] = server.chat_requests()
+    assert set(rubric_criteria(sent["body"])) == set(FIVE)
+
+    server.gather, server.latency = 5, 0.2  # the first requests wait until five are in flight together
+    judge, llm = connected(Rubric(FIVE, mode="per_criterion"), server, tmp_path / "b")
+    assert judge.judge(QUESTION, HITS, Answer("Another answer.")).scores["detail"] == 10
+    asked = server.chat_requests()[1:]
+    assert sorted(name for r in asked for name in rubric_criteria(r["body"])) == sorted(FIVE)
+    assert len(asked) == 5 and server.max_in_flight == 5
+
+
+def test_the_prompt_holds_what_each_criterion_reads_between_tags(server, tmp_path):
+    criteria = {"polite": {"instructions": "Polite for the channel.", "reads": ["answer", "channel"],
+                           "examples": [{"answer": "Go away.", "verdict": "fail", "reasoning": "rude"}]}}
+    judge, _ = connected(Rubric(criteria), server, tmp_path)
+    judge.judge(QUESTION, HITS, ANSWER)
+    [sent] = server.chat_requests()
+    system, user = (m["content"] for m in sent["body"]["messages"])
+    assert "- polite: Polite for the channel." in system and 'Example 1: answer: Go away. -> "fail" (rude)' in system
+    assert '<column name="channel">\nchat\n</column>' in user and "<generated_answer>\nPort 7070 [Doc 1].\n" in user
+    assert "<question>" not in user and "<context>" not in user  # it reads neither
+
+
+def test_deterministic_criteria_run_offline_and_a_python_one_gives_its_reason(tmp_path, monkeypatch):
+    (tmp_path / "team_checks.py").write_text(
+        "def short(question, contexts, answer, reference, row):\n"
+        "    words = len(answer.split())\n"
+        "    return (5 if words <= 5 else 1), f'{words} words'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rubric = Rubric({
+        "cites": {"type": "regex", "instructions": "Cites [Doc N].", "pattern": r"\[Doc \d+\]"},
+        "no_sorry": {"type": "contains", "instructions": "No apology.", "values": ["sorry"], "pass_if": "absent"},
+        "is_json": {"type": "json_schema", "instructions": "A JSON object with a port.",
+                    "schema": {"type": "object", "required": ["port"]}},
+        "short": {"type": "python", "instructions": "At most 5 words.", "function": "team_checks:short", "scale": "1-5"},
+    })
+    judge = RubricJudge(rubric)  # no endpoint: nothing is asked
+    assert not judge.sends_requests and judge.concurrency == 1
+    j = judge.judge(QUESTION, HITS, ANSWER)
+    assert j.scores == {"cites": 1, "no_sorry": 1, "is_json": 0, "short": 5}
+    assert j.details["short_reasoning"] == "4 words" and j.details["is_json_reasoning"].startswith("not JSON")
+    j = judge.judge(QUESTION, HITS, Answer('{"port": 7070, "note": "sorry for the wait"}'))
+    assert j.scores == {"cites": 0, "no_sorry": 0, "is_json": 1, "short": 1}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("rubric.criteria.cites.instructions=''", "rubric.criteria.cites.instructions: missing"),
+    ("rubric.criteria.grounded.scale=1-7", "rubric.criteria.grounded.scale: unknown scale '1-7'"),
+    ("+rubric.criteria.Cites={instructions:x}", "rubric.criteria: two criteria have the same name but for case"),
+    ("+rubric.criteria.faithfulness={instructions:x}", "rubric.criteria.faithfulness: 'faithfulness' is a built-in metric's name"),
+    ("rubric.criteria.cites.pattern='(unclosed'", "rubric.criteria.cites.pattern: does not compile"),
+    ("+rubric.criteria.mine={type:python,instructions:x,function:'no_such_module:check'}",
+     "rubric.criteria.mine.function: cannot import 'no_such_module:check'"),
+    ("rubric.criteria.cites.weight=0.5", "rubric.criteria: the weights cites=0.5 + grounded=0.5 + answers_question=0.3 = 1.3"),
+    ("rubric.criteria.grounded.examples=[{answer:x,verdict:perfect}]",
+     "rubric.criteria.grounded.examples[0].verdict: 'perfect' is not one of"),
+    ("rubric.criteria.grounded.target=9", "rubric.criteria.grounded.target: warning 9 <= good 9 must lie on the scale 1-4"),
+])
+def test_bad_rubrics_are_named_before_any_work(override, message):
+    found = problems(compose("judge=rubric", "rubric=grounding", override))
+    assert any(line.startswith(message) for line in found), found
+
+
+def test_a_bad_rubric_is_one_line_and_exit_2_on_the_command_line(tmp_path):
+    done = run_app("judge=rubric", "rubric=style", "rubric.criteria.no_headings.pattern='('", "tracker=none", *HASH, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "rubric.criteria.no_headings.pattern: does not compile" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("results.json"))
+
+
+def test_an_llm_criterion_without_an_endpoint_is_refused_naming_it(tmp_path):
+    done = run_app("rubric=grounding", "tracker=none", *HASH, cwd=tmp_path)  # beside judge=offline: no endpoint
+    assert done.returncode == 2
+    assert "rubric.criteria.grounded: an LLM criterion needs an endpoint" in done.stderr
+
+
+def rubric_args(server, *extra: str) -> list[str]:
+    return [*llm_args(server, judge="rubric", generator=False), "tracker=none", "dataset.limit=4", *extra]
+
+
+def results(folder) -> dict:
+    """The aggregates of the one run under `folder` (results.json: run name -> aggregates)."""
+    [path] = list(folder.rglob("results.json"))
+    [aggregates] = json.loads(path.read_text()).values()
+    return aggregates
+
+
+def test_judge_rubric_runs_with_its_overall_score_as_the_weighted_mean_on_0_1(server, tmp_path):
+    verdicts = {"cites": "pass", "grounded": "partly", "answers_question": 4}
+    server.chat = lambda body: json.dumps({n: {"reasoning": "r", "score": verdicts[n]} for n in rubric_criteria(body)})
+    done = run_app(*rubric_args(server), cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+    assert done.returncode == 0, done.stderr
+    aggregates = results(tmp_path)
+    assert "hallucination_rate" not in aggregates and "n_hallucination_rate" not in aggregates
+    assert aggregates["avg_grounded"] == 2 and aggregates["avg_answers_question"] == 4
+    cites = aggregates["avg_cites"]  # the extractive answers carry no [Doc N]: checked offline, 0
+    assert cites == 0
+    # grounding.yaml: cites 0.2, grounded 0.5 (2 on 1-4: 1/3), answers_question 0.3 (4 on 1-5: 3/4)
+    assert aggregates["overall_score"] == pytest.approx(0.2 * 0 + 0.5 * (1 / 3) + 0.3 * 0.75, abs=1e-4)
+    assert aggregates["llm_requests"] == 4  # one per question: the regex criterion asks nothing
+    assert "avg_grounded" in done.stdout and "warning" in done.stdout.split("avg_grounded")[1].splitlines()[0]
