@@ -20,7 +20,8 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
   (a 200 whose JSON body is cut in half, with a matching Content-Length), "dribble" (the normal
   reply, status line and headers included, written one byte every `dribble_s` seconds) or
   {"huge": N} (a 200 whose JSON body is N bytes long).
-  `reject_response_format = True` answers 400 to requests that ask for a JSON response format.
+  `reject_response_format = True` answers 400 to requests that ask for a JSON response format,
+  `reject_json_schema = True` to those that ask for a reply with a JSON schema.
 - Random faults (fault-injection mode): `fault_rate` (0-1) of the chat requests, drawn from a
   `random.Random(seed)`, get one of `FAULT_KINDS`: 429 with and without Retry-After, 500, a hang
   past the client's timeout (`timeout_sleep`), a truncated 200 body, a 200 that is not JSON, and
@@ -188,6 +189,7 @@ class OpenAIServer:
         self.latency = latency
         self.chat = chat or auto_reply
         self.reject_response_format = False
+        self.reject_json_schema = False
         self.timeout_sleep = 2.0
         self.dribble_s = 0.5
         self.in_flight = self.max_in_flight = 0
@@ -311,6 +313,8 @@ class OpenAIServer:
                     return injected
             if self.reject_response_format and "response_format" in body:
                 return error(400, message="response_format is not supported")
+            if self.reject_json_schema and body.get("response_format", {}).get("type") == "json_schema":
+                return error(400, message="response_format json_schema is not supported")
             reply = self.chat(body)
             reply = reply if isinstance(reply, dict) else {"content": reply}
             if "status" in reply:

@@ -1,17 +1,19 @@
 """Rubric judges: criteria written as config, judged by the real local OpenAI-protocol server or
 checked offline; hard replies read as scripted, failures and clamping counted, never scored."""
 import json
+import shutil
+import sys
 
 import pytest
 
-from openai_server import rubric_criteria
+from openai_server import rubric_criteria, user_text
 from ragexp.errors import QuestionFailed
 from ragexp.judges.rubric import Rubric, RubricJudge
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.session import LLMSession
 from ragexp.types import Answer, Chunk, Hit, Question
 from ragexp.validation import problems
-from conftest import HASH, TEST_KEY_ENV, compose, llm_args, run_app
+from conftest import CONF, HASH, TEST_KEY_ENV, compose, llm_args, run_app
 
 HITS = (Hit(Chunk("a#0", "a", "quarryd listens on port 7070. It was written in Go."), 0.9, 1),)
 QUESTION = Question("q1", "Which port does quarryd listen on?", ("Port 7070.",), {"a": 1}, attributes={"channel": "chat"})
@@ -187,3 +189,182 @@ def test_judge_rubric_runs_with_its_overall_score_as_the_weighted_mean_on_0_1(se
     assert aggregates["overall_score"] == pytest.approx(0.2 * 0 + 0.5 * (1 / 3) + 0.3 * 0.75, abs=1e-4)
     assert aggregates["llm_requests"] == 4  # one per question: the regex criterion asks nothing
     assert "avg_grounded" in done.stdout and "warning" in done.stdout.split("avg_grounded")[1].splitlines()[0]
+
+
+def work(folder) -> dict:
+    [path] = list(folder.rglob("run.json"))
+    return json.loads(path.read_text())["work"]
+
+
+def test_a_rubric_beside_the_llm_judge_leaves_its_requests_scores_and_cache_hits_as_they_are(server, tmp_path):
+    base = [*llm_args(server, judge="llm", generator=False), "tracker=none", "dataset.limit=4"]
+    env = {TEST_KEY_ENV: "k"}
+    assert run_app(*base, cwd=tmp_path, env=env).returncode == 0
+    alone = results(tmp_path)
+    judge_prompts = [r for r in server.chat_requests() if not rubric_criteria(r["body"])]
+    shutil.rmtree(tmp_path / "outputs")
+
+    done = run_app(*base, "rubric=refusal", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    beside = results(tmp_path)
+    for key in ("avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate", "overall_score"):
+        assert beside[key] == alone[key], key
+    assert work(tmp_path)["judgements_cached"] == 4  # the judge's four, from the stage cache
+    assert beside["avg_refuses_when_unsupported"] == 1 and beside["avg_no_dosage_advice"] == 1
+    assert beside["avg_no_apology_boilerplate"] == 1  # deterministic: the extractive answers do not apologise
+    later = server.chat_requests()[len(judge_prompts):]
+    assert len(later) == 8 and all(len(rubric_criteria(r["body"])) == 1 for r in later)  # per_criterion: 2 a question
+    assert beside["rubric_input_tokens"] > 0 and beside["judge_input_tokens"] == 0  # the judge asked nothing anew
+
+
+def test_the_stage_cache_keys_a_rubric_by_its_text(tmp_path):
+    args = ["judge=rubric", "rubric=style", "~rubric.criteria.same_language", "~rubric.criteria.plain_words",
+            "tracker=none", "retriever=bm25", "dataset.limit=3", *HASH]
+    assert run_app(*args, cwd=tmp_path).returncode == 0
+    assert run_app(*args, cwd=tmp_path).returncode == 0
+    runs = sorted(tmp_path.rglob("run.json"))
+    assert json.loads(runs[-1].read_text())["work"]["judgements_cached"] == 3
+    changed = run_app(*args, "rubric.criteria.no_headings.instructions=No heading at all.", cwd=tmp_path)
+    assert changed.returncode == 0
+    last = max(tmp_path.rglob("run.json"), key=lambda p: p.stat().st_mtime)
+    assert json.loads(last.read_text())["work"]["judgements_computed"] == 3
+
+
+def test_a_judgement_with_a_failed_criterion_is_asked_again_on_the_next_run(server, tmp_path):
+    verdicts = iter(["not json"] * 2 + [json.dumps({"grounded": {"score": "fully"}})] * 100)
+    server.chat = lambda body: next(verdicts)
+    args = rubric_args(server, "dataset.limit=1", "~rubric.criteria.answers_question", "rubric.criteria.cites.weight=0.5",
+                       "rubric.criteria.grounded.weight=0.5")
+    env = {TEST_KEY_ENV: "k"}
+    first = run_app(*args, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr  # cites (offline) judged it: the question stands
+    assert results(tmp_path)["judge_failed_criteria"] == 1 and "avg_grounded" not in results(tmp_path)
+    shutil.rmtree(tmp_path / "outputs")
+    again = run_app(*args, cwd=tmp_path, env=env)
+    assert again.returncode == 0 and results(tmp_path)["avg_grounded"] == 4
+    assert work(tmp_path)["judgements_computed"] == 1
+
+
+def test_a_dry_run_counts_a_rubrics_requests(server, tmp_path):
+    done = run_app(*rubric_args(server, "rubric=refusal", "dry_run=true"), cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+    assert done.returncode == 0, done.stderr
+    assert "8 requests" in done.stdout.replace(",", "")  # 4 questions x 2 LLM criteria (per_criterion)
+    assert server.chat_requests() == []
+
+
+def test_a_python_criterion_that_exits_ends_the_run_non_zero(tmp_path):
+    (tmp_path / "exiting_check.py").write_text("import sys\n\ndef check(question, contexts, answer, reference, row):\n"
+                                              "    sys.exit(0)\n")
+    rubric = tmp_path / "conf" / "rubric"
+    rubric.mkdir(parents=True)
+    (rubric / "exits.yaml").write_text("_target_: ragexp.judges.rubric.Rubric\ncriteria:\n  exits:\n    type: python\n"
+                                       "    instructions: Calls sys.exit.\n    function: exiting_check:check\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        done = run_app("--config-dir", str(tmp_path / "conf"), "judge=rubric", "rubric=exits", "tracker=none",
+                       "retriever=bm25", "dataset.limit=2", *HASH, cwd=tmp_path)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert done.returncode not in (0, 2), done.stderr
+    assert "exiting_check" in done.stderr
+
+
+def test_the_reply_is_asked_for_with_its_json_schema_then_json_mode_where_that_is_refused(server, tmp_path):
+    judge, _ = connected(Rubric({k: FIVE[k] for k in ("cites", "direct")}), server, tmp_path)
+    judge.judge(QUESTION, HITS, ANSWER)
+    [sent] = server.chat_requests()
+    form = sent["body"]["response_format"]
+    assert form["type"] == "json_schema"
+    schema = form["json_schema"]["schema"]
+    assert schema["required"] == ["cites", "direct"]
+    assert schema["properties"]["cites"]["properties"]["score"] == {"type": "string", "enum": ["fail", "pass"]}
+    assert schema["properties"]["direct"]["properties"]["score"] == {"type": "integer", "minimum": 1, "maximum": 5}
+
+    server.reject_json_schema = True  # an endpoint that takes JSON mode but no schema: json_object from then on
+    judge, _ = connected(Rubric({"cites": FIVE["cites"]}), server, tmp_path / "b")
+    assert judge.judge(QUESTION, HITS, Answer("Another.")).scores == {"cites": 1}
+    forms = [r["body"].get("response_format", {}).get("type") for r in server.chat_requests()[1:]]
+    assert forms == ["json_schema", "json_object"]
+
+
+def test_calibrate_reads_a_rubric_runs_criteria_on_their_scales(server, tmp_path):
+    from ragexp.calibrate.__main__ import main as calibrate
+
+    levels = ["unsupported", "partly", "mostly", "fully"]
+    server.chat = lambda body: json.dumps({"grounded": {"reasoning": "r", "score": levels[len(user_text(body)) % 4]}})
+    args = rubric_args(server, "~rubric.criteria.answers_question", "~rubric.criteria.cites", "~rubric.criteria.grounded.weight")
+    assert run_app(*args, cwd=tmp_path, env={TEST_KEY_ENV: "k"}).returncode == 0
+    [folder] = [p.parent for p in tmp_path.rglob("questions.json")]
+    table = json.loads((folder / "questions.json").read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    people = [r["grounded"] for r in rows]
+    people[0] = 1 + (people[0] % 4)  # one question labelled a level apart (4 -> 1 or up by one)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("question_id,grounded\n" + "".join(f"{r['question_id']},{p:g}\n" for r, p in zip(rows, people)))
+    out = tmp_path / "report"
+    assert calibrate([str(folder), "--labels", str(labels), "--out", str(out), "--resamples", "100", "--no-log"]) == 0
+    [row] = json.loads((out / "calibration.json").read_text())["metrics"]
+    assert row["metric"] == "grounded" and row["questions"] == 4
+    assert row["mae"] == pytest.approx(abs(people[0] - rows[0]["grounded"]) / 4)
+    assert "| grounded | 1-4 | 4 | 1 |" in (out / "calibration.md").read_text()
+
+
+def test_calibrate_says_which_variant_of_a_criterion_agrees_best_and_when_it_cannot_tell(server, tmp_path):
+    from ragexp.calibrate.__main__ import main as calibrate
+
+    levels = ["unsupported", "partly", "mostly", "fully"]
+
+    def chat(body):  # variant "PRECISE" gives what people give, "LOOSE" always fully
+        people = len(user_text(body)) % 4
+        return json.dumps({"grounded": {"reasoning": "r", "score": levels[people if "PRECISE" in str(body) else 3]}})
+    server.chat = chat
+    args = rubric_args(server, "~rubric.criteria.answers_question", "~rubric.criteria.cites", "~rubric.criteria.grounded.weight", "dataset.limit=12")
+    swept = run_app("-m", *args, "rubric.criteria.grounded.instructions=PRECISE,LOOSE,PRECISE again",
+                    cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+    assert swept.returncode == 0, swept.stderr
+    folders = sorted(p.parent for p in tmp_path.rglob("multirun/*/*/*/questions.json"))
+    assert len(folders) == 3
+    table = json.loads((folders[0] / "questions.json").read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    labels = tmp_path / "labels.csv"
+    labels.write_text("question_id,grounded\n" + "".join(f"{r['question_id']},{r['grounded']:g}\n" for r in rows))
+    out = tmp_path / "report"
+    assert calibrate([*map(str, folders), "--labels", str(labels), "--out", str(out), "--resamples", "500"]) == 0
+    [variants] = json.loads((out / "calibration.json").read_text())["variants"]
+    precise, loose, again = map(str, folders)
+    assert variants["best"] == precise and variants["agreement"][precise] == 1.0 and variants["agreement"][loose] < 1.0
+    verdicts = {v["other"]: v["verdict"] for v in variants["versus"]}
+    assert verdicts == {loose: "agrees better", again: "cannot tell"}
+    assert "cannot tell" in (out / "calibration.md").read_text()
+
+
+def test_the_monitor_judges_its_windows_with_a_rubric(tmp_path, server, monkeypatch):
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from ragexp.monitor.app import monitor
+    from ragexp.monitor.synthetic import generate
+
+    log = generate(tmp_path / "log.jsonl", 60, span="2d", seed=1)
+    monkeypatch.setenv(TEST_KEY_ENV, "k")
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra_compose(config_name="monitor", overrides=[
+            "embedder@scoring_embedder=hash", f"cache.dir={tmp_path / 'cache'}", f"monitor.input={log}",
+            "monitor.judge_sample=3", "tracker=none", "judge=rubric", "rubric=refusal",
+            f"judge.endpoint.base_url={server.base_url}", f"judge.endpoint.api_key_env={TEST_KEY_ENV}"])
+    assert monitor(cfg, tmp_path / "out") == 0
+    assert len(server.chat_requests()) == 12  # 3 records x 2 windows x 2 LLM criteria (per_criterion)
+    for window in json.loads((tmp_path / "out" / "windows.json").read_text())["windows"]:
+        m = window["metrics"]
+        assert m["avg_refuses_when_unsupported"] == 1 and m["avg_no_dosage_advice"] == 1
+        assert "avg_no_apology_boilerplate" in m and "hallucination_rate" not in m
+
+
+def test_ragexp_evaluate_judges_recorded_outputs_with_a_rubric(tmp_path, monkeypatch):
+    import ragexp
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"question": "Which port?", "contexts": ["quarryd listens on port 7070."], "answer": "Port 7070 [Doc 1]."},
+            {"question": "Which port?", "contexts": ["quarryd listens on port 7070."], "answer": "I'm sorry, I do not know."}]
+    done = ragexp.evaluate(rows, judge="rubric", overrides=["rubric=refusal", "~rubric.criteria.refuses_when_unsupported",
+                                                              "~rubric.criteria.no_dosage_advice", "tracker=none"])
+    assert done.aggregates["avg_no_apology_boilerplate"] == 0.5 and "hallucination_rate" not in done.aggregates

@@ -12,6 +12,7 @@ EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
   python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
   python -m ragexp.calibrate outputs/2026-11-30/10-00-00 --labels labels.jsonl
+  python -m ragexp.calibrate multirun/2026-12-02/10-00-00/0 multirun/2026-12-02/10-00-00/1 --labels labels.csv
   python -m ragexp.calibrate --outputs labelled.jsonl               # judge recorded outputs with the default judge
   python -m ragexp.calibrate --outputs labelled.csv judge=llm judge.endpoint.model=gpt-4o-mini
 
@@ -21,7 +22,9 @@ label[, annotator]) or wide (question_id[, annotator] and one column per judge m
 judge's scale; `hallucination` as 1/0 (yes/no). With labels for part of a run's questions, the
 report gives each labelled metric's mean over the whole run twice: the judge's alone, and
 human-corrected (prediction-powered inference: the judge's mean corrected by its error on the
-labelled questions, with a valid confidence interval).
+labelled questions, with a valid confidence interval). Several RUNs with --labels (variants of a
+rubric's criterion, two judges): each one's agreement, then which agrees best with people, with a
+paired interval on the difference ("cannot tell" when it holds 0).
 --outputs FILE: recorded outputs (question, contexts, answer[, reference, id], or ragas' user_input,
 retrieved_contexts, response) with labels as further columns (a judge metric, hallucination, any
 yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
@@ -181,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         from ragexp.calibrate import labels as labels_io
         from ragexp.calibrate import source
 
+        if len(args.targets) > 1 and args.labels is not None:
+            return on_variants(args)
         if len(args.targets) != 1:
-            raise RagexpError("give one RUN (an MLflow run id or a run folder), or --outputs FILE")
+            raise RagexpError("give one RUN (an MLflow run id or a run folder), several with --labels, or --outputs FILE")
         run = source.load(args.targets[0], args.tracking_uri)
         if not run.metrics:
             raise RagexpError(f"run {run.name}: the table has no score column of judge {run.judge!r}")
@@ -213,6 +218,39 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     logged = None if args.no_log else log_run(run, results, files)
     print(f"report: {folder}" + (f"; logged as run {logged} (tag ragexp.calibrates={run.run_id})" if logged else ""))
+    return 0
+
+
+def on_variants(args) -> int:
+    """Several RUNs with --labels: each run's agreement, then which agrees best with people
+    (ragexp.calibrate.variants)."""
+    from ragexp.calibrate import labels as labels_io
+    from ragexp.calibrate import source, variants
+    from ragexp.calibrate.agreement import measure
+    from ragexp.errors import RagexpError
+
+    try:
+        if not 0 < args.level < 1 or args.resamples < 1:
+            raise RagexpError("--level must be between 0 and 1, --resamples at least 1")
+        runs = {target: source.load(target, args.tracking_uri) for target in args.targets}
+        labels = {target: labels_io.read(args.labels, run) for target, run in runs.items()}
+    except RagexpError as err:
+        print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
+        return 2
+    report, rows = [], {}
+    for target, run in runs.items():
+        results = measure(run, labels[target], args.resamples, args.seed, args.level)
+        report.append(markdown(run, results, args.level).replace(f"on run {run.name}", f"on run {target}", 1))
+        rows[target] = [r.row() for r in results]
+    found = variants.compare(runs, labels, args.resamples, args.seed, args.level)
+    text = "\n".join([*report, *variants.markdown(found, args.level)]) + "\n"
+    folder = Path(args.out or Path("ragexp-calibrate") / "variants")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "calibration.md").write_text(text)
+    (folder / "calibration.json").write_text(json.dumps({"runs": rows, "variants": [v.to_json() for v in found]},
+                                                        indent=2) + "\n")
+    print(text)
+    print(f"report: {folder}")
     return 0
 
 

@@ -16,6 +16,7 @@ from ragexp.store.reader import RUN_ID, TABLE, client_for, get_run, read_table
 
 TABLES = ("questions.json", "questions.jsonl")
 CONFIGS = (".hydra/config.yaml", "config.yaml")
+CONFIG = "config.yaml"  # the run's config, as a job logs it to MLflow
 
 
 @dataclass
@@ -42,8 +43,9 @@ class JudgedRun:
         return table[table["status"] == "judged"] if "status" in table else table
 
 
-def judge_scales(target: str | None, where: str) -> dict[str, tuple[float, float]]:
-    """Each metric's scale, as the judge class named by `target` declares it."""
+def judge_scales(target: str | None, where: str, config: dict | None = None) -> dict[str, tuple[float, float]]:
+    """Each metric's scale, as the judge class named by `target` declares it, and each criterion's
+    of the run's rubric (its `rubric` node: judge=rubric, or a rubric beside the judge)."""
     if not target:
         raise RagexpError(f"{where}: no judge._target_ in the run's config, so the judge's scales are unknown")
     module, _, name = str(target).rpartition(".")
@@ -51,7 +53,21 @@ def judge_scales(target: str | None, where: str) -> dict[str, tuple[float, float
         judge = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         raise RagexpError(f"{where}: judge {target!r} is not a class of this ragexp version") from None
-    return {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
+    scales = {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
+    return {**scales, **rubric_scales((config or {}).get("rubric"), where)}
+
+
+def rubric_scales(rubric: dict | None, where: str) -> dict[str, tuple[float, float]]:
+    """A rubric node's criteria -> their scales (none without a rubric)."""
+    from ragexp.judges.rubric.scales import parse_scale
+
+    scales = {}
+    for name, criterion in ((rubric or {}).get("criteria") or {}).items():
+        try:
+            scales[str(name)] = parse_scale((criterion or {}).get("scale", "binary")).bounds
+        except ValueError as err:
+            raise RagexpError(f"{where}: rubric.criteria.{name}.scale: {err}") from None
+    return scales
 
 
 def flat_row(record: dict) -> dict:
@@ -88,7 +104,7 @@ def from_folder(folder: Path) -> JudgedRun:
     results = folder / "results.json"
     named = [v.get("judge") for v in json.loads(results.read_text()).values()] if results.is_file() else []
     judge = str(table["judge"].iloc[0]) if "judge" in table and len(table) else (named[0] if named else "judge")
-    return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder)))
+    return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder), config))
 
 
 def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
@@ -99,9 +115,13 @@ def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
     run = get_run(client, run_id, resolved)
     if TABLE not in {a.path for a in client.list_artifacts(run_id)}:
         raise RagexpError(f"run {run_id} has no per-question table ({TABLE}); calibrate a run logged by ragexp")
+    import yaml
+
     with tempfile.TemporaryDirectory(prefix="ragexp-calibrate-") as tmp:
         table = read_table(Path(client.download_artifacts(run_id, TABLE, tmp)))
-    scales = judge_scales(run.data.params.get("judge._target_"), f"run {run_id}")
+        logged = {a.path for a in client.list_artifacts(run_id)}
+        config = yaml.safe_load(Path(client.download_artifacts(run_id, CONFIG, tmp)).read_text()) if CONFIG in logged else {}
+    scales = judge_scales(run.data.params.get("judge._target_"), f"run {run_id}", config)
     return JudgedRun(run.info.run_name or run_id[:8], run.data.tags.get("judge", "judge"), table, scales,
                      run_id, run.info.experiment_id, resolved)
 

@@ -28,18 +28,22 @@ RETRY_STATUS = frozenset({408, 409, 429})  # and every 5xx
 class ChatRequest:
     """What is asked: the messages ((role, content) pairs) and the sampling settings. `json_mode`
     is "auto" (ask for a JSON reply; drop the request format if the endpoint rejects it), "on"
-    or "off". `repeat` tells the repeats of one request apart (it is part of the cache key)."""
+    or "off". `repeat` tells the repeats of one request apart (it is part of the cache key).
+    `schema`: the JSON schema of the reply (as JSON text), asked for as `response_format`
+    json_schema where the endpoint takes it, else as json_object; it follows from the messages,
+    so it is not part of the cache key."""
 
     messages: tuple[tuple[str, str], ...]
     temperature: float = 0.0
     max_tokens: int = 500
     json_mode: str = "off"
     repeat: int = 0
+    schema: str = ""
 
     def followed_by(self, reply: str, message: str) -> ChatRequest:
         """The same request continued by the assistant's `reply` and a new user `message`."""
         return ChatRequest((*self.messages, ("assistant", reply), ("user", message)),
-                           self.temperature, self.max_tokens, self.json_mode, self.repeat)
+                           self.temperature, self.max_tokens, self.json_mode, self.repeat, self.schema)
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,7 @@ class ChatClient:
         self.setting = f"{role}.endpoint"
         self.sender = Sender(endpoint, self.setting, api_key, usage, lambda why: QuestionFailed(f"{role}: {why}"))
         self._json_format = True  # json_mode "auto": cleared when the endpoint rejects response_format
+        self._schema_format = True  # a request with a schema: cleared when the endpoint rejects json_schema
 
     def count(self, name: str, n: int = 1) -> None:
         self.usage.count(name, self.role, n)
@@ -233,10 +238,13 @@ class ChatClient:
                         "max_tokens": request.max_tokens, "json_mode": request.json_mode, "repeat": request.repeat},
                        {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
 
-    def _params(self, request: ChatRequest, json_format: bool) -> dict:
+    def _params(self, request: ChatRequest, json_format: bool, schema: bool = False) -> dict:
         params = {"model": self.endpoint.model, "temperature": request.temperature, "max_tokens": request.max_tokens,
                   "messages": [{"role": role, "content": content} for role, content in request.messages]}
-        if json_format:
+        if json_format and schema:
+            params["response_format"] = {"type": "json_schema",
+                                         "json_schema": {"name": "reply", "schema": json.loads(request.schema)}}
+        elif json_format:
             params["response_format"] = {"type": "json_object"}
         return params
 
@@ -244,13 +252,19 @@ class ChatClient:
         return request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
 
     def _send(self, request: ChatRequest) -> Reply:
-        sent = {"json": False}  # whether the attempt being answered asked for a JSON reply
+        sent = {"json": False, "schema": False}  # what the attempt being answered asked for
 
         def body() -> dict:
             sent["json"] = self._json_wanted(request)
-            return self._params(request, sent["json"])
+            sent["schema"] = sent["json"] and bool(request.schema) and self._schema_format
+            return self._params(request, sent["json"], sent["schema"])
 
-        def rejected(status: int) -> bool:  # an endpoint without JSON mode: asked again without it
+        def rejected(status: int) -> bool:  # an endpoint without JSON schemas or JSON mode: asked again without
+            if sent["schema"] and request.json_mode != "off":
+                log.warning("%s: %s rejected response_format=json_schema (HTTP %s); asking for json_object from now on",
+                            self.setting, self.endpoint.base_url, status)
+                self._schema_format = False
+                return True
             if not (sent["json"] and request.json_mode == "auto"):
                 return False
             log.warning("%s: %s rejected response_format=json_object (HTTP %s); asking without it from now on",

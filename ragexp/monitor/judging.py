@@ -54,7 +54,8 @@ class SampleJudge:
         question, answer = Question(where, query, ()), Answer(answer_text)
         key = key_of("judgement", self.settings, query, (), [(h.chunk.chunk_id, h.chunk.text) for h in hits], answer_text)
         try:
-            judgement = self.work.cached("judgement", key, self.judge.judge, question, hits, answer)
+            judgement = self.work.cached("judgement", key, self.judge.judge, question, hits, answer,
+                                         keep=lambda j: not j.details.get("failed_criteria"))  # asked again next time
         except QuestionFailed as err:  # expected (endpoint, unreadable reply); any other exception is a bug: it stops
             return Sampled(where, query, answer_text, failure=str(err))
         return Sampled(where, query, answer_text, judgement)

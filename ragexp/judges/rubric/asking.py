@@ -44,6 +44,20 @@ def reply_shape(criteria: Sequence[Criterion]) -> Delimited:
                                      for c in criteria) + "}")
 
 
+def reply_schema(criteria: Sequence[Criterion]) -> dict:
+    """The JSON schema of the reply `reply_shape` describes, for endpoints that take one
+    (`response_format` json_schema): an entry per criterion, its score one of its levels or an
+    integer on its scale."""
+    def score(c: Criterion) -> dict:
+        if c.scale.levels:
+            return {"type": "string", "enum": [name for name, _ in c.scale.levels]}
+        return {"type": "integer", "minimum": c.scale.low, "maximum": c.scale.high}
+
+    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string"}, "score": score(c)},
+                      "required": ["reasoning", "score"]} for c in criteria}
+    return {"type": "object", "properties": entry, "required": [c.name for c in criteria]}
+
+
 def data_text(criteria: Sequence[Criterion], question: Question, hits: Sequence[Hit], answer: Answer) -> str:
     """The fields the criteria read, each between its tags, in a fixed order; a column of the row
     as <column name="...">. Raises Unreadable when the row lacks a column."""

@@ -4,12 +4,14 @@ checked offline. `Rubric` is the `rubric` config node (its criteria and how they
 (`rubric=NAME` with judge=llm, triad, offline, ...: ragexp.config.build)."""
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
 from ragexp.base.settings import PositiveInt, Temperature
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.llm_base import LLMJudgeBase
-from ragexp.judges.rubric.asking import Verdict, criteria_text, data_text, read_verdicts, reply_shape
+from ragexp.judges.rubric.asking import Verdict, criteria_text, data_text, read_verdicts, reply_schema, reply_shape
 from ragexp.judges.rubric.criteria import Criterion, CriterionSettings, problems, target_of, target_problems
 from ragexp.judges.rubric.scales import Scale
 from ragexp.judges.triad import together
@@ -159,7 +161,8 @@ class RubricJudge(LLMJudgeBase):
     def ask_for(self, criteria: Sequence[Criterion], question: Question, hits: Sequence[Hit], answer: Answer,
                 repeat: int) -> ChatRequest:
         system = self.rubric.system.render(criteria=criteria_text(criteria), reply=reply_shape(criteria))
-        return self.request(system, data_text(criteria, question, hits, answer), repeat)
+        request = self.request(system, data_text(criteria, question, hits, answer), repeat)
+        return replace(request, schema=json.dumps(reply_schema(criteria)))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         planned = []
