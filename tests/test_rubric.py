@@ -86,7 +86,8 @@ def test_a_reply_that_is_never_json_fails_the_question_with_the_reason(server, t
 
 
 def test_single_call_asks_once_and_per_criterion_asks_each_at_once(server, tmp_path):
-    judge, llm = connected(Rubric(FIVE), server, tmp_path)
+    judge, llm = connected(Rubric(FIVE, name="house"), server, tmp_path)
+    assert judge.name == "rubric-house-gpt-4o-mini"
     assert judge.judge(QUESTION, HITS, ANSWER).scores == {"cites": 1, "grounded": 4, "direct": 5, "detail": 10, "plain": 1}
     [sent] = server.chat_requests()
     assert set(rubric_criteria(sent["body"])) == set(FIVE)
@@ -125,7 +126,7 @@ def test_deterministic_criteria_run_offline_and_a_python_one_gives_its_reason(tm
         "short": {"type": "python", "instructions": "At most 5 words.", "function": "team_checks:short", "scale": "1-5"},
     })
     judge = RubricJudge(rubric)  # no endpoint: nothing is asked
-    assert not judge.sends_requests and judge.concurrency == 1
+    assert not judge.sends_requests and judge.concurrency == 1 and judge.name == "rubric"
     j = judge.judge(QUESTION, HITS, ANSWER)
     assert j.scores == {"cites": 1, "no_sorry": 1, "is_json": 0, "short": 5}
     assert j.details["short_reasoning"] == "4 words" and j.details["is_json_reasoning"].startswith("not JSON")

@@ -57,7 +57,7 @@ class Rubric:
     ragexp.judges.rubric.criteria for what one holds. `mode`: `single_call` asks for every LLM
     criterion in one request per question, `per_criterion` one request each, all in flight at once.
     `system_prompt` (fields {criteria}, {reply}) and `reask_prompt` ({problem}) are the prompts;
-    `name` names the judge (`rubric-<name>`)."""
+    `name` names the judge (`rubric-<name>`, with the model when it has LLM criteria)."""
 
     def __init__(self, criteria: dict[str, CriterionSettings], mode: Mode = "single_call", name: str | None = None,
                  target: Any = None, system_prompt: str = SYSTEM_PROMPT, reask_prompt: str = REASK_PROMPT,
@@ -67,7 +67,7 @@ class Rubric:
         if found:
             raise RagexpError(f"rubric.{found[0]}")
         self.criteria = tuple(Criterion.of(n, s) for n, s in criteria.items())
-        self.mode, self.name, self.target = mode, name or "rubric", target_of(target)
+        self.mode, self.name, self.target = mode, name, target_of(target)
         self.system = Template(system_prompt, ("criteria", "reply"), "rubric.system_prompt")
         self.reask_prompt = Template(reask_prompt, ("problem",), "rubric.reask_prompt")
         self.temperature, self.max_tokens, self.json_mode = float(temperature), max_tokens, parse_json_mode(json_mode)
@@ -134,16 +134,16 @@ class RubricJudge(LLMJudgeBase):
                               "or make the criterion deterministic (type: contains, regex, json_schema, python)")
         self.reask_prompt = rubric.reask_prompt
         self.temperature, self.max_tokens, self.json_mode = rubric.temperature, rubric.max_tokens, rubric.json_mode
-        model = f"-{endpoint.model}" if rubric.llm_criteria and endpoint is not None else ""
-        self.name = name or f"rubric-{rubric.name}{model}"
+        model = [endpoint.model] if rubric.llm_criteria and endpoint is not None else []
+        self.name = name or "-".join(["rubric", *([rubric.name] if rubric.name else []), *model])
         self.metrics = tuple(c.name for c in rubric.criteria)
         self.scales = {c.name: c.scale.bounds for c in rubric.criteria}
         self.weights = rubric.weights
         self.needs_reference = tuple(c.name for c in rubric.criteria if "reference" in c.reads)
-        self.targets = tuple(Target(aggregate_key(c.name), c.scale.bounds, *c.target, f"rubric {rubric.name}")
+        self.targets = tuple(Target(aggregate_key(c.name), c.scale.bounds, *c.target, self.name)
                              for c in rubric.criteria if c.target is not None)
         if rubric.target is not None:
-            self.targets += (Target("overall_score", UNIT_SCALE.bounds, *rubric.target, f"rubric {rubric.name}"),)
+            self.targets += (Target("overall_score", UNIT_SCALE.bounds, *rubric.target, self.name),)
         self.scorecard: dict[str, str] = {}
         self.sends_requests = bool(rubric.llm_criteria)  # no LLM criterion: no client, no request
 

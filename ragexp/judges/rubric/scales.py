@@ -46,8 +46,9 @@ class Scale:
 
     def read(self, value: Any) -> tuple[float, bool]:
         """A verdict on this scale and whether it had to be clamped into it: numbers also as
-        strings ("4"), levels by name in any case, pass/fail as words, booleans or 0/1.
-        Unreadable when it is none of these."""
+        strings ("4"), levels by name in any case or by their value, pass/fail as words, booleans or
+        0/1. Unreadable when it is none of these."""
+        given = value
         if self.levels:
             if isinstance(value, str):
                 word = value.strip().lower()
@@ -56,21 +57,25 @@ class Scale:
                         return score, False
                 if self.binary and word in PASS_WORDS:
                     return float(PASS_WORDS[word]), False
+                try:
+                    value = float(word)  # a level's value as a string ("1")
+                except ValueError:
+                    raise Unreadable(f"{given!r} is not {self.describe()}") from None
             if self.binary and (isinstance(value, bool) or value in (0, 1)):
                 return float(value), False
             if not isinstance(value, bool) and isinstance(value, (int, float)):
                 for _, score in self.levels:
                     if value == score:
                         return score, False
-            raise Unreadable(f"{value!r} is not {self.describe()}")
+            raise Unreadable(f"{given!r} is not {self.describe()}")
         number = value
         if isinstance(number, str):
             try:
                 number = float(number.strip())
             except ValueError:
-                raise Unreadable(f"{value!r} is not {self.describe()}") from None
+                raise Unreadable(f"{given!r} is not {self.describe()}") from None
         if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
-            raise Unreadable(f"{value!r} is not {self.describe()}")
+            raise Unreadable(f"{given!r} is not {self.describe()}")
         inside = min(self.high, max(self.low, float(number)))
         return inside, inside != number
 
