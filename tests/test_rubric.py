@@ -3,6 +3,7 @@ checked offline; hard replies read as scripted, failures and clamping counted, n
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -369,3 +370,32 @@ def test_ragexp_evaluate_judges_recorded_outputs_with_a_rubric(tmp_path, monkeyp
     done = ragexp.evaluate(rows, judge="rubric", overrides=["rubric=refusal", "~rubric.criteria.refuses_when_unsupported",
                                                               "~rubric.criteria.no_dosage_advice", "tracker=none"])
     assert done.aggregates["avg_no_apology_boilerplate"] == 0.5 and "hallucination_rate" not in done.aggregates
+
+
+OFFLINE_RUBRIC = """_target_: ragexp.judges.rubric.Rubric
+name: offline
+criteria:
+  names_a_number:
+    type: regex
+    instructions: The answer gives a number.
+    pattern: '\\\\d'
+    target: 0.8
+"""
+
+
+def test_a_race_and_the_gate_take_a_rubrics_criteria_beside_the_offline_judge(tmp_path):
+    (tmp_path / "conf" / "rubric").mkdir(parents=True)
+    (tmp_path / "conf" / "rubric" / "offline.yaml").write_text(OFFLINE_RUBRIC)
+    conf = ["--config-dir", str(tmp_path / "conf"), "rubric=offline", "retriever=bm25", *HASH, "tracker=none"]
+    race = run_app("-m", *conf, "hydra/sweeper=racing", "retriever.top_k=1,5", "hydra.sweeper.min_questions=10",
+                   "hydra.sweeper.objective=avg_names_a_number", cwd=tmp_path)
+    assert race.returncode == 0, race.stderr[-3000:]
+    [state] = [json.loads(p.read_text()) for p in tmp_path.glob("multirun/*/*/racing.json")]
+    jobs = [j for r in state["rounds"] for j in r["jobs"]]
+    assert len(jobs) >= 2
+    for job in jobs:  # each job scored the criterion beside the offline judge's own metrics
+        [values] = json.loads((Path(job["folder"]) / "results.json").read_text()).values()
+        assert "avg_names_a_number" in values and "avg_faithfulness" in values
+
+    gated = run_app(*conf, "dataset.limit=5", "+gate.thresholds.names_a_number.min=1.01", cwd=tmp_path)
+    assert gated.returncode == 3 and "avg_names_a_number = " in gated.stderr  # a share cannot pass 1.01

@@ -189,14 +189,16 @@ def configuration_name(point: list[str], swept: list[str]) -> str:
 
 
 def per_question_aggregates(job) -> set[str]:
-    """The aggregates a job's config gives per question (those a paired test can race on)."""
+    """The aggregates a job's config gives per question (those a paired test can race on): a rubric
+    beside the judge adds its criteria."""
     from ragexp.config.build import build
     from ragexp.metrics.relevance import CONTEXT_METRICS
     from ragexp.metrics.scoring import aggregate_key
 
     judge, metric_set = build(job.judge), build(job.metrics)
     answer = [*metric_set.answer_metrics(), "generation_score"]
-    return ({aggregate_key(m) for m in (*judge.metrics, *answer)}
+    criteria = list(job.rubric.criteria) if job.get("rubric") is not None else []
+    return ({aggregate_key(m) for m in (*judge.metrics, *answer, *criteria)}
             | {aggregate_key(n, retrieval=True) for n in (*metric_set.names, *CONTEXT_METRICS)} | set(ALWAYS))
 
 
@@ -209,8 +211,8 @@ def objective_problems(jobs: list, objective: str) -> list[str]:
 
     seen: dict[str, set[str]] = {}
     for job in jobs:
-        key = json.dumps([OmegaConf.to_container(job[k], resolve=True) for k in ("judge", "metrics")], sort_keys=True,
-                         default=str)
+        key = json.dumps([OmegaConf.to_container(job[k], resolve=True) if job.get(k) is not None else None
+                          for k in ("judge", "metrics", "rubric")], sort_keys=True, default=str)
         if key not in seen:
             try:
                 seen[key] = per_question_aggregates(job)
