@@ -21,6 +21,11 @@ class QuestionFailed(Exception):
     could not be read, the budget spent); the run goes on. `str(err)` is the reason shown."""
 
 
+class UnreadableReply(QuestionFailed):
+    """An LLM's reply could not be read, even after a re-ask: what it was to give fails (a judge's
+    metrics of that request; the question, when nothing else of it was judged)."""
+
+
 class BudgetExhausted(QuestionFailed):
     """`budget_usd` is spent: no further LLM request is made."""
 

@@ -85,12 +85,18 @@ def test_unreadable_reply_is_asked_once_more_then_fails_the_question(server, tmp
     assert [m["role"] for m in reask] == ["system", "user", "assistant", "user"]
     assert "no JSON object" in reask[-1]["content"]
 
+    # still missing fields after the re-ask: the metric it gives is kept, each other fails with the reason
     server.chat = lambda body: '{"context_relevance": 8}'
-    with pytest.raises(QuestionFailed, match="judge: unreadable reply after a re-ask: missing field 'answer_similarity'"):
-        judge.judge(QUESTION, HITS, Answer("another answer"))
+    partial = judge.judge(QUESTION, HITS, Answer("another answer"))
+    assert partial.scores == {"context_relevance": 8} and partial.hallucination is None
+    assert partial.details["failed_criteria"] == {
+        m: f"unreadable reply after a re-ask: missing field {m!r}" for m in ("answer_similarity", "faithfulness", "hallucination")}
     assert len(server.chat_requests()) == 4
+    server.chat = lambda body: "no JSON at all"  # nothing to keep: the question fails
+    with pytest.raises(QuestionFailed, match="judge: unreadable reply after a re-ask: no JSON object"):
+        judge.judge(QUESTION, HITS, Answer("a third answer"))
     stats = llm.stats()
-    assert stats["judge_reasks"] == 2 and stats["judge_unreadable_replies"] == 1
+    assert stats["judge_reasks"] == 3 and stats["judge_unreadable_replies"] == 2 and stats["judge_failed_criteria"] == 3
 
 
 def test_triad_counts_sentences_claims_and_verdicts(server, tmp_path):

@@ -161,3 +161,20 @@ def test_questions_fewer_than_the_slots_fill_them_and_the_slots_bound_the_reques
     assert [j.scores["faithfulness"] for j in judged] == [0.5, 0.5]
     stats = llm.stats()  # the two verification requests are alike: the second may come from the cache
     assert server.max_in_flight == 4 and stats["llm_requests"] + stats["llm_cache_hits"] == 2 * 5
+
+
+def test_a_step_whose_reply_stays_unreadable_fails_only_its_metrics(server, tmp_path):
+    """The reply policy of every LLM judge: re-asked once, then its metrics fail for the question
+    with the reason (counted, never scored); the other steps' scores stand."""
+    server.chat = lambda body: "no verdict here" if task(body) == "answer_relevance" else scripted(body)
+    for parallel in (False, True):
+        judge, llm = triad(server, tmp_path / str(parallel), parallel=parallel)
+        j = judge.judge(QUESTION, HITS, ANSWER)
+        assert set(j.scores) == {"context_relevance", "faithfulness", "claim_hallucination_rate"}
+        assert j.details["failed_criteria"] == {
+            "answer_relevance": "judge: unreadable reply after a re-ask: no JSON object in the reply ('no verdict here')"}
+        assert j.hallucination is True and llm.stats()["judge_failed_criteria"] == 1
+    server.chat = lambda body: "no verdict anywhere"
+    judge, _ = triad(server, tmp_path / "none")
+    with pytest.raises(QuestionFailed, match="unreadable reply after a re-ask"):
+        judge.judge(QUESTION, HITS, ANSWER)

@@ -8,7 +8,7 @@ from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
-from ragexp.llm.replies import boolean, clamped, number, text
+from ragexp.llm.replies import Unreadable, boolean, clamped, json_objects, number, text
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.base.settings import PositiveInt, Temperature
 
@@ -65,17 +65,47 @@ class LLMJudge(LLMJudgeBase):
 
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
         [request] = self.plan_once(question, hits, answer, repeat)
-        scores, hallucination, reasoning, out_of_range = self.ask_json(request, self.read)
+        scores, hallucination, reasoning, out_of_range, failed = self.ask_json(request, self.read, self.salvage)
         self.clamped(len(out_of_range))
-        details = {"clamped": out_of_range} if out_of_range else {}
+        details: dict = {"clamped": out_of_range} if out_of_range else {}
+        if failed:
+            assert self.client is not None  # asked through it
+            self.client.count("failed_criteria", len(failed))
+            details["failed_criteria"] = failed
         return Judgement(self.name, scores, hallucination, reasoning, details)
 
     @classmethod
-    def read(cls, reply: dict) -> tuple[dict[str, float], bool, str, list[str]]:
+    def read(cls, reply: dict) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]]:
         scores, out_of_range = {}, []
         for metric in cls.metrics:
             given = number(reply, metric)
             scores[metric], moved = clamped(given, LOW, HIGH)
             if moved:
                 out_of_range.append(f"{metric}: {given:g} -> {scores[metric]:g}")
-        return scores, boolean(reply, "hallucination"), text(reply, "reasoning"), out_of_range
+        return scores, boolean(reply, "hallucination"), text(reply, "reasoning"), out_of_range, {}
+
+    @classmethod
+    def salvage(cls, reply: str, why: Unreadable) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]] | None:
+        """A reply still unreadable after its re-ask: the metrics it gives, each of the others failed
+        for this question with the reason (never scored); None when it gives none (the question fails)."""
+        objects = json_objects(reply)
+        if not objects:
+            return None
+        obj, scores, out_of_range, failed = objects[-1], {}, [], {}
+        for metric in cls.metrics:
+            try:
+                given = number(obj, metric)
+            except Unreadable as err:
+                failed[metric] = f"unreadable reply after a re-ask: {err}"
+                continue
+            scores[metric], moved = clamped(given, LOW, HIGH)
+            if moved:
+                out_of_range.append(f"{metric}: {given:g} -> {scores[metric]:g}")
+        try:
+            hallucination: bool | None = boolean(obj, "hallucination")
+        except Unreadable as err:
+            hallucination, failed["hallucination"] = None, f"unreadable reply after a re-ask: {err}"
+        if not scores:
+            return None
+        reasoning = obj["reasoning"].strip() if isinstance(obj.get("reasoning"), str) else ""
+        return scores, hallucination, reasoning, out_of_range, failed

@@ -19,6 +19,7 @@ class LLMJudgeBase(AsksForJSON, Judge):
     mean scores and every repeat, and the run logs each aggregate's standard deviation."""
 
     kind = "llm"
+    counters = (*AsksForJSON.counters, "failed_criteria")  # metrics that failed for a question, the others kept
 
     def __init__(self, endpoint: Endpoint, reask_prompt: str, temperature: Temperature = 0.0, max_tokens: PositiveInt = 500,
                  json_mode: JsonMode = "auto", repeats: PositiveInt = 1, name: str | None = None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
+from ragexp.errors import UnreadableReply
 from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
@@ -16,6 +17,9 @@ from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.base.settings import PositiveInt, Temperature
 
 T = TypeVar("T")
+
+# what each of the three steps gives (a step whose reply stays unreadable fails these for the question)
+STEP_METRICS = (("context_relevance",), ("faithfulness", "claim_hallucination_rate", "hallucination"), ("answer_relevance",))
 
 # the four requests and the fields of their prompts
 STEPS = {
@@ -89,39 +93,55 @@ class TriadJudge(LLMJudgeBase):
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
         """The three independent steps at once (`parallel`): context relevance, the claims then
         their verification, answer relevance. The outcome is the sequential order's: clamped values
-        are counted step by step in that order and the first step that failed fails the question."""
+        are counted step by step in that order and the first step whose request failed fails the
+        question. A step whose reply stays unreadable after its re-ask fails only its metrics
+        (`failed_criteria`, never scored); the question fails when every step's did."""
         sentences = context_sentences(hits)
         outcomes = together(self.parallel,
                             lambda: self.context_relevance(question, sentences, repeat),
                             lambda: self.faithfulness(question, hits, answer, repeat),
                             lambda: self.answer_relevance(question, answer, repeat))
-        values: list[Any] = []  # each step's value: its own type
-        for outcome in outcomes:
+        values: list[Any] = []  # each step's value (its own type), None when its reply was unreadable
+        failed: dict[str, str] = {}
+        for outcome, metrics in zip(outcomes, STEP_METRICS):
+            if isinstance(unread := outcome.exception(), UnreadableReply):
+                failed.update(dict.fromkeys(metrics, str(unread)))
+                values.append(None)
+                continue
             value, out_of_range = outcome.result()  # raises what the step raised
             self.clamped(out_of_range)
             values.append(value)
-        relevant, (claims, verdicts), (score, why) = values
-
-        supported = sum(ok for ok, _ in verdicts)
-        unsupported = [c for c, (ok, _) in zip(claims, verdicts) if not ok]
-        scores = {
-            "context_relevance": round(len(relevant) / len(sentences), 4) if sentences else 0.0,
-            "faithfulness": round(supported / len(claims), 4) if claims else 1.0,
-            "answer_relevance": round((score - 1) / 4, 4),
-            "claim_hallucination_rate": round(len(unsupported) / len(claims), 4) if claims else 0.0,
-        }
-        reasoning = (f"{len(relevant)} of {len(sentences)} context sentences relevant; "
-                     + (f"{supported} of {len(claims)} claims supported" if claims else "the answer makes no claim")
-                     + (f" (unsupported: {'; '.join(unsupported)})" if unsupported else "")
-                     + f"; answer relevance {score:g}/5: {why}")
-        details = {
-            "context_sentences": len(sentences),
-            "relevant_sentences": relevant,
-            "claims": claims,
-            "claim_verdicts": [{"claim": c, "supported": ok, "reason": r} for c, (ok, r) in zip(claims, verdicts)],
-            "answer_relevance_score": score,
-        }
-        return Judgement(self.name, scores, bool(unsupported), reasoning, details)
+        if all(v is None for v in values):
+            raise next(o.exception() for o in outcomes if o.exception() is not None)  # type: ignore[misc]
+        relevant, faithful, relevance = values
+        scores, parts, details = {}, [], {}
+        if relevant is not None:
+            scores["context_relevance"] = round(len(relevant) / len(sentences), 4) if sentences else 0.0
+            parts.append(f"{len(relevant)} of {len(sentences)} context sentences relevant")
+            details.update({"context_sentences": len(sentences), "relevant_sentences": relevant})
+        hallucination = None
+        if faithful is not None:
+            claims, verdicts = faithful
+            supported = sum(ok for ok, _ in verdicts)
+            unsupported = [c for c, (ok, _) in zip(claims, verdicts) if not ok]
+            scores["faithfulness"] = round(supported / len(claims), 4) if claims else 1.0
+            scores["claim_hallucination_rate"] = round(len(unsupported) / len(claims), 4) if claims else 0.0
+            hallucination = bool(unsupported)
+            parts.append((f"{supported} of {len(claims)} claims supported" if claims else "the answer makes no claim")
+                         + (f" (unsupported: {'; '.join(unsupported)})" if unsupported else ""))
+            details.update({"claims": claims, "claim_verdicts": [{"claim": c, "supported": ok, "reason": r}
+                                                                 for c, (ok, r) in zip(claims, verdicts)]})
+        if relevance is not None:
+            score, why = relevance
+            scores["answer_relevance"] = round((score - 1) / 4, 4)
+            parts.append(f"answer relevance {score:g}/5: {why}")
+            details["answer_relevance_score"] = score
+        if failed:
+            assert self.client is not None  # the steps asked through it
+            self.client.count("failed_criteria", len(failed))
+            details["failed_criteria"] = failed
+        return Judgement(self.name, {m: scores[m] for m in self.metrics if m in scores}, hallucination,
+                         "; ".join(parts), details)
 
     def context_relevance(self, question: Question, sentences: list[str], repeat: int) -> tuple[list[str], int]:
         """The relevant sentences (none without context) and how many numbers were out of range."""
@@ -159,12 +179,14 @@ class TriadJudge(LLMJudgeBase):
 def together(parallel: bool, *steps: Callable[[], T]) -> list[Future[T]]:
     """Each step's outcome (its value or what it raised), in the order of `steps`, all finished:
     with `parallel` each step in a thread of its own (their requests still wait for the
-    endpoint's `max_concurrency` slots), else one after another up to the first that failed."""
+    endpoint's `max_concurrency` slots), else one after another up to the first that failed
+    other than by an unreadable reply (which fails only that step's metrics)."""
     if not parallel or len(steps) < 2:
         outcomes: list[Future[T]] = []
         for step in steps:
             outcomes.append(settled(step))
-            if outcomes[-1].exception() is not None:
+            failure = outcomes[-1].exception()
+            if failure is not None and not isinstance(failure, UnreadableReply):
                 break
         return outcomes
     with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="ragexp-triad") as pool:

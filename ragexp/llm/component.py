@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence, TypeVar
 
-from ragexp.errors import QuestionFailed
+from ragexp.errors import UnreadableReply
 from ragexp.llm.client import ChatClient, ChatRequest, Reply
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
@@ -46,17 +46,24 @@ class AsksForJSON(UsesLLM):
     counters: tuple[str, ...] = ("reasks", "unreadable_replies", "clamped_values")
     reask_prompt: Template  # with the field {problem}, set by the subclass
 
-    def ask_json(self, request: ChatRequest, read: Callable[[dict], T]) -> T:
+    def ask_json(self, request: ChatRequest, read: Callable[[dict], T],
+                 salvage: Callable[[str, Unreadable], T | None] | None = None) -> T:
+        """`read` of the reply, asked once more when it cannot be read. Still unreadable: what
+        `salvage(reply text, why)` makes of it (a judgement of the fields that could be read, the
+        others failed with the reason), else the question fails."""
         reply, value = self.attempt(request, read)
         if not isinstance(value, Unreadable):
             return value
         assert self.client is not None  # ask() raised without one
         self.client.count("reasks")
         followup = request.followed_by(reply.text, self.reask_prompt.render(problem=str(value)))
-        _, value = self.attempt(followup, read)
+        again, value = self.attempt(followup, read)
         if isinstance(value, Unreadable):
             self.client.count("unreadable_replies")
-            raise QuestionFailed(f"{self.client.role}: unreadable reply after a re-ask: {value}") from None
+            saved = salvage(again.text, value) if salvage is not None else None
+            if saved is not None:
+                return saved
+            raise UnreadableReply(f"{self.client.role}: unreadable reply after a re-ask: {value}") from None
         return value
 
     def attempt(self, request: ChatRequest, read: Callable[[dict], T]) -> tuple[Reply, T | Unreadable]:
