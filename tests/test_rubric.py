@@ -397,5 +397,6 @@ def test_a_race_and_the_gate_take_a_rubrics_criteria_beside_the_offline_judge(tm
         [values] = json.loads((Path(job["folder"]) / "results.json").read_text()).values()
         assert "avg_names_a_number" in values and "avg_faithfulness" in values
 
-    gated = run_app(*conf, "dataset.limit=5", "+gate.thresholds.names_a_number.min=1.01", cwd=tmp_path)
+    plus = [("+rubric=offline" if a == "rubric=offline" else a) for a in conf]  # the spelling of an added group works too
+    gated = run_app(*plus, "dataset.limit=5", "+gate.thresholds.names_a_number.min=1.01", cwd=tmp_path)
     assert gated.returncode == 3 and "avg_names_a_number = " in gated.stderr  # a share cannot pass 1.01

@@ -172,7 +172,7 @@ def test_a_step_whose_reply_stays_unreadable_fails_only_its_metrics(server, tmp_
         j = judge.judge(QUESTION, HITS, ANSWER)
         assert set(j.scores) == {"context_relevance", "faithfulness", "claim_hallucination_rate"}
         assert j.details["failed_criteria"] == {
-            "answer_relevance": "judge: unreadable reply after a re-ask: no JSON object in the reply ('no verdict here')"}
+            "answer_relevance": "unreadable reply after a re-ask: no JSON object in the reply ('no verdict here')"}
         assert j.hallucination is True and llm.stats()["judge_failed_criteria"] == 1
     server.chat = lambda body: "no verdict anywhere"
     judge, _ = triad(server, tmp_path / "none")

@@ -10,7 +10,11 @@
    default option (judge=offline), which may not have the setting (no `endpoint`): the command
    would fail before any job although every job's option has it. Such a setting is passed to Hydra
    as `++judge.endpoint.base_url=URL` instead: each job sets it on its own option as the plain
-   spelling would, and the sweep-level config (never built) merely carries it."""
+   spelling would, and the sweep-level config (never built) merely carries it.
+
+3. A group the defaults list holds with no option (`rubric: null`) is chosen with `rubric=NAME`;
+   `+rubric=NAME`, the spelling of a group that is not in the list, is taken as that too (Hydra
+   would say "Multiple values for rubric")."""
 from __future__ import annotations
 
 MULTIRUN = ("-m", "--multirun")
@@ -20,9 +24,18 @@ USER_PARAMS = ("system.params.", "system.headers.", "system.headers_env.")
 CONFIG_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
 
 
+NULL_GROUPS = ("rubric",)  # in conf/config.yaml's defaults list as `GROUP: null`
+
+
 def for_hydra(args: list[str]) -> list[str]:
-    """The command line `args` as Hydra takes them: both rewrites of the module."""
-    return under_swept_groups(with_user_params(args))
+    """The command line `args` as Hydra takes them: the rewrites of the module."""
+    return under_swept_groups(with_user_params(chosen_null_groups(args)))
+
+
+def chosen_null_groups(args: list[str]) -> list[str]:
+    """`args` with `+rubric=NAME` spelled `rubric=NAME` (see NULL_GROUPS)."""
+    return [arg[1:] if arg.startswith("+") and not arg.startswith("++") and arg[1:].partition("=")[0] in NULL_GROUPS
+            and (i == 0 or args[i - 1] not in CONFIG_FLAGS) else arg for i, arg in enumerate(args)]
 
 
 def point_name(overrides, swept: list[str]) -> str:

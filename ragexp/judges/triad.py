@@ -105,7 +105,7 @@ class TriadJudge(LLMJudgeBase):
         failed: dict[str, str] = {}
         for outcome, metrics in zip(outcomes, STEP_METRICS):
             if isinstance(unread := outcome.exception(), UnreadableReply):
-                failed.update(dict.fromkeys(metrics, str(unread)))
+                failed.update(dict.fromkeys(metrics, str(unread).partition(": ")[2]))  # without the role's "judge: "
                 values.append(None)
                 continue
             value, out_of_range = outcome.result()  # raises what the step raised

@@ -25,14 +25,18 @@ def summary(result: RunResult) -> str:
         over = f"over {whole[count_name(key)]} of {total} questions" if count_name(key) in counts else ""
         lines.append(f"  {key:<{width}}  {shown:>8}  {result.statuses.get(key, '')}  {gated.get(key, '')}  {over}".rstrip())
     failures: dict[str, int] = {}
+    unjudged: dict[str, int] = {}  # a judged question's metrics that failed (a reply unreadable after its re-ask)
     for r in result.questions:
         if r.failed:
             failures[r.failure] = failures.get(r.failure, 0) + 1
+        for metric, reason in ((r.judgement.details.get("failed_criteria") or {}) if r.judgement else {}).items():
+            unjudged[f"{metric}: {reason}"] = unjudged.get(f"{metric}: {reason}", 0) + 1
     constructed = [key for key, status in result.statuses.items() if status == BY_CONSTRUCTION]
     if constructed:
         lines.append(f"  by construction: {', '.join(constructed)} hold for this configuration whatever its "
                      "quality (declared by its components); they are not rated against their targets")
     lines += [f"  failed ({count}): {reason}" for reason, count in failures.items()]
+    lines += [f"  metric failed, left out of its mean ({count}): {reason}" for reason, count in unjudged.items()]
     lines += slices_summary(result)
     lines += [f"  note: {note}" for note in result.notes]
     if result.counters:
