@@ -14,7 +14,7 @@ from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.session import LLMSession
 from ragexp.types import Answer, Chunk, Hit, Question
 from ragexp.validation import problems
-from conftest import CONF, HASH, TEST_KEY_ENV, compose, llm_args, run_app
+from conftest import CONF, HASH, TEST_KEY_ENV, compose, llm_args, mlflow_runs, run_app
 
 HITS = (Hit(Chunk("a#0", "a", "quarryd listens on port 7070. It was written in Go."), 0.9, 1),)
 QUESTION = Question("q1", "Which port does quarryd listen on?", ("Port 7070.",), {"a": 1}, attributes={"channel": "chat"})
@@ -400,3 +400,28 @@ def test_a_race_and_the_gate_take_a_rubrics_criteria_beside_the_offline_judge(tm
     plus = [("+rubric=offline" if a == "rubric=offline" else a) for a in conf]  # the spelling of an added group works too
     gated = run_app(*plus, "dataset.limit=5", "+gate.thresholds.names_a_number.min=1.01", cwd=tmp_path)
     assert gated.returncode == 3 and "avg_names_a_number = " in gated.stderr  # a share cannot pass 1.01
+
+
+def test_repeats_judge_each_question_again_and_log_the_criteria_spread(server, tmp_path):
+    answers = iter(["fully", "partly"] * 100)  # the two repeats of a question disagree
+    server.chat = lambda body: json.dumps({"grounded": {"reasoning": "r", "score": next(answers)}})
+    args = rubric_args(server, "~rubric.criteria.answers_question", "~rubric.criteria.cites", "~rubric.criteria.grounded.weight",
+                       "judge.repeats=2", "dataset.limit=1", "llm.cache_dir=null")
+    done = run_app(*args, cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+    assert done.returncode == 0, done.stderr
+    aggregates = results(tmp_path)
+    assert aggregates["llm_requests"] == 2 and aggregates["avg_grounded"] == 3  # (4 + 2) / 2
+    assert aggregates["avg_grounded_std"] > 0 and "hallucination_rate" not in aggregates
+
+
+def test_mlflow_gets_the_criteria_as_metrics_and_their_reasoning_in_the_table(tmp_path):
+    (tmp_path / "conf" / "rubric").mkdir(parents=True)
+    (tmp_path / "conf" / "rubric" / "offline.yaml").write_text(OFFLINE_RUBRIC)
+    done = run_app("--config-dir", str(tmp_path / "conf"), "judge=rubric", "rubric=offline", "retriever=bm25", *HASH,
+                   "dataset.limit=3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    client, [run] = mlflow_runs(tmp_path)
+    assert "avg_names_a_number" in run.data.metrics and run.data.tags["judge"] == "rubric-offline"
+    table = client.load_table(run.info.experiment_id, "questions.json", run_ids=[run.info.run_id])
+    assert {"names_a_number", "names_a_number_reasoning"} <= set(table.columns)
+    assert all(r.startswith(("matches at", "no match for")) for r in table["names_a_number_reasoning"])
