@@ -365,11 +365,15 @@ def test_ragexp_evaluate_judges_recorded_outputs_with_a_rubric(tmp_path, monkeyp
     import ragexp
 
     monkeypatch.chdir(tmp_path)
-    rows = [{"question": "Which port?", "contexts": ["quarryd listens on port 7070."], "answer": "Port 7070 [Doc 1]."},
-            {"question": "Which port?", "contexts": ["quarryd listens on port 7070."], "answer": "I'm sorry, I do not know."}]
-    done = ragexp.evaluate(rows, judge="rubric", overrides=["rubric=refusal", "~rubric.criteria.refuses_when_unsupported",
-                                                              "~rubric.criteria.no_dosage_advice", "tracker=none"])
+    rows = [{"question": "Which port?", "contexts": ["quarryd listens on port 7070."], "answer": "Port 7070 [Doc 1].",
+             "channel": "chat"},
+            {"question": "Which port?", "contexts": ["quarryd listens on port 7070."], "answer": "I'm sorry, I do not know.",
+             "channel": "email"}]
+    done = ragexp.evaluate(rows, judge="rubric", overrides=[
+        "rubric=refusal", "~rubric.criteria.refuses_when_unsupported", "~rubric.criteria.no_dosage_advice",
+        "+rubric.criteria.from_chat={type:contains,instructions:'Came by chat.',values:[chat],reads:[channel]}"])
     assert done.aggregates["avg_no_apology_boilerplate"] == 0.5 and "hallucination_rate" not in done.aggregates
+    assert done.table["from_chat"].tolist() == [1.0, 0.0]  # read from the rows' own column
 
 
 OFFLINE_RUBRIC = """_target_: ragexp.judges.rubric.Rubric
