@@ -119,10 +119,14 @@ def rubric_beside(cfg: DictConfig, judge: Judge) -> Judge | None:
     """The rubric chosen beside another judge (`rubric=NAME` with judge=llm, triad, offline, ...),
     judged with that judge's endpoint when it has one; None without a rubric, or when the judge
     is the rubric's own (judge=rubric)."""
+    from ragexp.judges.cascade import CascadeJudge
     from ragexp.judges.rubric import RubricJudge
 
     if cfg.get("rubric") is None or isinstance(judge, RubricJudge):
         return None
+    if isinstance(judge, CascadeJudge):
+        raise RagexpError("rubric: a rubric beside judge=cascade is not supported; choose the rubric as one of its "
+                          "judges (judge/expensive=rubric) or drop rubric=")
     rubric = RubricJudge(build(cfg.rubric), getattr(judge, "endpoint", None))
     clash = [m for m in rubric.metrics if m in judge.metrics]
     if clash:

@@ -189,9 +189,9 @@ class ChatClient:
     """Thread-safe; one per LLM component of a run (`role` is "generator" or "judge"). Requests
     go out through the endpoint's `Sender`."""
 
-    def __init__(self, endpoint: Endpoint, role: str, api_key: str, usage, prices, cache=None):
+    def __init__(self, endpoint: Endpoint, role: str, api_key: str, usage, prices, cache=None, setting: str | None = None):
         self.endpoint, self.role, self.usage, self.prices, self.cache = endpoint, role, usage, prices, cache
-        self.setting = f"{role}.endpoint"
+        self.setting = setting or f"{role}.endpoint"
         self.sender = Sender(endpoint, self.setting, api_key, usage, lambda why: QuestionFailed(f"{role}: {why}"))
         self._json_format = True  # json_mode "auto": cleared when the endpoint rejects response_format
         self._schema_format = True  # a request with a schema: cleared when the endpoint rejects json_schema

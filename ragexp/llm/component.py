@@ -22,6 +22,7 @@ class UsesLLM:
     client: ChatClient | None = None
     counters: tuple[str, ...] = ()  # the counters it reports (as <role>_<name>), zero when nothing happened
     sends_requests: bool = True  # False: nothing to ask (a rubric of deterministic criteria only), no client
+    config_key: str | None = None  # where its config is, when not at its role's key (judge.expensive in a cascade)
 
     @property
     def concurrency(self) -> int:

@@ -40,7 +40,7 @@ class LLMSession:
         for role, component in components.items():
             if not isinstance(component, UsesLLM) or not component.sends_requests:
                 continue
-            setting, endpoint = f"{role}.endpoint", component.endpoint
+            setting, endpoint = f"{component.config_key or role}.endpoint", component.endpoint
             self.components[role] = component
             self.usage.add_role(role)
             if self.dry_run:
@@ -49,7 +49,7 @@ class LLMSession:
             endpoint.probe(setting)
             if not self.prices.known(endpoint.model):
                 log.warning("no price for model %r in llm.prices: its cost is counted as 0", endpoint.model)
-            component.client = ChatClient(endpoint, role, key, self.usage, self.prices, self.cache())
+            component.client = ChatClient(endpoint, role, key, self.usage, self.prices, self.cache(), setting)
             for name in component.counters:
                 self.usage.count(name, role, 0)
 
@@ -72,13 +72,16 @@ class LLMSession:
         return self.usage.stats() if self.components or self.embedders else {}
 
     def estimate(self, name: str, questions: Sequence[Question], hits: Sequence[Sequence[Hit]],
-                 role_hits: dict[str, Sequence[Sequence[Hit]]] | None = None) -> Estimate:
+                 role_hits: dict[str, Sequence[Sequence[Hit]]] | None = None,
+                 role_questions: dict[str, set[str]] | None = None) -> Estimate:
         """What a run would send: each component's requests for each question, the expected answer
         (empty for a question without one) standing in for the generated one. A role of `role_hits`
-        (the reranker) is given those hits instead of `hits`."""
+        (the reranker) is given those hits instead of `hits`; a role of `role_questions` (a
+        cascade's expensive judge) asks only for those question ids."""
         roles = []
         for role, component in self.components.items():
-            todo = [(q, tuple(h)) for q, h in zip(questions, (role_hits or {}).get(role, hits))]
+            todo = [(q, tuple(h)) for q, h in zip(questions, (role_hits or {}).get(role, hits))
+                    if role not in (role_questions or {}) or q.qid in (role_questions or {})[role]]
             roles.append(RoleEstimate.of(role, component.endpoint, self.prices,
                                          [r for q, h in todo for r in component.planned_requests(q, h, Answer(q.expected))]))
         return Estimate(name, len(questions), tuple(roles), self.usage.budget_usd)

@@ -17,6 +17,7 @@ from ragexp.components.systems import System
 from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.judges.cascade import CascadeJudge
 from ragexp.judges.contract import Judge, reference_free
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
@@ -24,6 +25,7 @@ from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
+from ragexp.run.cascade import cascade_judged
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
@@ -67,7 +69,9 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
     try:
-        c.llm.connect(generator=c.generator, judge=c.judge, reranker=c.reranker, rubric=c.rubric)  # keys, endpoints too
+        judges = {"judge": c.judge.expensive, "cheap_judge": c.judge.cheap} if isinstance(c.judge, CascadeJudge) \
+            else {"judge": c.judge}
+        c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **judges)  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
@@ -83,8 +87,15 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
             return results
 
         beside = (c.rubric, c.settings["rubric"]) if c.rubric is not None else None
-        judge = partial(judge_answer, work, c.judge, c.settings["judge"], beside=beside)
-        results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
+        if isinstance(c.judge, CascadeJudge):  # the cheap judge on all, the expensive on a sample: ragexp.run.cascade
+            results, drawn_on = work.stage("judging", None, cascade_judged, c.judge, c.settings["judge"], work, results,
+                                           judge_answer)
+            notes += drawn_on
+            for note in drawn_on:
+                log.info(note)
+        else:
+            judge = partial(judge_answer, work, c.judge, c.settings["judge"], beside=beside)
+            results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
         if drawn is not None and cfg.get("embedding_map") is not False and c.system.own:
@@ -153,7 +164,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
         return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
-                              {"reranker": [r.ranked[: c.reranker.candidates] for r in results]})
+                              {"reranker": [r.ranked[: c.reranker.candidates] for r in results]}, sampled(c, dataset))
 
     answer = partial(answer_question, work, c.generator, c.settings["generator"])
     return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
@@ -177,8 +188,22 @@ def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str]
     if any(r.question.golden for r in results):
         notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
-        return c.llm.estimate(name, dataset.questions, [r.hits for r in results])
+        return c.llm.estimate(name, dataset.questions, [r.hits for r in results], role_questions=sampled(c, dataset))
     return results
+
+
+def sampled(c: Components, dataset: Dataset) -> dict[str, set[str]] | None:
+    """For a dry run of judge=cascade: the questions its expensive judge would be asked about, as
+    many as its sample expects (the cheap judge does not run in a dry run, so those with the lowest
+    shared uniform numbers stand in: with equal chances, the ones drawn)."""
+    judge = c.judge
+    if not isinstance(judge, CascadeJudge):
+        return None
+    from ragexp.stats.ppi import coordinated_uniform
+
+    count = judge.expected(len(dataset.questions))
+    ranked = sorted(dataset.questions, key=lambda q: (coordinated_uniform(q.qid, judge.seed), q.qid))
+    return {"judge": {q.qid for q in ranked[:count]}}
 
 
 def system_answer(work: Work, system: System, question: Question) -> QuestionResult:

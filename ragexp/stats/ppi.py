@@ -162,6 +162,17 @@ def ppi_sampled(judge_all, labels, labelled, probabilities, level: float = 0.95,
     """(estimate, half width of its CI, the lam used) over the last axis: `judge_all` the cheap
     judge's scores of all N questions, `labels` the labels (any value where not labelled, e.g.
     NaN), `labelled` which were, `probabilities` each question's chance of being labelled (> 0)."""
+    terms, lam = ppi_terms(judge_all, labels, labelled, probabilities, tune)
+    # Student's t with (labels - 1) degrees of freedom, as for the uniform sample: the spread of
+    # the terms rests on the labelled questions, and few labels make the normal z too narrow
+    t = t_value(level, np.maximum(np.asarray(labelled, dtype=bool).sum(axis=-1) - 1, 1))
+    return terms.mean(axis=-1), t * terms.std(axis=-1, ddof=1) / np.sqrt(terms.shape[-1]), lam
+
+
+def ppi_terms(judge_all, labels, labelled, probabilities, tune: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Each question's term of `ppi_sampled`'s estimate (their mean is the estimate), and the lam:
+    lam * f_i * (1 - xi_i / pi_i) + xi_i / pi_i * y_i, lam cross-fitted (each half of the questions
+    gets the lam tuned on the other half, so no term's lam saw its own label)."""
     f = np.asarray(judge_all, dtype=float)
     xi = np.asarray(labelled, dtype=bool)
     pi = np.broadcast_to(np.asarray(probabilities, dtype=float), f.shape)
@@ -170,18 +181,14 @@ def ppi_sampled(judge_all, labels, labelled, probabilities, level: float = 0.95,
     y = np.where(xi, np.asarray(labels, dtype=float), 0.0)
     weight = xi / pi
     a, b = f * (1 - weight), weight * y  # term = lam * a + b
-    if tune:  # cross-fitted: each half's lam is tuned on the other half, so no term's lam saw its own label
+    if tune:
         half = np.arange(f.shape[-1]) % 2 == 0
         lam_of = [best_lam(a[..., ~part], b[..., ~part]) for part in (half, ~half)]
         lam_each = np.where(half, lam_of[0][..., None], lam_of[1][..., None])
         lam = (lam_of[0] + lam_of[1]) / 2
     else:
         lam_each, lam = np.ones(f.shape), np.ones(f.shape[:-1])
-    terms = lam_each * a + b
-    # Student's t with (labels - 1) degrees of freedom, as for the uniform sample: the spread of
-    # the terms rests on the labelled questions, and few labels make the normal z too narrow
-    t = t_value(level, np.maximum(xi.sum(axis=-1) - 1, 1))
-    return terms.mean(axis=-1), t * terms.std(axis=-1, ddof=1) / np.sqrt(f.shape[-1]), lam
+    return lam_each * a + b, lam
 
 
 def best_lam(a: np.ndarray, b: np.ndarray) -> np.ndarray:
