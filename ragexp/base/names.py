@@ -54,3 +54,8 @@ def timing_key(stage: str) -> str:
 def is_bookkeeping(key: str) -> bool:
     """A run's account of its own work and time (`work_*`, `time_*_s`, `job_time_s`), not a score."""
     return key == JOB_TIME or key.startswith("work_") or (key.startswith("time_") and key.endswith("_s"))
+
+
+def higher_is_worse(metric: str) -> bool:
+    """Whether a higher value of `metric` is a worse answer (the hallucination metrics)."""
+    return "hallucination" in metric

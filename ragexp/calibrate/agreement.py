@@ -21,17 +21,13 @@ from itertools import combinations
 
 import numpy as np
 
+from ragexp.base.names import higher_is_worse
 from ragexp.calibrate.labels import Label
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.calibrate.source import JudgedRun
 from ragexp.stats.inference import Interval, percentile_interval
 
 STATISTICS = ("spearman", "kendall", "kappa", "mae", "bias")
-
-
-def higher_is_worse(metric: str) -> bool:
-    """Whether a higher value of `metric` is a worse answer (the hallucination metrics)."""
-    return "hallucination" in metric
 
 
 def leniency(metric: str, bias: float) -> str:

@@ -11,15 +11,20 @@ metric on another (known) scale, the threshold is mapped linearly onto it: the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Collection, Iterable, Mapping, cast
+from typing import Annotated, Any, Collection, Iterable, Mapping, cast
 
-from annotated_types import Len
+from annotated_types import Interval, Len
 from typing_extensions import TypedDict
 
+from ragexp.base.settings import NonNegativeFloat
 from ragexp.errors import RagexpError
 from ragexp.base.names import MetricName
 from ragexp.metrics.retrieval import is_retrieval_metric
 from ragexp.types import GateVerdict
+
+
+NOT_METRICS = ("question", "kind", "expected_answer", "generated_answer", "golden_doc_ids", "retrieved_chunk_ids",
+               "retrieved_chunks", "judge", "reasoning", "retrieval_excluded", "status", "failure_reason", "source")
 
 
 @dataclass(frozen=True)
@@ -56,17 +61,31 @@ def parse_threshold(name: str, spec: ThresholdSpec) -> Threshold:
 
 class Gate:
     """`gate=none` (no thresholds: nothing checked, nothing logged), `gate=production` (the
-    offline quality gate a release must pass), or your own thresholds."""
+    offline quality gate a release must pass), or your own thresholds. Any of them with
+    `baseline` (a run folder or an MLflow run id) also fails when this run is significantly worse
+    than that run (ragexp.metrics.regression): on `regression`'s metrics (null: the judge's, and
+    hallucination), by more than `margin` (on each metric's own scale: a number for all, or
+    metric -> number), one-sided at `alpha`, Holm-corrected across the metrics."""
 
-    def __init__(self, name: str = "none", thresholds: dict[str, ThresholdSpec] | None = None):
+    def __init__(self, name: str = "none", thresholds: dict[str, ThresholdSpec] | None = None,
+                 baseline: str | None = None, margin: NonNegativeFloat | dict[str, NonNegativeFloat] = 0.0,
+                 alpha: Annotated[float, Interval(gt=0, lt=1)] = 0.05, regression: list[str] | None = None):
         self.name = name
         self.thresholds = [parse_threshold(str(k), v) for k, v in (thresholds or {}).items()]
+        self.baseline, self.alpha, self.regression = baseline, float(alpha), list(regression) if regression else None
+        self.margins = {str(k): float(v) for k, v in margin.items()} if isinstance(margin, Mapping) else {"*": float(margin)}
+        self._base: Any = None  # the baseline's per-question table (a DataFrame), read by `check`
 
     @classmethod
-    def constraints(cls, thresholds: Mapping | None = None, **_) -> list[str]:
-        """Each threshold names a metric, has a bound and a scale low to high; run by
-        ragexp.validation before any work."""
+    def constraints(cls, thresholds: Mapping | None = None, baseline: str | None = None, **_) -> list[str]:
+        """Each threshold names a metric, has a bound and a scale low to high; a baseline is a run
+        folder or an MLflow run id; run by ragexp.validation before any work."""
+        import re
+        from pathlib import Path
+
         problems = []
+        if baseline is not None and not Path(str(baseline)).is_dir() and not re.fullmatch(r"[0-9a-f]{32}", str(baseline)):
+            problems.append(f"baseline: {baseline!r} is neither a run folder nor an MLflow run id (32 hex digits)")
         for name, spec in (thresholds or {}).items():
             setting = f"thresholds.{name}"
             try:
@@ -84,7 +103,7 @@ class Gate:
 
     @property
     def active(self) -> bool:
-        return bool(self.thresholds)
+        return bool(self.thresholds) or self.baseline is not None
 
     def retrieval_metrics(self) -> list[str]:
         """The retrieval metrics the gate checks: the run must compute them."""
@@ -94,6 +113,14 @@ class Gate:
         """Before any work: every threshold names a metric the run produces (aggregate keys),
         and a threshold written on a scale can be mapped onto the metric's."""
         produced = set(produced)
+        if self.baseline is not None:  # read before any work: a baseline that cannot be read stops the run first
+            from ragexp.metrics.regression import baseline_table
+
+            self._base = base = baseline_table(self.baseline)
+            missing = [m for m in self.regression or () if m not in base.columns]
+            if missing:
+                raise RagexpError(f"gate.regression: the baseline {self.baseline} has no per-question {missing[0]} "
+                                  f"(it has {', '.join(c for c in base.columns if c not in NOT_METRICS)})")
         for t in self.thresholds:
             found = [k for k in t.keys() if k in produced]
             if not found:
@@ -106,11 +133,17 @@ class Gate:
                     f"{found[0]}, so a threshold on [{t.scale[0]:g}, {t.scale[1]:g}] cannot be mapped onto it")
 
     def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
-                 constructed: Collection[str] = ()) -> GateVerdict:
+                 constructed: Collection[str] = (), rows: Mapping[str, Mapping[str, float]] | None = None,
+                 metrics: Iterable[str] = ()) -> GateVerdict:
         """Each threshold checked; a check on an aggregate in `constructed` (it holds by construction
         for the run's configuration, see ragexp.metrics.scoring.by_construction) says so: it passes or fails
-        as written, but it tests the configuration, not the system."""
-        checks, passed = [], True
+        as written, but it tests the configuration, not the system. With a baseline, `rows` (this
+        run's judged questions: id -> column -> value) are compared with it on `regression`'s
+        metrics, else on `metrics` (the judge's)."""
+        checks: list[str] = []
+        passed = True
+        if self.baseline is not None:
+            passed, checks = self.regression_checks(rows or {}, list(metrics))
         for t in self.thresholds:
             key = next((k for k in t.keys() if k in aggregates), None)
             if key is None:  # e.g. no question was judged: the specification's results.get(metric, 0) fails
@@ -128,3 +161,17 @@ class Gate:
                 constructed_note = " (holds by construction)" if key in constructed else ""
                 checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}{constructed_note}: {'ok' if ok else 'FAILED'}")
         return GateVerdict(self.name, passed, tuple(checks))
+
+    def regression_checks(self, rows: Mapping[str, Mapping[str, float]], metrics: list[str]) -> tuple[bool, list[str]]:
+        from ragexp.metrics.regression import baseline_table, compare
+
+        base = self._base if self._base is not None else baseline_table(str(self.baseline))
+        shared = [q for q in rows if q in base.index]
+        if not shared:
+            raise RagexpError(f"gate.baseline: the baseline {self.baseline} shares no judged question with this run "
+                              "(they are paired by question id): compare runs of the same questions")
+        found = compare(rows, base, self.regression or metrics, self.margins)
+        lines = [f"regression against {self.baseline}: {len(shared)} shared questions, paired, one-sided at "
+                 f"alpha {self.alpha:g}, Holm across {len(found)} metrics"]
+        lines += [r.line(self.alpha, 0.95) for r in found]
+        return not any(r.worse(self.alpha) for r in found), lines

@@ -21,7 +21,7 @@ from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
-from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates
+from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
 from ragexp.run.cascade import cascade_judged
@@ -104,7 +104,9 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
-        verdict = c.gate.evaluate(aggregates, c.scales, constructed) if c.gate.active else None
+        rows = {r.question.qid: score_row(r) for r in results if r.judgement is not None} if c.gate.baseline else None
+        metrics = [*c.judge.metrics, *(["hallucination"] if getattr(c.judge, "flags_hallucination", True) else [])]
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)

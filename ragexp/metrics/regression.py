@@ -1,0 +1,91 @@
+"""The regression check of a quality gate (`gate.baseline=RUN`): is this run significantly worse
+than a baseline run, metric by metric, on the questions both judged?
+
+Per metric, the per-question differences (this run - the baseline, paired by question id) give a
+one-sided paired t-test of "worse by more than the margin" (`gate.margin`, on the metric's own
+scale; a metric where higher is worse, such as hallucination, is worse when it rises), Holm's
+correction across the metrics checked, and a two-sided CI of the mean difference. The gate fails
+only on a metric that is significantly worse after the correction: noise between two runs of the
+same system does not fail it (at most `alpha` of the time), a real drop does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ragexp.base.names import higher_is_worse
+from ragexp.errors import RagexpError
+
+
+@dataclass(frozen=True)
+class Regression:
+    metric: str
+    questions: int
+    new: float
+    base: float
+    difference: float  # new - base
+    low: float
+    high: float
+    p: float  # one-sided, "worse by more than the margin"
+    adjusted: float = 1.0  # Holm's
+    margin: float = 0.0
+
+    def worse(self, alpha: float) -> bool:
+        return self.adjusted < alpha
+
+    def line(self, alpha: float, level: float) -> str:
+        verdict = "significantly worse: FAILED" if self.worse(alpha) else "not significantly worse: ok"
+        margin = f" (margin {self.margin:g})" if self.margin else ""
+        return (f"{self.metric}: {self.new:.4f} vs baseline {self.base:.4f} on {self.questions} questions, "
+                f"difference {self.difference:+.4f} [{level:.0%} CI {self.low:+.4f}, {self.high:+.4f}]{margin}, "
+                f"p {self.p:.3g} (Holm {self.adjusted:.3g}): {verdict}")
+
+
+def baseline_table(target: str):
+    """A baseline run's per-question table (a run folder, or an MLflow run id), as calibrate reads it."""
+    from ragexp.calibrate.source import load
+
+    try:
+        run = load(target)
+    except RagexpError as err:
+        raise RagexpError(f"gate.baseline: {err}") from None
+    table = run.judged().copy()
+    table["question_id"] = table["question_id"].astype(str)
+    return table.drop_duplicates("question_id").set_index("question_id")
+
+
+def present(value) -> bool:
+    """A score that is there: not None, not NaN, a number (a bool counts: hallucination)."""
+    return isinstance(value, (int, float)) and value == value
+
+
+def compare(new: Mapping[str, Mapping[str, float]], base, metrics: Sequence[str], margins: Mapping[str, float],
+            level: float = 0.95) -> list[Regression]:
+    """Each metric of `metrics` that both runs scored on shared questions: this run's rows `new`
+    (question id -> column -> value) against the baseline's table, paired by question id."""
+    from scipy import stats
+
+    from ragexp.stats.inference import holm
+
+    found = []
+    for metric in metrics:
+        if metric not in base.columns:
+            continue
+        pairs = [(float(row[metric]), float(base.at[q, metric])) for q, row in new.items()
+                 if q in base.index and present(row.get(metric)) and present(base.at[q, metric])]
+        if len(pairs) < 2:
+            continue
+        x, y = np.array(pairs).T
+        d = x - y
+        sign = -1.0 if higher_is_worse(metric) else 1.0  # d * sign < 0: worse
+        margin = float(margins.get(metric, margins.get("*", 0.0)))
+        error = d.std(ddof=1) / np.sqrt(len(d))
+        shifted = sign * d.mean() + margin  # > 0: not worse by more than the margin
+        p = float(stats.t.cdf(shifted / error, len(d) - 1)) if error > 0 else (0.0 if shifted < 0 else 1.0)
+        half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1) * error)
+        found.append(Regression(metric, len(d), round(float(x.mean()), 4), round(float(y.mean()), 4),
+                                round(float(d.mean()), 4), round(float(d.mean()) - half, 4),
+                                round(float(d.mean()) + half, 4), p, margin=margin))
+    adjusted = holm([r.p for r in found]) if found else []
+    return [Regression(**{**r.__dict__, "adjusted": float(a)}) for r, a in zip(found, adjusted)]

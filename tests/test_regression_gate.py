@@ -1,0 +1,81 @@
+"""The gate's regression check (`gate.baseline=RUN`): paired by question id against a baseline
+run, one-sided, Holm across metrics; the LLM judge is the real local OpenAI-protocol server."""
+import json
+
+import pytest
+
+from openai_server import judge_json, user_text
+from conftest import HASH, TEST_KEY_ENV, llm_args, run_app
+
+ENV = {TEST_KEY_ENV: "k"}
+
+
+def verdicts(drop: float = 0.0, hallucinate: bool = False):
+    """The judge's scripted verdict, a function of the prompt (so a rerun gives the same), less `drop`."""
+    def chat(body):
+        spread = len(user_text(body)) % 5
+        return judge_json(8, 7, max(1, 9 - spread - drop), hallucinate)
+    return chat
+
+
+def run(server, folder, *extra):
+    args = [*llm_args(server, generator=False), "tracker=none", "dataset.limit=20", f"hydra.run.dir={folder}",
+            f"cache.dir={folder}-cache", f"llm.cache_dir={folder}-cache/llm", *extra]
+    return run_app(*args, cwd=folder.parent, env=ENV)
+
+
+def test_a_rerun_passes_and_a_real_drop_fails_with_its_difference_and_interval(server, tmp_path):
+    server.chat = verdicts()
+    assert run(server, tmp_path / "base").returncode == 0
+    same = run(server, tmp_path / "same", f"gate.baseline={tmp_path / 'base'}")
+    assert same.returncode == 0, same.stderr
+    assert "regression against" in same.stdout and "20 shared questions" in same.stdout
+    assert "faithfulness: " in same.stdout and "not significantly worse: ok" in same.stdout
+
+    server.chat = verdicts(drop=2)
+    worse = run(server, tmp_path / "worse", f"gate.baseline={tmp_path / 'base'}")
+    assert worse.returncode == 3, worse.stdout[-2000:]
+    line = next(l for l in worse.stdout.splitlines() if l.strip().startswith("faithfulness:"))
+    assert "difference -2.0000" in line and "significantly worse: FAILED" in line
+    [values] = json.loads(next((tmp_path / "worse").glob("results.json")).read_text()).values()
+    assert values["gate_passed"] == 0
+
+    allowed = run(server, tmp_path / "allowed", f"gate.baseline={tmp_path / 'base'}", "gate.margin={faithfulness:2.5}")
+    assert allowed.returncode == 0, allowed.stdout[-2000:]  # within the margin on faithfulness' own 1-10 scale
+
+
+def test_more_hallucination_is_worse(server, tmp_path):
+    server.chat = verdicts()
+    assert run(server, tmp_path / "base").returncode == 0
+    server.chat = verdicts(hallucinate=True)
+    worse = run(server, tmp_path / "worse", f"gate.baseline={tmp_path / 'base'}", "gate.regression=[hallucination]")
+    assert worse.returncode == 3
+    assert "hallucination: 1.0000 vs baseline 0.0000" in worse.stdout
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("gate.baseline=no/such/folder", "gate.baseline: 'no/such/folder' is neither a run folder nor an MLflow run id"),
+    ("gate.regression=[answer_relevance]", "gate.regression: the baseline"),
+])
+def test_a_baseline_that_cannot_be_used_is_one_line_before_any_work(server, tmp_path, setting, message):
+    server.chat = verdicts()
+    assert run(server, tmp_path / "base").returncode == 0
+    requests = len(server.chat_requests())
+    if "regression" in setting:
+        setting = f"{setting} gate.baseline={tmp_path / 'base'}"
+    done = run(server, tmp_path / "new", *setting.split())
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert len(server.chat_requests()) == requests  # nothing asked
+
+
+def test_a_baseline_of_other_questions_is_refused(server, tmp_path):
+    server.chat = verdicts()
+    assert run(server, tmp_path / "base", "dataset.limit=5").returncode == 0
+    table = tmp_path / "base" / "questions.json"
+    data = json.loads(table.read_text())
+    ids = data["columns"].index("question_id")
+    for row in data["data"]:
+        row[ids] = f"elsewhere-{row[ids]}"  # the same table, of questions this run does not have
+    table.write_text(json.dumps(data))
+    done = run(server, tmp_path / "new", f"gate.baseline={tmp_path / 'base'}", "dataset.limit=5")
+    assert done.returncode == 2 and "shares no judged question with this run" in done.stderr
