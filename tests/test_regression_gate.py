@@ -5,7 +5,7 @@ import json
 import pytest
 
 from openai_server import judge_json, user_text
-from conftest import HASH, TEST_KEY_ENV, llm_args, run_app
+from conftest import TEST_KEY_ENV, llm_args, run_app
 
 ENV = {TEST_KEY_ENV: "k"}
 
@@ -35,7 +35,7 @@ def test_a_rerun_passes_and_a_real_drop_fails_with_its_difference_and_interval(s
     server.chat = verdicts(drop=2)
     worse = run(server, tmp_path / "worse", f"gate.baseline={tmp_path / 'base'}")
     assert worse.returncode == 3, worse.stdout[-2000:]
-    line = next(l for l in worse.stdout.splitlines() if l.strip().startswith("faithfulness:"))
+    line = next(text for text in worse.stdout.splitlines() if text.strip().startswith("faithfulness:"))
     assert "difference -2.0000" in line and "significantly worse: FAILED" in line
     [values] = json.loads(next((tmp_path / "worse").glob("results.json")).read_text()).values()
     assert values["gate_passed"] == 0

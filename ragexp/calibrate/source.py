@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.store.reader import RUN_ID, TABLE, client_for, get_run, read_table
+from ragexp.store.reader import RUN_ID, TABLE, TABLES, client_for, get_run, read_table, read_table_file
 
-TABLES = ("questions.json", "questions.jsonl")
 CONFIGS = (".hydra/config.yaml", "config.yaml")
 CONFIG = "config.yaml"  # the run's config, as a job logs it to MLflow
 
@@ -68,27 +67,6 @@ def rubric_scales(rubric: dict | None, where: str) -> dict[str, tuple[float, flo
         except ValueError as err:
             raise RagexpError(f"{where}: rubric.criteria.{name}.scale: {err}") from None
     return scales
-
-
-def flat_row(record: dict) -> dict:
-    """A row of the run folder's questions.jsonl (ragexp.store.run_folder.question_record) as a table row."""
-    if "judge_scores" not in record:
-        return record
-    return {"question_id": record["question_id"], "question": record["question"], "kind": record.get("kind", ""),
-            "expected_answer": (record.get("expected_answers") or [""])[0], "generated_answer": record.get("answer") or "",
-            "retrieved_chunks": json.dumps([c["text"] for c in record.get("context", [])]),
-            **(record.get("judge_scores") or {}), "hallucination": record.get("hallucination"),
-            "status": record.get("status", "judged")}
-
-
-def read_table_file(path: Path):
-    import pandas as pd
-
-    if path.suffix == ".jsonl":
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return pd.DataFrame([flat_row(json.loads(line)) for line in lines if line.strip()])
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return pd.DataFrame(data["data"], columns=data["columns"])
 
 
 def from_folder(folder: Path) -> JudgedRun:

@@ -43,21 +43,22 @@ class Regression:
 
 
 def baseline_table(target: str):
-    """A baseline run's per-question table (a run folder, or an MLflow run id), as calibrate reads it."""
-    from ragexp.calibrate.source import load
+    """A baseline run's per-question table of judged questions (a run folder, or an MLflow run id),
+    indexed by question id."""
+    from ragexp.store.reader import question_table
 
     try:
-        run = load(target)
+        table = question_table(target)
     except RagexpError as err:
         raise RagexpError(f"gate.baseline: {err}") from None
-    table = run.judged().copy()
+    table = table[table["status"] == "judged"].copy() if "status" in table else table.copy()
     table["question_id"] = table["question_id"].astype(str)
     return table.drop_duplicates("question_id").set_index("question_id")
 
 
 def present(value) -> bool:
     """A score that is there: not None, not NaN, a number (a bool counts: hallucination)."""
-    return isinstance(value, (int, float)) and value == value
+    return isinstance(value, (int, float, np.number, np.bool_)) and value == value
 
 
 def compare(new: Mapping[str, Mapping[str, float]], base, metrics: Sequence[str], margins: Mapping[str, float],

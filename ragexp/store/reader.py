@@ -261,3 +261,47 @@ def read_table(path: Path):
 
     data = json.loads(path.read_text())
     return pd.DataFrame(data["data"], columns=data["columns"])
+
+
+TABLES = (TABLE, "questions.jsonl")  # a run folder's per-question table: as MLflow stores it, or one row a line
+
+
+def flat_row(record: dict) -> dict:
+    """A row of the run folder's questions.jsonl (ragexp.store.run_folder.question_record) as a table row."""
+    if "judge_scores" not in record:
+        return record
+    return {"question_id": record["question_id"], "question": record["question"], "kind": record.get("kind", ""),
+            "expected_answer": (record.get("expected_answers") or [""])[0], "generated_answer": record.get("answer") or "",
+            "retrieved_chunks": json.dumps([c["text"] for c in record.get("context", [])]),
+            **(record.get("judge_scores") or {}), "hallucination": record.get("hallucination"),
+            "status": record.get("status", "judged")}
+
+
+def read_table_file(path: Path):
+    import pandas as pd
+
+    if path.suffix == ".jsonl":
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return pd.DataFrame([flat_row(json.loads(line)) for line in lines if line.strip()])
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return pd.DataFrame(data["data"], columns=data["columns"])
+
+
+def question_table(target: str, tracking_uri: str | None = None):
+    """A finished run's per-question table (a DataFrame): a run folder's (TABLES), or an MLflow
+    run's `questions.json` artifact (`target` an MLflow run id)."""
+    path = Path(target)
+    if path.is_dir():
+        found = next((path / t for t in TABLES if (path / t).is_file()), None)
+        if found is None:
+            raise RagexpError(f"{target}: no per-question table ({' or '.join(TABLES)}) in this folder")
+        return read_table_file(found)
+    if not RUN_ID.match(target):
+        raise RagexpError(f"{target}: neither a run folder nor an MLflow run id (32 hex digits)")
+    client, resolved = client_for(tracking_uri)
+    get_run(client, target, resolved)  # a clear error for an unknown run
+    if TABLE not in {a.path for a in client.list_artifacts(target)}:
+        raise RagexpError(f"run {target} has no per-question table ({TABLE}); use a run logged by ragexp")
+    with tempfile.TemporaryDirectory(prefix="ragexp-table-") as tmp:
+        return read_table(Path(client.download_artifacts(target, TABLE, tmp)))
+
