@@ -6,9 +6,9 @@ draw's uncertainty, as judge=cascade computes it).
 
 For samples of 5%, 10% and 20% and RESAMPLES draws (each with its own seed of the per-question
 uniform numbers): how often the 95% CI covers the all-labelled rate (goal >= 93%), the median CI
-width against the labels-only CI from the same draw (the inverse-probability weighted mean of the
-labels alone: goal, never wider; <= 0.7x on the set where the cheap judge agrees best), and the
-median effective sample size. Beside them, the plain baseline of the first-hour issue: the share
+width against the classical CI of the same labelled questions alone (their mean and t interval:
+goal, never wider at 10%; <= 0.7x on the set where the cheap judge agrees best), and the median
+effective sample size; each for the draw by uncertainty (judge=cascade's) and a uniform draw. Beside them, the plain baseline of the first-hour issue: the share
 of answer words found in the context, its ROC AUC against the cheap judge's."""
 from __future__ import annotations
 
@@ -51,24 +51,26 @@ def per_set(items, judge) -> dict:
            "cheap_auc": roc_auc(list(p), [bool(v) for v in people]),
            "baseline_word_share_auc": roc_auc([1 - word_share(i.answer, i.passages) for i in items], [bool(v) for v in people]),
            "judge_rows_per_s": round(n / seconds, 1), "samples": {}}
+    u = np.array([[coordinated_uniform(i.id, seed) for i in items] for seed in range(RESAMPLES)])
     for share in SHARES:
-        budget = share * n
-        pi = inclusion_probabilities(uncertainty, budget, 0.5 * share)  # judge=cascade's default floor
-        u = np.array([[coordinated_uniform(i.id, seed) for i in items] for seed in range(RESAMPLES)])
-        drawn = u < pi
-        estimate, half, _ = ppi_sampled(np.broadcast_to(flag, drawn.shape), np.broadcast_to(people, drawn.shape), drawn, pi)
-        alone, alone_half, _ = ppi_sampled(np.zeros(drawn.shape), np.broadcast_to(people, drawn.shape), drawn, pi, tune=False)
-        labels = drawn.sum(axis=1)
-        spread = np.array([people[row].std(ddof=1) if row.sum() > 1 else np.nan for row in drawn])
-        error = half / t_value(0.95, np.maximum(labels - 1, 1))
-        out["samples"][f"{share:.0%}"] = {
-            "coverage": round(float(np.mean(np.abs(estimate - truth) <= half)), 4),
-            "labels_only_coverage": round(float(np.mean(np.abs(alone - truth) <= alone_half)), 4),
-            "median_width": round(float(np.median(2 * half)), 4),
-            "median_width_labels_only": round(float(np.median(2 * alone_half)), 4),
-            "width_ratio": round(float(np.median(half) / np.median(alone_half)), 3),
-            "median_labels": int(np.median(labels)),
-            "median_effective_sample_size": round(float(np.nanmedian(spread ** 2 / error ** 2)), 1)}
+        for draw, floor in (("by uncertainty", 0.5 * share), ("uniform", share)):  # judge=cascade's default floor; all alike
+            pi = inclusion_probabilities(uncertainty, share * n, floor)
+            drawn = u < pi
+            estimate, half, _ = ppi_sampled(np.broadcast_to(flag, drawn.shape), np.broadcast_to(people, drawn.shape), drawn, pi)
+            labels = drawn.sum(axis=1)
+            # the classical CI of the same labelled questions alone: their mean, t * sd / sqrt(n)
+            means = np.array([people[row].mean() if row.any() else np.nan for row in drawn])
+            spread = np.array([people[row].std(ddof=1) if row.sum() > 1 else np.nan for row in drawn])
+            classical = t_value(0.95, np.maximum(labels - 1, 1)) * spread / np.sqrt(np.maximum(labels, 1))
+            error = half / t_value(0.95, np.maximum(labels - 1, 1))
+            out["samples"][f"{share:.0%} {draw}"] = {
+                "coverage": round(float(np.mean(np.abs(estimate - truth) <= half)), 4),
+                "classical_coverage": round(float(np.nanmean(np.abs(means - truth) <= classical)), 4),
+                "median_width": round(float(np.median(2 * half)), 4),
+                "median_width_classical": round(float(np.nanmedian(2 * classical)), 4),
+                "width_ratio": round(float(np.median(half) / np.nanmedian(classical)), 3),
+                "median_labels": int(np.median(labels)),
+                "median_effective_sample_size": round(float(np.nanmedian(spread ** 2 / error ** 2)), 1)}
     return out
 
 
@@ -93,16 +95,18 @@ def page(f: dict) -> None:
     lines = ["# Cascade judging: coverage and width with people's labels as the expensive judge", "",
              f"`python bench/run.py cascade`, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, 1-minute load "
              f"{f['load_1min']} at the start; {f['resamples']} draws per sample (bench/cascade.py). The held-out part of "
-             "each labelled set; cheap judge offline_learned (its flag), the draw by its uncertainty with "
-             "judge=cascade's floor; the truth is the rate over all the held-out items' labels.", "",
-             "| set | items | truth / cheap | cheap AUC / word-share AUC | sample | labels (median) | coverage (goal >= 0.93) "
-             "| labels-only coverage | CI width / labels-only | effective sample size |", "|" + " --- |" * 10]
+             "each labelled set; cheap judge offline_learned (its flag); the draw by its uncertainty with "
+             "judge=cascade's floor, or uniform; the truth is the rate over all the held-out items' labels. Classical: "
+             "the mean of the same drawn labels alone with its t interval (unweighted, so biased where the draw is not "
+             "uniform).", "",
+             "| set | items | truth / cheap | cheap AUC / word-share AUC | sample, draw | labels (median) | coverage (goal >= 0.93) "
+             "| classical coverage | CI width / classical (goal <= 1 at 10%) | effective sample size |", "|" + " --- |" * 10]
     for name, s in f["sets"].items():
         for share, v in s["samples"].items():
             lines.append(f"| {name} | {s['items']} | {s['all_labelled_rate']} / {s['cheap_rate']} | "
                          f"{s['cheap_auc']:.3f} / {s['baseline_word_share_auc']:.3f} | {share} | {v['median_labels']} | "
-                         f"{v['coverage']} | {v['labels_only_coverage']} | {v['median_width']} / "
-                         f"{v['median_width_labels_only']} = {v['width_ratio']}x | {v['median_effective_sample_size']} |")
+                         f"{v['coverage']} | {v['classical_coverage']} | {v['median_width']} / "
+                         f"{v['median_width_classical']} = {v['width_ratio']}x | {v['median_effective_sample_size']} |")
     if f["missing"]:
         lines += ["", f"Not on this machine (their sources are read from snapshots, `--sources`): {', '.join(f['missing'])}."]
     lines += ["", "The cheap judge's rows per second (5-paragraph rows are the `judge_agreement` group's): "

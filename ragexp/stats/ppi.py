@@ -111,18 +111,21 @@ def estimates(judge_by_question: dict[str, float], human_by_question: dict[str, 
 # larger where the cheap judge is unsure (active statistical inference; Zrnic & Candes 2024). With
 # xi_i = 1 when question i was labelled, each question's term
 #
-#     term_i = lam * f_i + xi_i / pi_i * (y_i - lam * f_i)
+#     term_i = g_i + xi_i / pi_i * (y_i - g_i),   g_i = alpha + lam * f_i
 #
-# has mean E[y_i] whatever the cheap judge's f_i and whatever lam, so mean(term) is unbiased for the
-# labelled value's mean and its CI is mean +- t * sd(term) / sqrt(N) (the terms are independent; t
-# with labels - 1 degrees of freedom).
+# has mean E[y_i] whatever the cheap judge's f_i and whatever the line g, so mean(term) is unbiased
+# for the labelled value's mean and its CI is mean +- t * sd(term) / sqrt(N) (the terms are
+# independent; t with labels - 1 degrees of freedom).
 #
-# lam = 1 is the plain correction; lam in [0, 1] minimising the terms' variance is PPI++'s power
-# tuning (Angelopoulos et al. 2023, "PPI++"): a judge that buys nothing gets lam ~ 0, and the
-# estimate is then the labels' own (inverse-probability weighted) mean. lam is cross-fitted (each
-# half of the questions gets the lam tuned on the other half): tuned on the same labels, it made
-# the CI too narrow with few labels (92.6% coverage at 20 labels in tests/test_ppi.py's
-# simulation). With pi_i = n/N for all and lam = 1 it is the estimator above, but for dividing by
+# lam = 1 is the plain correction; tuning how far the cheap judge is trusted is PPI++'s power
+# tuning (Angelopoulos et al. 2023, "PPI++"). Here the cheap score is recalibrated by a line,
+# g_i = alpha + lam * f_i, whose intercept and slope minimise the terms' variance: a judge that
+# buys nothing gets lam ~ 0 and alpha ~ the labels' mean, and the estimate's spread is then the
+# labels' own (without alpha it would be that of y around 0: 1.13x the plain mean's CI at a 60%
+# rate in bench/cascade.py). Any line keeps the terms' mean E[y]; the line is cross-fitted (each
+# half of the questions gets the line fitted on the other half): fitted on the same labels, it
+# made the CI too narrow with few labels (92.6% coverage at 20 labels in tests/test_ppi.py's
+# simulation). With pi_i = n/N for all and g = f it is the estimator above, but for dividing by
 # the expected number of labels rather than the actual one.
 
 
@@ -171,8 +174,12 @@ def ppi_sampled(judge_all, labels, labelled, probabilities, level: float = 0.95,
 
 def ppi_terms(judge_all, labels, labelled, probabilities, tune: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Each question's term of `ppi_sampled`'s estimate (their mean is the estimate), and the lam:
-    lam * f_i * (1 - xi_i / pi_i) + xi_i / pi_i * y_i, lam cross-fitted (each half of the questions
-    gets the lam tuned on the other half, so no term's lam saw its own label)."""
+    g_i + xi_i / pi_i * (y_i - g_i) with g_i = alpha + lam * f_i, the cheap score recalibrated by
+    a line whose intercept and slope minimise the terms' variance, cross-fitted (each half of the
+    questions gets the line fitted on the other half, so no term's line saw its own label). The
+    intercept matters where the cheap judge buys nothing: with lam ~ 0, g is about the labels' mean
+    and the terms' spread is the labels' own, as for their plain mean (with g = 0 it would be the
+    spread of y around 0). `tune=False`: g = f, the plain correction."""
     f = np.asarray(judge_all, dtype=float)
     xi = np.asarray(labelled, dtype=bool)
     pi = np.broadcast_to(np.asarray(probabilities, dtype=float), f.shape)
@@ -180,20 +187,28 @@ def ppi_terms(judge_all, labels, labelled, probabilities, tune: bool = True) -> 
         raise ValueError("every inclusion probability must be in (0, 1]")
     y = np.where(xi, np.asarray(labels, dtype=float), 0.0)
     weight = xi / pi
-    a, b = f * (1 - weight), weight * y  # term = lam * a + b
-    if tune:
-        half = np.arange(f.shape[-1]) % 2 == 0
-        lam_of = [best_lam(a[..., ~part], b[..., ~part]) for part in (half, ~half)]
-        lam_each = np.where(half, lam_of[0][..., None], lam_of[1][..., None])
-        lam = (lam_of[0] + lam_of[1]) / 2
-    else:
-        lam_each, lam = np.ones(f.shape), np.ones(f.shape[:-1])
-    return lam_each * a + b, lam
+    rest, b = 1 - weight, weight * y  # term = (alpha + lam * f) * rest + b
+    if not tune:
+        return f * rest + b, np.ones(f.shape[:-1])
+    half = np.arange(f.shape[-1]) % 2 == 0
+    fits = [best_line(rest[..., ~part], f[..., ~part] * rest[..., ~part], b[..., ~part]) for part in (half, ~half)]
+    alpha = np.where(half, fits[0][0][..., None], fits[1][0][..., None])
+    lam_each = np.where(half, fits[0][1][..., None], fits[1][1][..., None])
+    return (alpha + lam_each * f) * rest + b, (fits[0][1] + fits[1][1]) / 2
 
 
-def best_lam(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The lam in [0, 1] that minimises the variance of lam * a + b over the last axis."""
-    centred = a - a.mean(axis=-1, keepdims=True)
-    covariance = (centred * (b - b.mean(axis=-1, keepdims=True))).mean(axis=-1)
-    variance = (centred ** 2).mean(axis=-1)
-    return np.clip(np.where(variance > 0, -covariance / np.where(variance > 0, variance, 1), 0.0), 0.0, 1.0)
+def best_line(a1: np.ndarray, a2: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, lam) minimising the variance of alpha * a1 + lam * a2 + b over the last axis (least
+    squares on the centred columns; lam alone when a2 is collinear with a1, e.g. a constant judge)."""
+    def centred(x):
+        return x - x.mean(axis=-1, keepdims=True)
+
+    c1, c2, cb = centred(a1), centred(a2), centred(b)
+    s11, s22, s12 = (c1 * c1).mean(-1), (c2 * c2).mean(-1), (c1 * c2).mean(-1)
+    s1b, s2b = (c1 * cb).mean(-1), (c2 * cb).mean(-1)
+    det = s11 * s22 - s12 ** 2
+    ok = det > 1e-12 * np.maximum(s11 * s22, 1e-300)
+    safe = np.where(ok, det, 1.0)
+    alpha = np.where(ok, -(s22 * s1b - s12 * s2b) / safe, np.where(s11 > 0, -s1b / np.where(s11 > 0, s11, 1), 0.0))
+    lam = np.where(ok, -(s11 * s2b - s12 * s1b) / safe, 0.0)
+    return alpha, lam

@@ -123,7 +123,6 @@ class RubricJudge(LLMJudgeBase):
     kind = "rubric"
     flags_hallucination = False
     untargeted = ("overall_score",)  # its own, unless the rubric gives one (`target`)
-    counters = (*LLMJudgeBase.counters, "failed_criteria")
     weights_on_unit_scale = True
 
     def __init__(self, rubric: Rubric, endpoint: Endpoint | None = None, repeats: PositiveInt = 1, name: str | None = None):
@@ -192,7 +191,7 @@ class RubricJudge(LLMJudgeBase):
                  repeat: int) -> dict[str, Verdict | str]:
         """The verdicts of one request: read, re-asked once when some could not be, and for those
         still unreadable (or when the request failed) the reason. Only a reply read whole is
-        cached; a judgement with a failed criterion is not stored either (ragexp.run.pipeline),
+        cached; a judgement with a failed criterion is not stored either (ragexp.run.judging),
         so a rerun asks again."""
         try:
             request = self.ask_for(criteria, question, hits, answer, repeat)
