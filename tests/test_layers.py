@@ -17,7 +17,7 @@ LAYERS = [
     ("apps", ["ragexp.__main__", "ragexp.api", "ragexp.cache", "ragexp.track", "ragexp.validation", "ragexp.monitor",
               "ragexp.synth"]),
     ("sweep", ["ragexp.sweep"]),
-    ("compare / calibrate: finished runs read and weighed", ["ragexp.compare", "ragexp.calibrate"]),
+    ("compare / calibrate: finished runs read and weighed", ["ragexp.compare", "ragexp.calibrate", "ragexp.plan"]),
     ("job", ["ragexp.run"]),
     ("config", ["ragexp.config"]),
     ("datasets / components / judges", ["ragexp.datasets", "ragexp.components", "ragexp.judges"]),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from ragexp.config import docs as config_docs  # noqa: E402
 from ragexp.config.cli_settings import SHARED  # noqa: E402
 
-ARGPARSE_TOOLS = ["ragexp.compare", "ragexp.calibrate", "ragexp.trec_eval", "ragexp.track", "ragexp.cache"]
+ARGPARSE_TOOLS = ["ragexp.compare", "ragexp.calibrate", "ragexp.plan", "ragexp.trec_eval", "ragexp.track", "ragexp.cache"]
 
 
 def on_config(config):
@@ -169,7 +169,7 @@ def cli_page() -> str:
              "## One spelling for the shared settings", "",
              "`python -m ragexp`, `ragexp.synth` and `ragexp.monitor` are Hydra applications: a group's option "
              "is `group=option`, any setting `key=value`, and `-m` sweeps. The tools that read what runs left "
-             "behind — `ragexp.compare`, `ragexp.calibrate`, `ragexp.track`, `ragexp.cache`, `ragexp.trec_eval` — "
+             "behind — `ragexp.compare`, `ragexp.calibrate`, `ragexp.plan`, `ragexp.track`, `ragexp.cache`, `ragexp.trec_eval` — "
              "take paths, run ids and `--flags`, and also the Hydra spelling of the settings they share with the "
              "runs:", "",
              "| setting | Hydra commands | tools (either spelling) |", "| --- | --- | --- |",

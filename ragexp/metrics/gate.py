@@ -170,7 +170,7 @@ class Gate:
         if not shared:
             raise RagexpError(f"gate.baseline: the baseline {self.baseline} shares no judged question with this run "
                               "(they are paired by question id): compare runs of the same questions")
-        found = compare(rows, base, self.regression or metrics, self.margins)
+        found = compare(rows, base, self.regression or metrics, self.margins, alpha=self.alpha)
         lines = [f"regression against {self.baseline}: {len(shared)} shared questions, paired, one-sided at "
                  f"alpha {self.alpha:g}, Holm across {len(found)} metrics"]
         lines += [r.line(self.alpha, 0.95) for r in found]

@@ -16,6 +16,7 @@ import numpy as np
 
 from ragexp.base.names import higher_is_worse
 from ragexp.errors import RagexpError
+from ragexp.stats.power import detectable
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Regression:
     p: float  # one-sided, "worse by more than the margin"
     adjusted: float = 1.0  # Holm's
     margin: float = 0.0
+    detectable: float = float("nan")  # the drop these questions detect with 80% power at alpha, from the differences' spread
 
     def worse(self, alpha: float) -> bool:
         return self.adjusted < alpha
@@ -37,9 +39,10 @@ class Regression:
     def line(self, alpha: float, level: float) -> str:
         verdict = "significantly worse: FAILED" if self.worse(alpha) else "not significantly worse: ok"
         margin = f" (margin {self.margin:g})" if self.margin else ""
+        detects = f"; detects a drop of {self.detectable:.3g} (80% power)" if self.detectable == self.detectable else ""
         return (f"{self.metric}: {self.new:.4f} vs baseline {self.base:.4f} on {self.questions} questions, "
                 f"difference {self.difference:+.4f} [{level:.0%} CI {self.low:+.4f}, {self.high:+.4f}]{margin}, "
-                f"p {self.p:.3g} (Holm {self.adjusted:.3g}): {verdict}")
+                f"p {self.p:.3g} (Holm {self.adjusted:.3g}){detects}: {verdict}")
 
 
 def baseline_table(target: str):
@@ -62,7 +65,7 @@ def present(value) -> bool:
 
 
 def compare(new: Mapping[str, Mapping[str, float]], base, metrics: Sequence[str], margins: Mapping[str, float],
-            level: float = 0.95) -> list[Regression]:
+            level: float = 0.95, alpha: float = 0.05) -> list[Regression]:
     """Each metric of `metrics` that both runs scored on shared questions: this run's rows `new`
     (question id -> column -> value) against the baseline's table, paired by question id."""
     from scipy import stats
@@ -87,6 +90,7 @@ def compare(new: Mapping[str, Mapping[str, float]], base, metrics: Sequence[str]
         half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1) * error)
         found.append(Regression(metric, len(d), round(float(x.mean()), 4), round(float(y.mean()), 4),
                                 round(float(d.mean()), 4), round(float(d.mean()) - half, 4),
-                                round(float(d.mean()) + half, 4), p, margin=margin))
+                                round(float(d.mean()) + half, 4), p, margin=margin,
+                                detectable=detectable(len(d), float(d.std(ddof=1)), alpha) if error > 0 else float("nan")))
     adjusted = holm([r.p for r in found]) if found else []
     return [Regression(**{**r.__dict__, "adjusted": float(a)}) for r, a in zip(found, adjusted)]

@@ -1,0 +1,113 @@
+"""`python -m ragexp.plan RUN`: how many questions a comparison against this run needs to detect a
+drop, or what drop its questions can detect (the gate's paired one-sided test: ragexp.stats.power)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EPILOG = """examples:
+  python -m ragexp.plan outputs/2026-12-02/10-00-00 --metric faithfulness --drop 0.5
+  python -m ragexp.plan RUN_ID --questions 200                      # what 200 questions detect, every metric
+  python -m ragexp.plan RUN_ID --metric hallucination --drop 0.05 --correlation 0.5
+
+RUN is a run folder or an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else
+sqlite:///mlflow.db). The spread of the per-question differences between two runs is taken as
+sqrt(2 (1 - correlation)) times this run's spread of the metric over its judged questions (0, the
+default, assumes nothing: the most cautious), plus the judge's own noise on each side where the
+run has judge repeats (repeat_scores)."""
+
+NOT_METRICS = {"question_id", "question", "kind", "source", "expected_answer", "generated_answer", "golden_doc_ids",
+               "retrieved_chunk_ids", "retrieved_chunks", "judge", "reasoning", "retrieval_excluded", "status",
+               "failure_reason", "repeat_scores", "repeat_hallucination"}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ragexp.plan", description=__doc__.split(": ", 1)[1],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", metavar="RUN", help="a run folder or an MLflow run id: its per-question scores")
+    p.add_argument("--metric", action="append", help="a per-question metric (repeat for several; default: every one)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--drop", type=float, help="the drop to detect, on the metric's own scale")
+    size.add_argument("--questions", type=int, help="a number of questions: the drop they detect (default: the run's)")
+    p.add_argument("--alpha", type=float, default=0.05, help="one-sided significance level (default 0.05, as the gate's)")
+    p.add_argument("--power", type=float, default=0.8, help="the chance of detecting the drop (default 0.8)")
+    p.add_argument("--correlation", type=float, default=0.0,
+                   help="how far two runs' scores of a question go together, 0-1 (default 0: the most cautious)")
+    p.add_argument("--tracking-uri", help="MLflow store of the run")
+    return p
+
+
+def judge_noise(table, metric: str) -> float:
+    """The judge's own spread of `metric` per question (the root of the mean variance across its
+    repeats), 0 without repeats."""
+    import numpy as np
+
+    if "repeat_scores" not in table:
+        return 0.0
+    variances = []
+    for cell in table["repeat_scores"].dropna():
+        repeats = json.loads(cell) if isinstance(cell, str) else cell
+        values = [r[metric] for r in repeats or () if isinstance(r, dict) and metric in r]
+        if len(values) > 1:
+            variances.append(np.var(values, ddof=1))
+    return float(np.sqrt(np.mean(variances))) if variances else 0.0
+
+
+def plan(args) -> list[str]:
+    import numpy as np
+
+    from ragexp.errors import RagexpError
+    from ragexp.stats import power
+    from ragexp.store.reader import question_table
+
+    if not 0 < args.alpha < 1 or not 0 < args.power < 1 or not 0 <= args.correlation < 1:
+        raise RagexpError("--alpha and --power must be between 0 and 1, --correlation in [0, 1)")
+    if args.drop is not None and args.drop <= 0 or args.questions is not None and args.questions < 2:
+        raise RagexpError("--drop must be above 0 and --questions at least 2")
+    table = question_table(args.run, args.tracking_uri)
+    judged = table[table["status"] == "judged"] if "status" in table else table
+    numeric = [c for c in judged.columns if c not in NOT_METRICS and not c.endswith("_reasoning")
+               and judged[c].map(lambda v: isinstance(v, (bool, int, float)) and v == v).sum() >= 2]
+    metrics = args.metric or numeric
+    unknown = [m for m in metrics if m not in numeric]
+    if unknown:
+        raise RagexpError(f"--metric {unknown[0]}: the run has no per-question {unknown[0]} (it has {', '.join(numeric)})")
+    lines = []
+    for metric in metrics:
+        scores = judged[metric].map(lambda v: float(v) if isinstance(v, (bool, int, float)) else np.nan).dropna()
+        sd, noise = float(scores.std(ddof=1)), judge_noise(judged, metric)
+        spread = power.difference_spread(sd, args.correlation, noise)
+        head = (f"{metric} (sd {sd:.3g} over {len(scores)} questions"
+                + (f", judge noise {noise:.3g}" if noise else "") + f"; differences' sd {spread:.3g} at correlation "
+                f"{args.correlation:g}): ")
+        goal = f"{args.power:.0%} power, one-sided alpha {args.alpha:g}, paired"
+        if spread == 0:
+            lines.append(head + "every judged question has the same score: this run's spread says nothing about "
+                                "the differences a change would make")
+        elif args.drop is not None:
+            n = power.questions(args.drop, spread, args.alpha, args.power)
+            lines.append(head + (f"a drop of {args.drop:g} needs {n} questions ({goal})" if n is not None
+                                 else f"a drop of {args.drop:g} needs more than 10,000,000 questions"))
+        else:
+            n = args.questions or len(scores)
+            lines.append(head + f"{n} questions detect a drop of {power.detectable(n, spread, args.alpha, args.power):.3g} ({goal})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ragexp.config.cli_settings import parse_args
+    from ragexp.errors import RagexpError
+
+    args = parse_args(parser(), argv)
+    try:
+        lines = plan(args)
+    except RagexpError as err:
+        print(f"ragexp.plan: error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
