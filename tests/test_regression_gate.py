@@ -79,3 +79,19 @@ def test_a_baseline_of_other_questions_is_refused(server, tmp_path):
     table.write_text(json.dumps(data))
     done = run(server, tmp_path / "new", f"gate.baseline={tmp_path / 'base'}", "dataset.limit=5")
     assert done.returncode == 2 and "shares no judged question with this run" in done.stderr
+
+
+def test_ragexp_evaluate_gates_recorded_outputs_against_a_baseline(tmp_path, monkeypatch):
+    import ragexp
+
+    monkeypatch.chdir(tmp_path)
+    context = "quarryd listens on port 7070. It restarts failed jobs three times. Leases last twelve hours."
+    good = [{"id": f"q{i}", "question": f"What does quarryd do, case {i}?", "contexts": [context],
+             "answer": "quarryd listens on port 7070."} for i in range(12)]
+    bad = [{**row, "answer": "Bananas are rich in potassium and grow in warm places."} for row in good]
+    overrides = ["embedder@scoring_embedder=hash", "gate.regression=[faithfulness]"]
+    base = ragexp.evaluate(good, overrides=overrides, output_dir=tmp_path / "base")
+    again = ragexp.evaluate(good, overrides=[*overrides, f"gate.baseline={base.folder}"], output_dir=tmp_path / "again")
+    assert again.passed and "not significantly worse" in " ".join(again.result.gate.checks)
+    worse = ragexp.evaluate(bad, overrides=[*overrides, f"gate.baseline={base.folder}"], output_dir=tmp_path / "worse")
+    assert not worse.passed and any("faithfulness" in c and "FAILED" in c for c in worse.result.gate.checks)
