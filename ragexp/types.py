@@ -137,6 +137,10 @@ class GateVerdict:
     name: str
     passed: bool
     checks: tuple[str, ...]  # one line per threshold: "mrr = 0.412 >= 0.8: FAILED"
+    # with a baseline: each compared metric's one-sided p-value before any correction (a sweep corrects
+    # across its jobs too), and whether the thresholds alone passed
+    regression: dict[str, float] = field(default_factory=dict)
+    thresholds_passed: bool = True
 
 
 @dataclass(frozen=True)

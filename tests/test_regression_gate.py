@@ -95,3 +95,17 @@ def test_ragexp_evaluate_gates_recorded_outputs_against_a_baseline(tmp_path, mon
     assert again.passed and "not significantly worse" in " ".join(again.result.gate.checks)
     worse = ragexp.evaluate(bad, overrides=[*overrides, f"gate.baseline={base.folder}"], output_dir=tmp_path / "worse")
     assert not worse.passed and any("faithfulness" in c and "FAILED" in c for c in worse.result.gate.checks)
+
+
+def test_a_sweep_corrects_across_its_jobs_and_names_the_worse_one(server, tmp_path):
+    def chat(body):  # the job that asks with max_tokens 501 is judged 2 points lower on faithfulness
+        return verdicts(drop=2 if body["max_tokens"] == 501 else 0)(body)
+    server.chat = chat
+    assert run(server, tmp_path / "base").returncode == 0
+    args = [*llm_args(server, generator=False), "tracker=none", "dataset.limit=20", f"gate.baseline={tmp_path / 'base'}",
+            "judge.max_tokens=500,501"]
+    swept = run_app("-m", *args, cwd=tmp_path, env=ENV)
+    assert swept.returncode == 3, swept.stderr[-2000:]
+    assert "Holm across 2 jobs x their metrics" in swept.stdout
+    assert "judge.max_tokens=501: faithfulness" in swept.stdout
+    assert "quality gate failed in 1 of 2 jobs: judge.max_tokens=501" in swept.stderr

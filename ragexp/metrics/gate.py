@@ -141,13 +141,14 @@ class Gate:
         run's judged questions: id -> column -> value) are compared with it on `regression`'s
         metrics, else on `metrics` (the judge's)."""
         checks: list[str] = []
-        passed = True
+        passed, regression = True, dict[str, float]()
         if self.baseline is not None:
-            passed, checks = self.regression_checks(rows or {}, list(metrics))
+            passed, checks, regression = self.regression_checks(rows or {}, list(metrics))
+        thresholds_passed = True
         for t in self.thresholds:
             key = next((k for k in t.keys() if k in aggregates), None)
             if key is None:  # e.g. no question was judged: the specification's results.get(metric, 0) fails
-                passed = False
+                passed = thresholds_passed = False
                 checks.append(f"{t.metric}: not computed in this run: FAILED")
                 continue
             value = float(aggregates[key])
@@ -157,12 +158,14 @@ class Gate:
                 mapped = t.on_scale(bound, scales.get(key))
                 ok = value >= mapped if op == ">=" else value <= mapped
                 passed &= ok
+                thresholds_passed &= ok
                 note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound and t.scale else "")
                 constructed_note = " (holds by construction)" if key in constructed else ""
                 checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}{constructed_note}: {'ok' if ok else 'FAILED'}")
-        return GateVerdict(self.name, passed, tuple(checks))
+        return GateVerdict(self.name, passed, tuple(checks), regression, thresholds_passed)
 
-    def regression_checks(self, rows: Mapping[str, Mapping[str, float]], metrics: list[str]) -> tuple[bool, list[str]]:
+    def regression_checks(self, rows: Mapping[str, Mapping[str, float]],
+                          metrics: list[str]) -> tuple[bool, list[str], dict[str, float]]:
         from ragexp.metrics.regression import baseline_table, compare
 
         base = self._base if self._base is not None else baseline_table(str(self.baseline))
@@ -174,4 +177,4 @@ class Gate:
         lines = [f"regression against {self.baseline}: {len(shared)} shared questions, paired, one-sided at "
                  f"alpha {self.alpha:g}, Holm across {len(found)} metrics"]
         lines += [r.line(self.alpha, 0.95) for r in found]
-        return not any(r.worse(self.alpha) for r in found), lines
+        return not any(r.worse(self.alpha) for r in found), lines, {r.metric: r.p for r in found}

@@ -110,6 +110,11 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)
+            if c.gate.baseline:  # for a sweep's correction across its jobs (ragexp.sweep.callbacks)
+                given = {"gate_thresholds_passed": int(verdict.thresholds_passed),
+                         **{f"regression_p_{metric}": round(p, 6) for metric, p in verdict.regression.items()}}
+                aggregates.update(given)
+                spec += tuple(Aggregate(key, (), "gate", "all") for key in given)
         return RunResult(
             name=name,
             aggregates=aggregates,

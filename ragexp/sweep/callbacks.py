@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ragexp.sweep.composed import ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
@@ -70,8 +70,6 @@ class SweepTracking(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = build(config.tracker)
-        from omegaconf import OmegaConf
-
         from ragexp.base.redact import scrub_url
 
         # as given (an ${oc.env:...} is not resolved), and with any credentials masked
@@ -117,6 +115,8 @@ class SweepTracking(Callback):
                   file=sys.stderr)
             sys.exit(RUN_FAILED)
         failed = [name for name, values in merged.items() if values.get("gate_passed") == 0]
+        if any(k.startswith(REGRESSION) for values in merged.values() for k in values):
+            failed = regressions_across_jobs(merged, float(OmegaConf.select(config, "gate.alpha", default=0.05)))
         if failed:
             print(f"ragexp: error: quality gate failed in {len(failed)} of {len(merged)} jobs: {', '.join(failed)}",
                   file=sys.stderr)
@@ -156,3 +156,27 @@ class SweepTracking(Callback):
         except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
             log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
                         type(err).__name__, err, self.parent_id)
+
+
+REGRESSION = "regression_p_"  # a job's one-sided p-value of a metric against the gate's baseline (ragexp.metrics.gate)
+
+
+def regressions_across_jobs(merged: dict[str, dict], alpha: float) -> list[str]:
+    """The jobs that fail the gate when its regression check is corrected across the sweep: Holm
+    over every job's metrics at once (a job's own gate corrected across its metrics only), and
+    the jobs whose thresholds failed."""
+    from ragexp.stats.inference import holm
+
+    tests = [(name, key.removeprefix(REGRESSION), float(p)) for name, values in merged.items()
+             for key, p in values.items() if key.startswith(REGRESSION)]
+    adjusted = holm([p for _, _, p in tests])
+    worse: dict[str, list[str]] = {}
+    for (name, metric, _), a in zip(tests, adjusted):
+        if a < alpha:
+            worse.setdefault(name, []).append(f"{metric} (Holm {a:.3g})")
+    jobs = len({name for name, _, _ in tests})
+    print(f"regression against the gate's baseline, Holm across {jobs} jobs x their metrics ({len(tests)} tests, "
+          f"alpha {alpha:g}): " + ("; ".join(f"{n}: {', '.join(m)}" for n, m in worse.items()) or "no job significantly worse"))
+    thresholds = {name for name, values in merged.items() if values.get("gate_thresholds_passed") == 0}
+    return [name for name in merged if name in worse or name in thresholds]
+
