@@ -321,6 +321,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "deadlines": lambda work_dir, args: __import__("deadlines").measure(work_dir, args),
     "rubric": lambda work_dir, args: __import__("rubric").measure(work_dir, args),
     "cascade": lambda work_dir, args: __import__("cascade").measure(work_dir, args),
+    "decisions": lambda work_dir, args: __import__("decisions").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
     "grids": lambda work_dir, args: {"after": __import__("grids").measure(work_dir, args)},
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
