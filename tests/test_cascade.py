@@ -95,3 +95,12 @@ def test_a_dry_run_counts_the_expensive_judgements_of_the_sample_only(server, tm
     assert done.returncode == 0, done.stderr
     assert "judge           5 requests" in done.stdout  # 25% of 20 questions
     assert server.chat_requests() == []
+
+
+def test_too_few_expensive_judgements_leave_the_cheap_means_and_say_so(server, tmp_path):
+    server.chat = lambda body: {"status": 500}  # every expensive judgement fails
+    done = run_app(*cascade_args(server, "judge.sample=0.3", "judge.expensive.endpoint.max_retries=0"), cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    aggregates = results_of(tmp_path)
+    assert aggregates["avg_faithfulness"] == aggregates["avg_faithfulness_cheap"]  # never a mean of zeros
+    assert "too few to correct with" in done.stdout and "expensive judgements failed" in done.stdout

@@ -34,9 +34,10 @@ def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[Ques
     pi = inclusion_probabilities(uncertainty, min(budget, len(judged)), judge.least_chance(len(judged)))
     drawn = [i for i, p in zip(judged, pi) if coordinated_uniform(cheap[i].question.qid, judge.seed) < p]
     expensive = map_concurrently(partial(judge_answer, work, judge.expensive, settings["expensive"]),
-                                 [cheap[i] for i in drawn], concurrency(judge.expensive), "judging (expensive)")
-    labels = {i: r.judgement for i, r in zip(drawn, expensive) if r.judgement is not None}
-    failed = [r.failure for r in expensive if r.judgement is None]
+                                 [replace(cheap[i], judgement=None) for i in drawn], concurrency(judge.expensive),
+                                 "judging (expensive)")
+    labels = {i: r.judgement for i, r in zip(drawn, expensive) if r.judgement is not None and not r.failure}
+    failed = [r.failure for r in expensive if r.judgement is None or r.failure]
     chance = dict(zip(judged, pi))
     scored = corrected_scores(judge, [cheap[i].judgement for i in judged],  # type: ignore[misc]  # judged
                               [labels.get(i) for i in judged], np.asarray(pi), judge.tune)
@@ -79,7 +80,11 @@ def corrected_scores(judge: CascadeJudge, cheap: list[Judgement], expensive: lis
                 terms[n][metric] = float(f[n])
             continue
         xi = keep & ~np.isnan(y)
-        if not keep.any():
+        if not keep.any() or (xi.sum() < 2 and metric in judge.expensive_only):
+            continue  # nothing to estimate it from
+        if xi.sum() < 2:  # fewer than two expensive judgements: nothing to correct with (a note says so)
+            for n in np.flatnonzero(keep):
+                terms[n][metric] = float(f[n])
             continue
         own, _ = ppi_terms(f[keep], np.nan_to_num(y[keep]), xi[keep], pi[keep], tune and metric not in judge.expensive_only)
         for n, term in zip(np.flatnonzero(keep), own):
@@ -116,6 +121,9 @@ def notes(judge: CascadeJudge, terms: list[dict[str, float]], judged: int, drawn
     if judge.expensive_only:
         lines.append(f"judge=cascade: {', '.join(judge.expensive_only)}: from the expensive judgements alone "
                      "(inverse-probability weighted), the cheap judge gives none")
+    if labelled < 2:
+        lines.append(f"judge=cascade: {labelled} expensive judgement(s): too few to correct with; avg_<metric> is the "
+                     f"cheap judge's, uncorrected (raise judge.sample)")
     if failed:
         lines.append(f"judge=cascade: {len(failed)} of {drawn} expensive judgements failed and are left out of the "
                      f"correction (first: {failed[0]}); the estimate assumes they are no different from the others")
