@@ -17,10 +17,6 @@ sqrt(2 (1 - correlation)) times this run's spread of the metric over its judged 
 default, assumes nothing: the most cautious), plus the judge's own noise on each side where the
 run has judge repeats (repeat_scores)."""
 
-NOT_METRICS = {"question_id", "question", "kind", "source", "expected_answer", "generated_answer", "golden_doc_ids",
-               "retrieved_chunk_ids", "retrieved_chunks", "judge", "reasoning", "retrieval_excluded", "status",
-               "failure_reason", "repeat_scores", "repeat_hallucination"}
-
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ragexp.plan", description=__doc__.split(": ", 1)[1],
@@ -59,7 +55,7 @@ def plan(args) -> list[str]:
 
     from ragexp.errors import RagexpError
     from ragexp.stats import power
-    from ragexp.store.reader import question_table
+    from ragexp.store.reader import NOT_SCORES, question_table
 
     if not 0 < args.alpha < 1 or not 0 < args.power < 1 or not 0 <= args.correlation < 1:
         raise RagexpError("--alpha and --power must be between 0 and 1, --correlation in [0, 1)")
@@ -67,7 +63,7 @@ def plan(args) -> list[str]:
         raise RagexpError("--drop must be above 0 and --questions at least 2")
     table = question_table(args.run, args.tracking_uri)
     judged = table[table["status"] == "judged"] if "status" in table else table
-    numeric = [c for c in judged.columns if c not in NOT_METRICS and not c.endswith("_reasoning")
+    numeric = [c for c in judged.columns if c not in NOT_SCORES and not c.endswith("_reasoning")
                and judged[c].map(lambda v: isinstance(v, (bool, int, float)) and v == v).sum() >= 2]
     metrics = args.metric or numeric
     unknown = [m for m in metrics if m not in numeric]

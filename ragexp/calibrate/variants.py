@@ -57,8 +57,8 @@ def compare(runs: dict[str, JudgedRun], labels: dict[str, list[Label]], resample
     found = []
     for metric in metrics:
         people = people_means(labels[names[0]], metric)
-        judged = {n: dict(zip(r.judged()["question_id"].astype(str), r.judged()[metric].astype(float)))
-                  for n, r in runs.items()}
+        tables = {n: r.judged() for n, r in runs.items()}
+        judged = {n: dict(zip(t["question_id"].astype(str), t[metric].astype(float))) for n, t in tables.items()}
         common = sorted(q for q in people if all(q in judged[n] and judged[n][q] == judged[n][q] for n in names))
         if not common:
             continue

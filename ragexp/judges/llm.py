@@ -75,14 +75,33 @@ class LLMJudge(LLMJudgeBase):
         return Judgement(self.name, scores, hallucination, reasoning, details)
 
     @classmethod
-    def read(cls, reply: dict) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]]:
+    def read(cls, reply: dict, failed: dict[str, str] | None = None
+             ) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]]:
+        """Scores (clamped into 1-10), hallucination, reasoning, the values clamped, and the fields
+        that failed. Strict without `failed` (Unreadable at the first unusable field, so the judge
+        re-asks); with it, each unusable field is put there with the reason and left out."""
+        def field(name: str, read):
+            try:
+                return read(reply, name)
+            except Unreadable as err:
+                if failed is None:
+                    raise
+                failed[name] = f"unreadable reply after a re-ask: {err}"
+                return None
+
         scores, out_of_range = {}, []
         for metric in cls.metrics:
-            given = number(reply, metric)
+            given = field(metric, number)
+            if given is None:
+                continue
             scores[metric], moved = clamped(given, LOW, HIGH)
             if moved:
                 out_of_range.append(f"{metric}: {given:g} -> {scores[metric]:g}")
-        return scores, boolean(reply, "hallucination"), text(reply, "reasoning"), out_of_range, {}
+        hallucination = field("hallucination", boolean)
+        reasoning = text(reply, "reasoning") if failed is None else (field("reasoning", text) or "")
+        if failed is not None:
+            failed.pop("reasoning", None)  # a missing reasoning costs nothing
+        return scores, hallucination, reasoning, out_of_range, failed if failed is not None else {}
 
     @classmethod
     def salvage(cls, reply: str, why: Unreadable) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]] | None:
@@ -91,21 +110,5 @@ class LLMJudge(LLMJudgeBase):
         objects = json_objects(reply)
         if not objects:
             return None
-        obj, scores, out_of_range, failed = objects[-1], {}, [], {}
-        for metric in cls.metrics:
-            try:
-                given = number(obj, metric)
-            except Unreadable as err:
-                failed[metric] = f"unreadable reply after a re-ask: {err}"
-                continue
-            scores[metric], moved = clamped(given, LOW, HIGH)
-            if moved:
-                out_of_range.append(f"{metric}: {given:g} -> {scores[metric]:g}")
-        try:
-            hallucination: bool | None = boolean(obj, "hallucination")
-        except Unreadable as err:
-            hallucination, failed["hallucination"] = None, f"unreadable reply after a re-ask: {err}"
-        if not scores:
-            return None
-        reasoning = obj["reasoning"].strip() if isinstance(obj.get("reasoning"), str) else ""
-        return scores, hallucination, reasoning, out_of_range, failed
+        read = cls.read(objects[-1], failed={})
+        return read if read[0] else None

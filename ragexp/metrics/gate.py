@@ -23,10 +23,6 @@ from ragexp.metrics.retrieval import is_retrieval_metric
 from ragexp.types import GateVerdict
 
 
-NOT_METRICS = ("question", "kind", "expected_answer", "generated_answer", "golden_doc_ids", "retrieved_chunk_ids",
-               "retrieved_chunks", "judge", "reasoning", "retrieval_excluded", "status", "failure_reason", "source")
-
-
 @dataclass(frozen=True)
 class Threshold:
     metric: MetricName
@@ -115,12 +111,13 @@ class Gate:
         produced = set(produced)
         if self.baseline is not None:  # read before any work: a baseline that cannot be read stops the run first
             from ragexp.metrics.regression import baseline_table
+            from ragexp.store.reader import NOT_SCORES
 
             self._base = base = baseline_table(self.baseline)
             missing = [m for m in self.regression or () if m not in base.columns]
             if missing:
                 raise RagexpError(f"gate.regression: the baseline {self.baseline} has no per-question {missing[0]} "
-                                  f"(it has {', '.join(c for c in base.columns if c not in NOT_METRICS)})")
+                                  f"(it has {', '.join(c for c in base.columns if c not in NOT_SCORES)})")
         for t in self.thresholds:
             found = [k for k in t.keys() if k in produced]
             if not found:

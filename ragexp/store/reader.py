@@ -264,6 +264,10 @@ def read_table(path: Path):
 
 
 TABLES = (TABLE, "questions.jsonl")  # a run folder's per-question table: as MLflow stores it, or one row a line
+# the columns of that table that describe a question rather than score it
+NOT_SCORES = frozenset({"question_id", "question", "kind", "source", "expected_answer", "generated_answer",
+                        "golden_doc_ids", "retrieved_chunk_ids", "retrieved_chunks", "judge", "reasoning",
+                        "retrieval_excluded", "status", "failure_reason", "repeat_scores", "repeat_hallucination"})
 
 
 def flat_row(record: dict) -> dict:
