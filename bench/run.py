@@ -36,6 +36,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   20 keep to their own folders, params and scores);
 - grids (bench/grids.py): a 48-point sweep of cheap configurations: wall over its jobs' own time
   (goal: <= 3), the time before the first job, peak RSS;
+- mlflow_genai (bench/mlflow_genai.py): what a light MLflow trace per question adds to logging a
+  500-question run, SQLite store and `mlflow server` (goal: <= 5 ms per question on SQLite);
 - million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
@@ -326,6 +328,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "grids": lambda work_dir, args: {"after": __import__("grids").measure(work_dir, args)},
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
+    "mlflow_genai": lambda work_dir, args: __import__("mlflow_genai").measure(work_dir, args),
 }
 
 

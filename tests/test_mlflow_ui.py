@@ -183,3 +183,28 @@ def test_experiment_opens_on_the_sweeps_traces_and_a_run_lists_its_traces(traced
         page.screenshot(path=str(tmp_path / "mlflow-ui-trace.png"))
     print(f"screenshots: {tmp_path / 'mlflow-ui-landing.png'}, {tmp_path / 'mlflow-ui-run-traces.png'}, "
           f"{tmp_path / 'mlflow-ui-trace.png'}")
+
+
+def test_a_runs_printed_link_opens_its_per_question_table(tmp_path, page):
+    """A default single run (no tracing=on): the link it prints opens MLflow's evaluation view of the
+    run, listing its questions with their answers, the expected answers and the judge's assessments,
+    without a click. Screenshot: mlflow-ui-evaluation.png."""
+    import json
+
+    from conftest import HASH, run_app
+
+    proc = run_app("dataset.limit=5", "retriever=bm25", *HASH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [printed] = [line.rsplit("http://127.0.0.1:5000/", 1)[1] for line in proc.stdout.splitlines()
+                 if line.startswith("MLflow UI: ")]
+    assert "/evaluation-runs?selectedRunUuid=" in printed
+    questions = [json.loads(line)["question"] for line in
+                 next(tmp_path.glob("outputs/*/*/questions.jsonl")).read_text().splitlines()]
+    with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "server", artifacts=False) as url:
+        page.goto(f"{url}/{printed}")
+        body = wait_for_text(page, "5 of 5")
+        assert "5 of 5" in body and "Assessments" in body and "Expectations" in body
+        for question in questions:
+            page.get_by_text(question[:40]).first.wait_for()  # each question is a row of the run's table
+        page.screenshot(path=str(tmp_path / "mlflow-ui-evaluation.png"))
+    print(f"screenshot: {tmp_path / 'mlflow-ui-evaluation.png'}")

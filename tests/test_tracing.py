@@ -1,6 +1,7 @@
 """tracing=on: each question of a run as an MLflow trace of its run (spans retrieve, generate,
 judge, one per LLM request), with the judge's scores as feedback and the expected answer as an
-expectation, written to a real SQLite store; sampling; tracker=none; logging a folder later."""
+expectation, written to a real SQLite store; sampling; tracker=none; logging a folder later.
+tracing=off: a light record per question, written in one transaction like start_trace writes it."""
 import json
 
 from conftest import HASH, TEST_KEY_ENV, llm_args, run_app
@@ -101,14 +102,78 @@ def test_without_the_mlflow_tracker_traces_stay_in_the_folder_until_tracked(tmp_
     assert all({"retrieve", "generate", "judge"} <= {s.name for s in t.data.spans} for t in traces)
 
 
-def test_tracing_off_writes_no_trace(tmp_path):
+def test_tracing_off_logs_a_light_record_per_question(tmp_path):
+    """Without tracing=on every question is still a trace of its run (for MLflow's evaluation views):
+    the root span with question and answer, one RETRIEVER span with the chunks the generator saw,
+    the scores as feedback with the judge's rationale, the expected answer as an expectation."""
     args = [*FAST, "dataset.limit=3", f"tracker.tracking_uri={store(tmp_path)}", f"cache.dir={tmp_path / 'cache'}",
             f"hydra.run.dir={tmp_path / 'out'}"]
     proc = run_app(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "out" / "traces.jsonl").exists()
+    _, run, traces = traces_of_run(store(tmp_path))
+    questions = {json.loads(line)["question_id"]: json.loads(line)
+                 for line in (tmp_path / "out" / "questions.jsonl").read_text().splitlines()}
+    assert sorted(t.info.tags["ragexp.question_id"] for t in traces) == sorted(questions)
+    for trace in traces:
+        record = questions[trace.info.tags["ragexp.question_id"]]
+        root = next(s for s in trace.data.spans if s.parent_id is None)
+        [retrieve] = [s for s in trace.data.spans if s.parent_id is not None]
+        assert root.inputs == {"question": record["question"]} and root.outputs == {"answer": record["answer"]}
+        assert retrieve.span_type == "RETRIEVER" and retrieve.parent_id == root.span_id
+        assert [d["page_content"] for d in retrieve.outputs] == [c["text"] for c in record["context"]]
+        feedback = {a.name: a for a in trace.info.assessments if a.feedback is not None}
+        assert {n: feedback[n].value for n in record["judge_scores"]} == record["judge_scores"]
+        assert feedback["faithfulness"].rationale == (record["reasoning"] or None)
+        [expected] = [a for a in trace.info.assessments if a.expectation is not None]
+        assert expected.value == record["expected_answers"][0]
+        assert trace.info.trace_metadata["mlflow.sourceRun"] == run.info.run_id
+
+
+def test_question_records_can_be_switched_off(tmp_path):
+    args = [*FAST, "dataset.limit=3", f"tracker.tracking_uri={store(tmp_path)}", "tracker.question_records=false",
+            f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'out'}"]
+    proc = run_app(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     _, _, traces = traces_of_run(store(tmp_path))
     assert traces == []
+
+
+def test_one_transaction_writes_what_start_trace_writes(tmp_path):
+    """The SQL store's batch write (ragexp.store.trace_store.start_in_one_transaction) against
+    MLflow's own start_trace, on the same records: the traces read back alike, field by field."""
+    import mlflow
+    from mlflow.tracing.client import TracingClient
+
+    from ragexp.store import trace_store
+
+    proc = run_app(*FAST, "dataset.limit=4", "tracker=none", f"cache.dir={tmp_path / 'cache'}",
+                   f"hydra.run.dir={tmp_path / 'out'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    mlflow.set_tracking_uri(store(tmp_path))
+    client = mlflow.MlflowClient()
+    read = {}
+    for way in ("batch", "start_trace"):
+        experiment_id = client.create_experiment(way)
+        run_id = client.create_run(experiment_id).info.run_id
+        questions = trace_store.read_jsonl(tmp_path / "out" / "questions.jsonl")
+        infos = [trace_store.trace_of(trace_store.light_record(q, 1_700_000_000_000_000_000), {**q, "judge": "offline"},
+                                      experiment_id, run_id)[0] for q in questions]
+        if way == "batch":
+            trace_store.start_in_one_transaction(client._tracking_client.store, infos)
+        else:
+            for info in infos:
+                TracingClient().start_trace(info)
+        found = {}
+        for info in map(TracingClient().get_trace_info, [i.trace_id for i in infos]):
+            tags = {k: v for k, v in info.tags.items() if k != "mlflow.artifactLocation"}  # under its experiment
+            assessments = sorted((a.name, json.dumps(a.feedback.value if a.feedback else a.expectation.value),
+                                  a.rationale, a.source.source_type, a.source.source_id) for a in info.assessments)
+            assert info.trace_metadata.pop("mlflow.sourceRun") == run_id  # the one field that differs
+            found[info.tags["ragexp.question_id"]] = (info.request_preview, info.response_preview, info.state,
+                                                      info.request_time, tags, dict(info.trace_metadata), assessments)
+        read[way] = found
+    assert len(read["batch"]) == 4 and read["batch"] == read["start_trace"]
 
 
 def test_sample_rate_out_of_range_is_named(tmp_path):

@@ -39,18 +39,22 @@ def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_stor
     assert local.startswith("MLflow UI: mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000")
     assert local.endswith("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning")
     assert runs_view_link("databricks", "1") == ""
+    one_run = runs_view_link("http://127.0.0.1:5000", "3", "abc")  # a single run: its evaluation view
+    assert one_run == "MLflow UI: http://127.0.0.1:5000/#/experiments/3/evaluation-runs?selectedRunUuid=abc&compareToRunUuid=abc"
 
 
-def test_a_run_and_a_sweep_print_the_link_to_their_experiments_runs_table(tmp_path):
+def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_table(tmp_path):
     from conftest import HASH, mlflow_runs, run_app
 
     proc = run_app("dataset.limit=3", "retriever=bm25", *HASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     _, [run] = mlflow_runs(tmp_path)
-    link = f"#/experiments/{run.info.experiment_id}/runs?workflowType=machine_learning"
-    assert [line for line in proc.stdout.splitlines() if link in line] == [
+    evaluation = (f"#/experiments/{run.info.experiment_id}/evaluation-runs?selectedRunUuid={run.info.run_id}"
+                  f"&compareToRunUuid={run.info.run_id}")
+    assert [line for line in proc.stdout.splitlines() if line.startswith("MLflow UI: ")] == [
         f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db --port 5000, "
-        f"then open http://127.0.0.1:5000/{link}"]
+        f"then open http://127.0.0.1:5000/{evaluation}"]
+    link = f"#/experiments/{run.info.experiment_id}/runs?workflowType=machine_learning"
     sweep = run_app("-m", "retriever=bm25", "dataset.limit=2,3", *HASH, cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr
     assert sum(link in line for line in sweep.stdout.splitlines()) == 1  # once, at the sweep's end, not per job

@@ -3,7 +3,8 @@ any application traced with MLflow) as the monitor's input. They are read a page
 written as a JSONL log in the monitor's own record format (the default `monitor.columns`), which the
 monitor then reads like any log, so it streams and samples the same way:
 
-- timestamp: the trace's request time (ms); latency_ms: its duration;
+- timestamp: the trace's request time (ms); latency_ms: its duration (none for a run's light
+  question record, whose times were not measured);
 - query / answer: the root span's inputs and outputs (`question` / `answer` when they are dicts with
   them, else the whole value as text);
 - contexts: the documents of its RETRIEVER spans (`page_content`, `metadata.doc_uri`, `metadata.score`);
@@ -79,6 +80,6 @@ def record_of(trace) -> dict:
             feedback = value  # yes/no, or a number on the feedback's scale (monitor.feedback_satisfied_from)
     return {"timestamp": info.request_time, "query": text_of(root.inputs if root else None, "question"),
             "contexts": contexts, "answer": text_of(root.outputs if root else None, "answer"),
-            "latency_ms": info.execution_duration, "tokens_in": usage.get("input_tokens"),
+            "latency_ms": None if info.tags.get("ragexp.record") == "light" else info.execution_duration, "tokens_in": usage.get("input_tokens"),
             "tokens_out": usage.get("output_tokens"), "model": model, "error": error, "feedback": feedback,
             "trace_id": info.trace_id}

@@ -1,12 +1,18 @@
-"""A run folder's `traces.jsonl` (tracing=on, ragexp.store.tracing) logged as MLflow traces of its run:
-one trace per traced question (root span `question`, child spans `retrieve`, `generate`, `judge`
-and the LLM requests inside them), with the judge's scores and reasoning as feedback (source: the
-judge) and the expected answer as an expectation, read from the folder's `questions.jsonl`.
+"""A run's questions logged as MLflow traces of its run, so that MLflow's GenAI views (Evaluation
+runs, the run's Traces tab) show every question with its scores and the judge's rationale.
 
-The traces are written to the store in one batch (one `start_trace` per trace, carrying its
-assessments, and one `log_spans` for every span) rather than through MLflow's live span exporter,
-which writes each span and each assessment in its own transaction (about 10x slower on a SQLite
-store). The trace ids are derived from the run id and the question id."""
+With tracing=on (ragexp.store.tracing) the folder's `traces.jsonl` holds the full spans: root span
+`question`, child spans `retrieve`, `generate`, `judge` and the LLM requests inside them. Without
+it, each question gets a light record made from the folder's `questions.jsonl`: the root span and
+one RETRIEVER span with the retrieved chunks (no times are measured: both last 0 ms from the run's
+start). Either way the judge's scores and reasoning are feedback (source: the judge), the answer
+metrics feedback (source: ragexp) and the expected answer an expectation.
+
+The traces are written in one batch rather than through MLflow's live span exporter, which writes
+each span and each assessment in its own transaction: on a SQL store every trace with its
+assessments in one transaction (`start_traces`), elsewhere (an `mlflow server`) one `start_trace`
+per trace; then one `log_spans` for every span. The trace ids are derived from the run id and the
+question id."""
 from __future__ import annotations
 
 import base64
@@ -19,6 +25,7 @@ from pathlib import Path
 from ragexp.store.tracing import TRACES
 
 log = logging.getLogger(__name__)
+LIGHT_TAG = "ragexp.record"  # "light" on a trace whose times were not measured (no tracing=on)
 LINK_BATCH = 100  # MlflowClient.link_traces_to_run takes at most 100 traces at once
 
 
@@ -27,31 +34,111 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str, retry=lambda call, *a: call(*a)) -> list[str]:
-    """The folder's traces logged to the store of `client` (an MlflowClient) and linked to the run
-    `run_id`, the feedback credited to `judge`; returns their trace ids ([] when the folder has no
-    traces.jsonl). `retry(call, *args)` makes each write (ragexp.store.trackers.retry_locked)."""
+def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str, retry=lambda call, *a: call(*a),
+               light: bool = True, started: float | None = None) -> list[str]:
+    """The folder's questions logged as traces to the store of `client` (an MlflowClient) and linked
+    to the run `run_id`, the feedback credited to `judge`; returns their trace ids. The full spans of
+    traces.jsonl when the folder has it; else, with `light`, a light record per question (timed at
+    `started`, time.time(), else now); else nothing. `retry(call, *args)` makes each write
+    (ragexp.store.trackers.retry_locked)."""
     folder = Path(folder)
-    if not (folder / TRACES).is_file():
+    traced = (folder / TRACES).is_file()
+    if not (traced or light) or not (folder / "questions.jsonl").is_file():
         return []
     from mlflow.tracing.client import TracingClient
 
-    started = time.perf_counter()
+    clock = time.perf_counter()
     questions = {q["question_id"]: q for q in read_jsonl(folder / "questions.jsonl")}
-    tracing = TracingClient()
-    spans, trace_ids = [], []
-    for record in read_jsonl(folder / TRACES):
+    at_ns = int((started or time.time()) * 1e9)
+    records = read_jsonl(folder / TRACES) if traced else [light_record(q, at_ns) for q in questions.values()]
+    infos, spans = [], []
+    for record in records:
         question = {**questions.get(record["question_id"], {}), "judge": judge}
         info, trace_spans = trace_of(record, question, experiment_id, run_id)
-        retry(tracing.start_trace, info)
+        infos.append(info)
         spans += trace_spans
-        trace_ids.append(info.trace_id)
+    start_traces(infos, retry)
     if spans:
-        retry(tracing.log_spans, experiment_id, spans)
+        retry(TracingClient().log_spans, experiment_id, spans)
+    trace_ids = [info.trace_id for info in infos]
     for start in range(0, len(trace_ids), LINK_BATCH):
         client.link_traces_to_run(trace_ids[start : start + LINK_BATCH], run_id)
-    log.info("%d traces logged to run %s in %.1fs", len(trace_ids), run_id, time.perf_counter() - started)
+    log.info("%d %s logged to run %s in %.1fs", len(trace_ids), "traces" if traced else "question records",
+             run_id, time.perf_counter() - clock)
     return trace_ids
+
+
+def light_record(question: dict, at_ns: int) -> dict:
+    """A question of questions.jsonl as a trace record without measured spans: its retrieved chunks
+    as one RETRIEVER span (what MLflow's retrieval views and scorers read)."""
+    documents = [{"id": c["chunk_id"], "page_content": c["text"],
+                  "metadata": {"doc_uri": c["doc_id"], "chunk_id": c["chunk_id"], "rank": rank}}
+                 for rank, c in enumerate(question.get("context") or [], start=1)]
+    retrieve = {"id": 1, "name": "retrieve", "type": "RETRIEVER", "parent": None, "start_ns": at_ns, "end_ns": at_ns,
+                "inputs": {"query": question["question"]}, "outputs": documents,
+                "attributes": {}, "error": ""}
+    return {"question_id": question["question_id"], "question": question["question"], "spans": [retrieve],
+            "start_ns": at_ns, "end_ns": at_ns, "light": True}
+
+
+def start_traces(infos: list, retry) -> None:
+    """The traces' infos and assessments written to the current store: on a SQL store all in one
+    transaction, made of the rows MLflow's own `start_trace` makes; elsewhere one `start_trace` each."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracing.client import TracingClient
+    from mlflow.tracking._tracking_service.utils import _get_store
+
+    store = _get_store()
+    if isinstance(store, SqlAlchemyStore) and infos:
+        retry(start_in_one_transaction, store, infos)
+        return
+    tracing = TracingClient()
+    for info in infos:
+        retry(tracing.start_trace, info)
+
+
+def start_in_one_transaction(store, infos: list) -> None:
+    """What SqlAlchemyStore.start_trace writes for a new trace (its info row, tags with the artifact
+    location, metadata marked final, assessments, the rollup partitions to rebuild), for all of
+    `infos` in one session: one commit instead of two per trace. tests/test_tracing.py checks that
+    the traces read back equal those start_trace writes."""
+    from mlflow.store.tracking.dbmodels.models import SqlAssessments, SqlTraceInfo, SqlTraceMetadata, SqlTraceTag
+    from mlflow.store.tracking.utils.sql_trace_rollups import RollupFamily, enqueue_rollup_rebuild_partitions
+    from mlflow.store.tracking.utils.trace_analytics import (PROMOTED_TRACE_METADATA_KEYS,
+                                                             analytics_columns_from_metadata)
+    from mlflow.tracing.constant import TraceMetadataKey, TraceTagKey
+
+    experiments: dict[str, object] = {}
+    rows: dict[type, list] = {SqlTraceInfo: [], SqlTraceTag: [], SqlTraceMetadata: [], SqlAssessments: []}
+    for info in infos:
+        if info.experiment_id not in experiments:
+            experiments[info.experiment_id] = experiment = store.get_experiment(info.experiment_id)
+            store._check_experiment_is_active(experiment)
+        trace_id, metadata = info.trace_id, dict(info.trace_metadata.items())
+        rows[SqlTraceInfo].append(SqlTraceInfo(
+            request_id=trace_id, experiment_id=info.experiment_id, timestamp_ms=info.request_time,
+            execution_time_ms=info.execution_duration, status=info.state.value, client_request_id=info.client_request_id,
+            request_preview=info.request_preview, response_preview=info.response_preview,
+            trace_name=info.tags.get(TraceTagKey.TRACE_NAME), **analytics_columns_from_metadata(metadata)))
+        rows[SqlTraceTag] += [SqlTraceTag(request_id=trace_id, key=k, value=v) for k, v in info.tags.items()
+                              if k != TraceTagKey.TRACE_NAME]
+        rows[SqlTraceTag].append(store._get_trace_artifact_location_tag(experiments[info.experiment_id], trace_id))
+        for key in PROMOTED_TRACE_METADATA_KEYS:
+            metadata.pop(key, None)
+        metadata[TraceMetadataKey.TRACE_INFO_FINALIZED] = "true"
+        rows[SqlTraceMetadata] += [SqlTraceMetadata(request_id=trace_id, key=k, value=v) for k, v in sorted(metadata.items())]
+        for assessment in info.assessments:
+            row = SqlAssessments.from_mlflow_entity(assessment)
+            row.trace_id, row.experiment_id, row.trace_timestamp_ms = trace_id, int(info.experiment_id), info.request_time
+            rows[SqlAssessments].append(row)
+    with store.ManagedSessionMaker(read_only=False) as session:
+        for kind in (SqlTraceInfo, SqlTraceTag, SqlTraceMetadata, SqlAssessments):
+            session.bulk_save_objects(rows[kind])
+        by_experiment: dict[int, list[int]] = {}
+        for info in infos:
+            by_experiment.setdefault(int(info.experiment_id), []).append(info.request_time)
+        enqueue_rollup_rebuild_partitions(session, [(family, experiment_id, times) for experiment_id, times in by_experiment.items()
+                                                    for family in (RollupFamily.TRACE_METRIC, RollupFamily.ASSESSMENT)])
 
 
 def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
@@ -75,7 +162,8 @@ def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
         request_preview=json.dumps(inputs)[:1000], response_preview=json.dumps(outputs)[:1000],
         execution_duration=(record["end_ns"] - record["start_ns"]) // 1_000_000,
         trace_metadata={TraceMetadataKey.SOURCE_RUN: run_id, **usage_of(record["spans"])},
-        tags={"mlflow.traceName": "question", "ragexp.question_id": record["question_id"]},
+        tags={"mlflow.traceName": "question", "ragexp.question_id": record["question_id"],
+              **({LIGHT_TAG: "light"} if record.get("light") else {})},
         assessments=assessments(question, trace_id))
     return info, spans
 

@@ -56,7 +56,7 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
 class NoTracker:
     """Logs nothing (results.json and the console summary are still written)."""
 
-    def ui_link(self) -> str:
+    def ui_link(self, run_id: str | None = None) -> str:
         return ""
 
     logs_traces = False  # tracing=on: the run folder's traces.jsonl becomes MLflow traces
@@ -93,13 +93,17 @@ class NoTracker:
         pass
 
 
-def runs_view_link(tracking_uri: str, experiment_id: str) -> str:
-    """The line that opens an experiment on its runs table: MLflow 3.17's UI opens an experiment on
-    its GenAI overview unless the page's URL says `workflowType=machine_learning` (its experiment
-    page reads that query parameter before the choice it keeps in localStorage); `/runs` is the runs
-    tab, shown as the table (`compareRunsMode` defaults to TABLE). A tracking server serves the UI
+def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
+    """The line that opens a run's evaluation view (`run_id`: its questions, scores first, the judge's
+    rationales) or, for a sweep, the experiment's runs table. MLflow 3.17's UI opens an experiment on
+    its GenAI overview unless the URL names a page: `evaluation-runs?selectedRunUuid=RUN&compareToRunUuid=RUN`
+    opens one run's per-question table (`selectedRunUuid` alone only ticks the run in the list: the
+    table opens in the page's comparison mode, which a compared run turns on and one run keeps);
+    `runs?workflowType=machine_learning` the runs table (its experiment page reads that query
+    parameter before the choice it keeps in localStorage). A tracking server serves the UI
     at its own address; a local store (sqlite:///mlflow.db, ./mlruns) needs `mlflow ui` over it."""
-    path = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    path = (f"#/experiments/{experiment_id}/evaluation-runs?selectedRunUuid={run_id}&compareToRunUuid={run_id}" if run_id
+            else f"#/experiments/{experiment_id}/runs?workflowType=machine_learning")
     if tracking_uri.startswith(("http://", "https://")):
         return f"MLflow UI: {scrub_url(tracking_uri.rstrip('/'))}/{path}"
     if tracking_uri.startswith("databricks"):
@@ -191,13 +195,16 @@ EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 
 class MlflowTracker(NoTracker):
     """One MLflow run per job (nested under the sweep's parent run in a multirun).
-    `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db."""
+    `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db.
+    `question_records`: every question as a light trace of its run (its scores, the judge's
+    rationale, the retrieved chunks), for MLflow's evaluation views; tracing=on logs full spans instead."""
 
     logs_traces = True
 
-    def __init__(self, experiment: str = "ragexp", tracking_uri: str | None = None):
+    def __init__(self, experiment: str = "ragexp", tracking_uri: str | None = None, question_records: bool = True):
         self.experiment = experiment
         self.tracking_uri = tracking_uri
+        self.question_records = bool(question_records)
         self._closed_dead_runs = False
 
     def client(self):
@@ -249,12 +256,13 @@ class MlflowTracker(NoTracker):
 
         return f"mlflow experiment {self.experiment!r} at {scrub_url(mlflow.get_tracking_uri())}"
 
-    def ui_link(self) -> str:
-        """How to open this experiment's runs table in MLflow's UI (empty before anything was logged)."""
+    def ui_link(self, run_id: str | None = None) -> str:
+        """How to open run `run_id`'s evaluation view in MLflow's UI, or without one the experiment's
+        runs table (empty before anything was logged)."""
         import mlflow
 
         experiment_id = getattr(self, "_experiment_id", None)
-        return runs_view_link(mlflow.get_tracking_uri(), experiment_id) if experiment_id else ""
+        return runs_view_link(mlflow.get_tracking_uri(), experiment_id, run_id) if experiment_id else ""
 
     def store(self) -> str | None:
         """None for a URI with credentials: it is not written to sweep.json; jobs find it as the launcher did."""
@@ -392,7 +400,8 @@ class MlflowTracker(NoTracker):
             if table["data"]:
                 frame = pd.DataFrame(table["data"], columns=table["columns"])
                 retry_locked(mlflow.log_table, frame, TABLE, run_id=run_id)
-            log_traces(client, folder, self._experiment_id, run_id, meta["judge"], retry_locked)  # tracing=on
+            log_traces(client, folder, self._experiment_id, run_id, meta["judge"], retry_locked,
+                       light=self.question_records, started=meta.get("started"))
         client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
         return run_id
 
