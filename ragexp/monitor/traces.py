@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from ragexp.errors import RagexpError
+from ragexp.store.trace_store import LIGHT_TAG
 
 PAGE = 200
 
@@ -80,6 +81,7 @@ def record_of(trace) -> dict:
             feedback = value  # yes/no, or a number on the feedback's scale (monitor.feedback_satisfied_from)
     return {"timestamp": info.request_time, "query": text_of(root.inputs if root else None, "question"),
             "contexts": contexts, "answer": text_of(root.outputs if root else None, "answer"),
-            "latency_ms": None if info.tags.get("ragexp.record") == "light" else info.execution_duration, "tokens_in": usage.get("input_tokens"),
+            "latency_ms": None if info.tags.get(LIGHT_TAG) == "light" else info.execution_duration,
+            "tokens_in": usage.get("input_tokens"),
             "tokens_out": usage.get("output_tokens"), "model": model, "error": error, "feedback": feedback,
             "trace_id": info.trace_id}

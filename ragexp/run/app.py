@@ -88,8 +88,9 @@ def execute(cfg: DictConfig) -> float | None:
                   file=sys.stderr)
         run_id = job.log(outcome)
         say(f"tracked: {tracker.where()}" + (f", run {run_id}" if run_id else ""))
-        if run_id and not multirun and tracker.ui_link(run_id):  # a sweep prints one link at its end
-            print(tracker.ui_link(run_id))
+        link = tracker.ui_link(run_id) if run_id and not multirun else ""  # a sweep prints one link at its end
+        if link:
+            print(link)
     except TrackingFailed as err:
         if not multirun:
             print(f"ragexp: error: {err}", file=sys.stderr)

@@ -94,8 +94,8 @@ class NoTracker:
 
 
 def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
-    """The line that opens a run's evaluation view (`run_id`: its questions, scores first, the judge's
-    rationales) or, for a sweep, the experiment's runs table. MLflow 3.17's UI opens an experiment on
+    """The line that opens a run's evaluation view (`run_id`: one row per question, with its answer,
+    expected answer and assessments) or, for a sweep, the experiment's runs table. MLflow 3.17's UI opens an experiment on
     its GenAI overview unless the URL names a page: `evaluation-runs?selectedRunUuid=RUN&compareToRunUuid=RUN`
     opens one run's per-question table (`selectedRunUuid` alone only ticks the run in the list: the
     table opens in the page's comparison mode, which a compared run turns on and one run keeps);
