@@ -10,7 +10,7 @@ import numpy as np
 from ragexp.judges.offline import ClaimEvidence, OfflineJudge, Verdict, to_scale
 from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
 from ragexp.base.text import split_sentences
-from ragexp.base.settings import Cosine, Fraction
+from ragexp.base.settings import Cosine, Fraction, NonNegativeInt
 
 
 def verifier_features(judge: OfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,
@@ -40,7 +40,9 @@ class LearnedOfflineJudge(OfflineJudge):
     - faithfulness = 1 + 9 * (1 - hallucination_probability);
     - hallucination = hallucination_probability above `hallucination_threshold` (null: the one
       chosen with the weights, on the tuning part), or an answered unanswerable question (as the
-      offline judge).
+      offline judge);
+    - a short answer is read with its question as by the offline judge: its claim has the signals of
+      verbatim text when a context sentence about the question states it, none when none does.
 
     `weights` is the model file (plain JSON; null: the one shipped in the package, fitted with
     MiniLM as the scoring embedder: another embedder gives other cosines, so refit for it).
@@ -52,10 +54,13 @@ class LearnedOfflineJudge(OfflineJudge):
 
     def __init__(self, embedder, weights: str | None = None, hallucination_threshold: Fraction | None = None,
                  relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.7, name: str | None = None,
-                 answered_unanswerable_hallucinates: bool = True):
+                 answered_unanswerable_hallucinates: bool = True, short_answer_words: NonNegativeInt = 12,
+                 short_answer_share: Fraction = 0.7, question_fit_margin: Fraction = 0.35):
         super().__init__(embedder, relevance_threshold=relevance_threshold, support_threshold=support_threshold,
                          name=name or f"offline-learned-{embedder.name}",
-                         answered_unanswerable_hallucinates=answered_unanswerable_hallucinates, hallucination_share=0.0)
+                         answered_unanswerable_hallucinates=answered_unanswerable_hallucinates, hallucination_share=0.0,
+                         short_answer_words=short_answer_words, short_answer_share=short_answer_share,
+                         question_fit_margin=question_fit_margin)
         self.verifier = Verifier.load(Path(weights) if weights else SHIPPED)
         self.hallucination_threshold = (self.verifier.threshold if hallucination_threshold is None
                                         else hallucination_threshold)

@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
+from ragexp.judges import short_answers
 from ragexp.judges.contract import Judge
 from ragexp.metrics.generation import abstains, abstention_sentence, coherence_offline, conciseness_offline, token_recall
 from ragexp.base.text import split_sentences, words
 from ragexp.types import Answer, Hit, Judgement, Question
-from ragexp.base.settings import Cosine, Fraction
+from ragexp.base.settings import Cosine, Fraction, NonNegativeInt
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -103,11 +104,13 @@ def verbatim(sentence: str, passages: Sequence[str], passage_sentences: Sequence
 class ClaimEvidence:
     """What the context holds for one claim: verbatim text (see `verbatim`); the best cosine with a
     context sentence whose passage states the claim's numbers and names (-1: no such passage); the
-    best share of the claim's content words in one such passage."""
+    best share of the claim's content words in one such passage; for a short answer, whether the
+    context states it read with its question (ragexp.judges.short_answers; None: not read so)."""
 
     verbatim: bool
     cosine: float
     overlap: float
+    in_question: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,9 @@ class OfflineJudge(Judge):
       of the `correctness` metric (ragexp.metrics);
     - faithfulness = 1 + 9 * (share of the answer's claims supported by the context, see `supports`):
       the claims are its sentences but those saying it does not know (metrics.generation.
-      abstention_sentence); an answer without a claim scores 10;
+      abstention_sentence); an answer without a claim scores 10; a short answer (one claim of at
+      most `short_answer_words` words, "Port 7070.") is read with its question (see
+      `in_its_question`);
     - hallucination = more than `hallucination_share` of the claims unsupported, or (with
       `answered_unanswerable_hallucinates`) the question is unanswerable and the answer does not
       abstain (metrics.generation.abstains). For an unanswerable question abstaining is the right
@@ -157,8 +162,12 @@ class OfflineJudge(Judge):
 
     def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
                  name: str | None = None, answered_unanswerable_hallucinates: bool = True,
-                 overlap_threshold: Fraction | None = None, hallucination_share: Fraction = 0.0):
+                 overlap_threshold: Fraction | None = None, hallucination_share: Fraction = 0.0,
+                 short_answer_words: NonNegativeInt = 12, short_answer_share: Fraction = 0.7,
+                 question_fit_margin: Fraction = 0.35):
         self.embedder = embedder
+        self.short_answer_words, self.short_answer_share = short_answer_words, short_answer_share
+        self.question_fit_margin = question_fit_margin
         self.answered_unanswerable_hallucinates = answered_unanswerable_hallucinates
         self.relevance_threshold, self.support_threshold = relevance_threshold, support_threshold
         self.overlap_threshold, self.hallucination_share = overlap_threshold, hallucination_share
@@ -175,11 +184,37 @@ class OfflineJudge(Judge):
                       default=0.0) if claim else 0.0
         return ClaimEvidence(verbatim(sentence, passages, sentences), cosine, overlap)
 
+    def in_its_question(self, question: str, evidence: list[tuple[str, ClaimEvidence]], passages: Sequence[str],
+                        sentences: Sequence[Sequence[str]], c: np.ndarray) -> list[tuple[str, ClaimEvidence]]:
+        """A short answer's one claim read with its question (ragexp.judges.short_answers): supported
+        when a context sentence about the question (within `question_fit_margin` of cosine of the
+        closest one), in a passage stating the answer's names and numbers, states what the answer adds
+        to the question (every number, more than `short_answer_share` of the words). Other answers,
+        and a short one that is context text verbatim, as they are."""
+        if len(evidence) != 1 or evidence[0][1].verbatim:  # context text is supported as it stands
+            return evidence
+        [(claim, found)] = evidence
+        new = short_answers.said(question, claim, self.short_answer_words)
+        if not new:
+            return evidence
+        context_sentences = [s for ss in sentences for s in ss]
+        if not context_sentences:
+            return [(claim, replace(found, in_question=False))]
+        [v] = self.embedder.embed([f"{question} {claim}"])
+        stated = anchors(claim)
+        eligible = [short_answers.states(p, stated) for p, ss in zip(passages, sentences) for _ in ss]
+        reading = short_answers.supported(new, context_sentences, eligible, c @ v, self.short_answer_share,
+                                          self.question_fit_margin)
+        return [(claim, replace(found, in_question=reading))]
+
     def supports(self, evidence: ClaimEvidence) -> bool:
-        """A claim is supported when it is verbatim context text (see `verbatim`); or a context
+        """A short answer read with its question is supported as that reading says (see
+        `in_its_question`); another claim when it is verbatim context text (see `verbatim`); or a context
         sentence has a cosine of at least `support_threshold` with it and its passage states every
         number and name the claim states (see `anchors`); or (with `overlap_threshold`) one passage
         stating them holds that share of the claim's content words."""
+        if evidence.in_question is not None:
+            return evidence.in_question
         return (evidence.verbatim or evidence.cosine >= self.support_threshold
                 or (self.overlap_threshold is not None and evidence.overlap >= self.overlap_threshold))
 
@@ -188,12 +223,14 @@ class OfflineJudge(Judge):
         return bool(supported) and len(supported) - sum(supported) > self.hallucination_share * len(supported)
 
     def claims(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[tuple[str, ClaimEvidence]]:
-        """The answer's claims (its sentences but those saying it does not know) and their evidence."""
+        """The answer's claims (its sentences but those saying it does not know) and their evidence (a
+        short answer's read with its question)."""
         passages = [hit.chunk.text for hit in hits]
         sentences = [split_sentences(p) for p in passages]
         answer_sentences = split_sentences(answer.text)
         c = self.embedder.embed([s for ss in sentences for s in ss])
-        return self.claim_evidence(answer_sentences, self.embedder.embed(answer_sentences), passages, sentences, c)
+        evidence = self.claim_evidence(answer_sentences, self.embedder.embed(answer_sentences), passages, sentences, c)
+        return self.in_its_question(question.text, evidence, passages, sentences, c)
 
     def claim_evidence(self, answer_sentences: Sequence[str], a: np.ndarray, passages: Sequence[str],
                        sentences: Sequence[Sequence[str]], c: np.ndarray) -> list[tuple[str, ClaimEvidence]]:
@@ -221,19 +258,15 @@ class OfflineJudge(Judge):
             recall = 1.0 if abstained else 0.0
             expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
         # a sentence saying the answer is not known makes no claim; every other sentence is checked
-        evidence = self.claim_evidence(answer_sentences, a, passages, sentences, c)
+        evidence = self.in_its_question(question.text, self.claim_evidence(answer_sentences, a, passages, sentences, c),
+                                        passages, sentences, c)
         supported = [self.supports(e) for _, e in evidence]
         unsupported = len(supported) - sum(supported)
         verdict = self.verdict(evidence, supported, answer.text, answer_sentences, a, c, passages)
         answered_unanswerable = not question.answerable and not abstained and self.answered_unanswerable_hallucinates
         reasoning = (
             f"{relevant} of {len(context_sentences)} retrieved sentences relate to the question "
-            f"(cosine >= {self.relevance_threshold}); {expected}; "
-            + (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
-               f"(verbatim, cosine >= {self.support_threshold}"
-               + (f", or {self.overlap_threshold:.0%} of the content words" if self.overlap_threshold is not None else "")
-               + ")" if supported
-               else "the answer abstains" if abstained else "empty answer")
+            f"(cosine >= {self.relevance_threshold}); {expected}; {self.support_words(evidence, supported, abstained)}"
             + (f"; {unsupported} unsupported" if unsupported else "") + verdict.words
             + ("; a confident answer to an unanswerable question: hallucination" if answered_unanswerable else "")
         )
@@ -248,6 +281,20 @@ class OfflineJudge(Judge):
         }
         return Judgement(self.name, scores, hallucination=verdict.hallucination or answered_unanswerable,
                          reasoning=reasoning)
+
+    def support_words(self, evidence: Sequence[tuple[str, ClaimEvidence]], supported: Sequence[bool],
+                      abstained: bool) -> str:
+        """What the reasoning says of the claims' support."""
+        if not supported:
+            return "the answer abstains" if abstained else "empty answer"
+        if evidence[0][1].in_question is not None:
+            return "a short answer read with its question: " + (
+                "a context sentence about the question states it" if supported[0] else
+                "no context sentence about the question states it")
+        return (f"{sum(supported)} of {len(supported)} answer sentences supported by the context "
+                f"(verbatim, cosine >= {self.support_threshold}"
+                + (f", or {self.overlap_threshold:.0%} of the content words" if self.overlap_threshold is not None else "")
+                + ")")
 
     def verdict(self, evidence: Sequence[tuple[str, ClaimEvidence]], supported: Sequence[bool], answer: str,
                 answer_sentences: Sequence[str], a: np.ndarray, c: np.ndarray, passages: Sequence[str]) -> Verdict:

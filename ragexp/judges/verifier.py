@@ -61,12 +61,15 @@ def claim_signals(sentence: str, vector: np.ndarray, evidence, c: np.ndarray, in
     overlap with such a passage); the rest look at the whole context: best cosine with any sentence,
     shares of its content words, word pairs and numbers-and-names found anywhere in it. A verbatim
     claim (text of one passage that states its numbers) has the strongest support by definition:
-    every signal but its length is 1, whatever the name heuristics of `anchors` make of it."""
+    every signal but its length is 1, whatever the name heuristics of `anchors` make of it. A short
+    answer read with its question (ragexp.judges.short_answers) has every signal of a verbatim claim
+    when a context sentence about the question states it, and none (0) when none does."""
     from ragexp.judges.offline import anchors
 
     claim_words = set(words(sentence))
-    if evidence.verbatim:
-        return {**{s: 1.0 for s in CLAIM_SIGNALS}, "claim_words": float(len(claim_words))}
+    if evidence.verbatim or evidence.in_question is not None:
+        value = 1.0 if evidence.verbatim or evidence.in_question else 0.0
+        return {**{s: value for s in CLAIM_SIGNALS}, "claim_words": float(len(claim_words))}
     pairs = bigrams(sentence)
     stated = anchors(sentence)
     return {
