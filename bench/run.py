@@ -26,6 +26,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   SQLite store) without and with tracing=on (goal: at most 10% slower);
 - own_system (bench/own_system.py): recorded outputs judged offline, rows/s; system=http against a
   0 ms local service and system=python, ms per question of the answering stage;
+- short_answers (bench/short_answers.py): the offline judges on labelled short answers ("Port 7070."),
+  held out: false alarms on supported ones (goal <= 0.05), recall of unsupported ones (goal >= 0.90);
 - ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
@@ -323,6 +325,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "deadlines": lambda work_dir, args: __import__("deadlines").measure(work_dir, args),
     "rubric": lambda work_dir, args: __import__("rubric").measure(work_dir, args),
     "cascade": lambda work_dir, args: __import__("cascade").measure(work_dir, args),
+    "short_answers": lambda work_dir, args: __import__("short_answers").measure(work_dir, args),
     "decisions": lambda work_dir, args: __import__("decisions").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
     "grids": lambda work_dir, args: {"after": __import__("grids").measure(work_dir, args)},
@@ -468,6 +471,8 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
         f"{g['peak_rss_mb_largest_child']} MB")), ""),
     ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (
         f"{d['triad_over_two_round_trips']}x ({d['triad_8_judging_s']} / {d['two_round_trips_s']} s)")), "<= 1.15x"),
+    ("short answers held out, judge=offline: false alarms / recall", get("short_answers", "offline", "all", show=lambda a: (
+        f"{a['false_alarms']} / {a['recall']} ({a['supported']} supported, {a['unsupported']} not)")), "<= 0.05 / >= 0.90"),
     ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
         f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
         f"load {t['load_1min']})")), "<= +10%"),
