@@ -2,12 +2,15 @@
 flight together, verification only after the claims' reply, the context once per request, and
 the same requests, judgement and counters as the steps one after another."""
 import json
+import threading
+import time
 
 import pytest
 
 from openai_server import numbered, prompt_text, task, user_text
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
+from ragexp.judges.triad import ClaimsFirst
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.session import LLMSession
 from ragexp.types import Answer, Chunk, Hit, Question
@@ -178,3 +181,39 @@ def test_a_step_whose_reply_stays_unreadable_fails_only_its_metrics(server, tmp_
     judge, _ = triad(server, tmp_path / "none")
     with pytest.raises(QuestionFailed, match="unreadable reply after a re-ask"):
         judge.judge(QUESTION, HITS, ANSWER)
+
+
+def test_a_questions_claims_request_is_made_before_its_other_requests(server, tmp_path):
+    """The claims start the longer chain (claims, then verification): the other two steps wait until
+    it is made, so that of the questions judged at once the claims requests go out first."""
+    server.chat = scripted
+    judge, _ = triad(server, tmp_path)
+    judge.claims_first.wait_s = 30.0  # only the claims' going releases the others here
+    made, step = [], judge.step
+    judge.step = lambda name, *args, **values: made.append(name) or step(name, *args, **values)
+    judge.judge(QUESTION, HITS, ANSWER)
+    assert made[0] == "claims" and sorted(made[1:3]) == ["answer_relevance", "context_relevance"]
+    assert made[3:] == ["verification"]
+    started = time.monotonic()
+    judge.judge(QUESTION, HITS, Answer(""))  # no claims to make: the others are not held (30 s otherwise)
+    assert sorted(made[4:]) == ["answer_relevance", "context_relevance"] and time.monotonic() - started < 10
+
+
+def test_claims_first_holds_the_other_steps_until_every_coming_claims_request_goes():
+
+    order, released = ClaimsFirst(wait_s=30.0), []
+    order.coming(), order.coming()
+    waiter = threading.Thread(target=lambda: (order.after_claims(), released.append(time.monotonic())))
+    waiter.start()
+    order.going()
+    time.sleep(0.05)
+    assert not released  # one claims request is still to go
+    went = time.monotonic()
+    order.going()
+    waiter.join(5)
+    assert released and released[0] >= went
+    bounded = ClaimsFirst(wait_s=0.05)
+    bounded.coming()  # a claims request that never goes holds the others for wait_s only
+    started = time.monotonic()
+    bounded.after_claims()
+    assert 0.04 <= time.monotonic() - started < 2

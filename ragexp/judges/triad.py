@@ -2,6 +2,7 @@
 faithfulness by claim extraction and verification, answer relevance on 1-5; all on 0-1."""
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -47,7 +48,8 @@ class TriadJudge(LLMJudgeBase):
 
     The context goes once into each request that needs it: as numbered sentences to context
     relevance, as documents to verification. Context relevance, the claims and answer relevance
-    do not depend on each other and are sent together; verification follows the claims' reply."""
+    do not depend on each other and are sent together; verification follows the claims' reply.
+    Of the questions judged at once, the claims requests go out first (see ClaimsFirst)."""
 
     metrics = ("context_relevance", "faithfulness", "answer_relevance", "claim_hallucination_rate")
     scales = {metric: (0.0, 1.0) for metric in metrics}
@@ -61,6 +63,7 @@ class TriadJudge(LLMJudgeBase):
         super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
         self.prompts = {step: tuple(Template(prompts[step][part], fields, f"judge.prompts.{step}.{part}")
                                     for part in ("system", "user")) for step, fields in STEPS.items()}
+        self.claims_first = ClaimsFirst()  # the order of the requests of the questions judged at once
 
     @classmethod
     def constraints(cls, prompts: dict, reask_prompt: str, **_) -> list[str]:
@@ -97,10 +100,13 @@ class TriadJudge(LLMJudgeBase):
         question. A step whose reply stays unreadable after its re-ask fails only its metrics
         (`failed_criteria`, never scored); the question fails when every step's did."""
         sentences = context_sentences(hits)
+        order = self.claims_first if self.parallel else None
+        if order is not None:
+            order.coming()
         outcomes = together(self.parallel,
-                            lambda: self.context_relevance(question, sentences, repeat),
-                            lambda: self.faithfulness(question, hits, answer, repeat),
-                            lambda: self.answer_relevance(question, answer, repeat))
+                            lambda: self.context_relevance(question, sentences, repeat, order),
+                            lambda: self.faithfulness(question, hits, answer, repeat, order),
+                            lambda: self.answer_relevance(question, answer, repeat, order))
         values: list[Any] = []  # each step's value (its own type), None when its reply was unreadable
         failed: dict[str, str] = {}
         for outcome, metrics in zip(outcomes, STEP_METRICS):
@@ -143,22 +149,30 @@ class TriadJudge(LLMJudgeBase):
         return Judgement(self.name, {m: scores[m] for m in self.metrics if m in scores}, hallucination,
                          "; ".join(parts), details)
 
-    def context_relevance(self, question: Question, sentences: list[str], repeat: int) -> tuple[list[str], int]:
+    def context_relevance(self, question: Question, sentences: list[str], repeat: int,
+                          order: ClaimsFirst | None = None) -> tuple[list[str], int]:
         """The relevant sentences (none without context) and how many numbers were out of range."""
         if not sentences:
             return [], 0
+        if order is not None:
+            order.after_claims()
         numbers, ignored = self.ask_json(
             self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences)),
             lambda reply: read_numbers(reply, "relevant", len(sentences)))
         return [sentences[n - 1] for n in numbers], ignored
 
-    def faithfulness(self, question: Question, hits: Sequence[Hit], answer: Answer,
-                     repeat: int) -> tuple[tuple[list[str], list[tuple[bool, str]]], int]:
+    def faithfulness(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int,
+                     order: ClaimsFirst | None = None) -> tuple[tuple[list[str], list[tuple[bool, str]]], int]:
         """The answer's claims and a verdict on each (asked once the claims are known), and how
         many verdicts named a claim out of range."""
         claims = []
-        if answer.text.strip():
-            claims = self.ask_json(self.step("claims", repeat, question=question.text, answer=answer.text), read_claims)
+        try:
+            request = self.step("claims", repeat, question=question.text, answer=answer.text) if answer.text.strip() else None
+        finally:
+            if order is not None:
+                order.going()
+        if request is not None:
+            claims = self.ask_json(request, read_claims)
         if not claims:
             return (claims, []), 0
         if not hits:  # nothing retrieved: nothing supports them
@@ -168,12 +182,43 @@ class TriadJudge(LLMJudgeBase):
             lambda reply: read_verdicts(reply, len(claims)))
         return (claims, verdicts), ignored
 
-    def answer_relevance(self, question: Question, answer: Answer, repeat: int) -> tuple[tuple[float, str], int]:
+    def answer_relevance(self, question: Question, answer: Answer, repeat: int,
+                         order: ClaimsFirst | None = None) -> tuple[tuple[float, str], int]:
         """The 1-5 score and its reasoning, and 1 when the score was clamped into 1-5."""
+        if order is not None:
+            order.after_claims()
         (score, moved), why = self.ask_json(
             self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"),
             read_score)
         return (score, why), int(moved)
+
+
+class ClaimsFirst:
+    """Of the questions judged at once, every claims request goes out before any context- or
+    answer-relevance request: the claims start each question's longer chain (the claims, then their
+    verification), so the last of them, and the second round after it, start sooner. A step waits
+    at most `wait_s` for the claims, so a slow one never holds the others long."""
+
+    def __init__(self, wait_s: float = 0.05):
+        self.coming_claims, self.wait_s = 0, wait_s
+        self.changed = threading.Condition()
+
+    def coming(self) -> None:
+        """A question's claims request is to go out."""
+        with self.changed:
+            self.coming_claims += 1
+
+    def going(self) -> None:
+        """A question's claims request goes out now (or never: its answer is empty)."""
+        with self.changed:
+            self.coming_claims -= 1
+            if not self.coming_claims:
+                self.changed.notify_all()
+
+    def after_claims(self) -> None:
+        """Wait until no claims request is still to go out (at most `wait_s`)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.coming_claims <= 0, timeout=self.wait_s)
 
 
 def together(parallel: bool, *steps: Callable[[], T]) -> list[Future[T]]:
