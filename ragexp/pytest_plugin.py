@@ -1,0 +1,142 @@
+"""ragexp's pytest plugin: a team's test suite checks its RAG system as it checks any other code.
+
+    def test_answers_hold(ragexp_evaluate):
+        evaluation = ragexp_evaluate("outputs.jsonl", overrides=["gate=production"])
+        assert_passed(evaluation)                      # or: assert evaluation.passed
+
+    def test_no_worse_than_last_release(ragexp_evaluate):
+        assert_no_regression(ragexp_evaluate("outputs.jsonl"), margin=0.5)   # baseline: --ragexp-baseline
+
+`ragexp_evaluate` is `ragexp.evaluate` with the run folder under the test's own temporary folder
+(so tests run side by side under pytest-xdist) and `--ragexp-track` applied (log every evaluation
+to the configured tracker, MLflow by default). `assert_no_regression` is the quality gate's paired
+regression check (ragexp.metrics.regression: one-sided per metric, Holm across them) against
+`baseline=` or `--ragexp-baseline` (a run folder or an MLflow run id). A failure's message lists the
+checks, each metric's difference with its CI, and the worst questions, so pytest's report and its
+JUnit XML carry them.
+
+pytest loads this module in every session of an environment where ragexp is installed: it imports
+the standard library and pytest only; ragexp, hydra and mlflow are imported when a test evaluates.
+"""
+from __future__ import annotations
+
+from itertools import count
+from typing import Any
+
+import pytest
+
+WORST = 3  # questions named in a failure message
+
+_options: dict[str, Any] = {"baseline": None}
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("ragexp", "ragexp: evaluate a RAG system in tests")
+    group.addoption("--ragexp-baseline", default=None, metavar="RUN",
+                    help="the run assert_no_regression compares with when given no baseline= (a run folder or an MLflow run id)")
+    group.addoption("--ragexp-track", action="store_true", default=False,
+                    help="log every ragexp_evaluate to the configured tracker (MLflow by default)")
+
+
+def pytest_configure(config) -> None:
+    _options["baseline"] = config.getoption("ragexp_baseline", None)
+
+
+@pytest.fixture
+def ragexp_evaluate(request, tmp_path):
+    """`ragexp.evaluate(data, **settings)` with the run folder in the test's temporary folder (one per
+    call) and `track` from `--ragexp-track` unless given."""
+    calls = count(1)
+
+    def evaluate(data: Any = None, **settings: Any):
+        import ragexp
+
+        settings.setdefault("output_dir", tmp_path / f"ragexp-run-{next(calls)}")
+        settings.setdefault("track", bool(request.config.getoption("ragexp_track")))
+        return ragexp.evaluate(data, **settings)
+
+    return evaluate
+
+
+def assert_passed(evaluation) -> None:
+    """Fails unless `evaluation.passed`, saying which gate decided, its checks (or the aggregates its
+    targets rate warning) and the worst questions."""
+    if evaluation.passed:
+        return
+    gate = evaluation.result.gate
+    lines = [f"ragexp: {evaluation!r}"]
+    if evaluation.failure:
+        lines.append(f"the run failed as a whole: {evaluation.failure}")
+    if gate is not None:
+        lines += [f"gate {gate.name}:"] + [f"  {check}" for check in gate.checks]
+    else:
+        lines += ["no gate set: the targets decide; rated warning:"] + [f"  {w}" for w in evaluation.warnings]
+    lines += worst_questions(evaluation)
+    pytest.fail("\n".join(lines), pytrace=False)
+
+
+def assert_no_regression(evaluation, baseline: str | None = None, margin: float | dict[str, float] = 0.0,
+                         metrics: list[str] | None = None, alpha: float = 0.05) -> None:
+    """Fails when `evaluation` is significantly worse than `baseline` (default `--ragexp-baseline`)
+    on one of `metrics` (default the judge's, with hallucination) by more than `margin` (a number, or
+    one per metric, on each metric's own scale): paired by question id, one-sided at `alpha`, Holm
+    across the metrics, as `gate.baseline` checks a run."""
+    from ragexp.errors import RagexpError
+    from ragexp.metrics.regression import baseline_table, compare
+    from ragexp.metrics.scoring import score_row
+
+    target = baseline or _options["baseline"]
+    if not target:
+        pytest.fail("assert_no_regression: no baseline: pass baseline=RUN or run pytest with --ragexp-baseline RUN "
+                    "(a run folder or an MLflow run id)", pytrace=False)
+    judged = [r for r in evaluation.result.questions if r.judgement is not None]
+    rows = {r.question.qid: score_row(r) for r in judged}
+    if metrics is None:
+        metrics = sorted({m for r in judged for m in r.judgement.scores})
+        metrics += ["hallucination"] if any(r.judgement.hallucination is not None for r in judged) else []
+    try:
+        base = baseline_table(str(target))
+    except RagexpError as err:
+        pytest.fail(f"assert_no_regression: {err}", pytrace=False)
+    shared = [q for q in rows if q in base.index]
+    if not shared:
+        pytest.fail(f"assert_no_regression: the baseline {target} shares no judged question with this run "
+                    "(they are paired by question id): compare runs of the same questions", pytrace=False)
+    margins = margin if isinstance(margin, dict) else {"*": float(margin)}
+    found = compare(rows, base, metrics, margins, alpha=alpha)
+    worse = [r for r in found if r.worse(alpha)]
+    if not worse:
+        return
+    lines = [f"ragexp: {evaluation!r} is significantly worse than {target} on {', '.join(r.metric for r in worse)} "
+             f"({len(shared)} shared questions, paired, one-sided at alpha {alpha:g}, Holm across {len(found)} metrics):"]
+    lines += [f"  {r.line(alpha, 0.95)}" for r in found]
+    for r in worse:
+        lines += dropped_most(rows, base, r.metric)
+    pytest.fail("\n".join(lines), pytrace=False)
+
+
+def worst_questions(evaluation) -> list[str]:
+    """The questions that failed, then the lowest on overall or faithfulness, as lines."""
+    table = evaluation.table
+    if table.empty:
+        return []
+    failed = table[table["status"] != "judged"] if "status" in table else table.iloc[:0]
+    lines = [f"  {q}: {reason}" for q, reason in zip(failed["question_id"], failed.get("failure_reason", failed["status"]))]
+    score = next((c for c in ("overall_score", "faithfulness") if c in table), None)
+    if score is not None:
+        lowest = table[table["status"] == "judged"].sort_values([score, "question_id"]).head(WORST)
+        lines += [f"  {q}: {score} {value:.3g}: {str(question)[:100]}"
+                  for q, value, question in zip(lowest["question_id"], lowest[score], lowest["question"])]
+    return [f"worst questions (of {len(table)}):", *lines[: 2 * WORST]] if lines else []
+
+
+def dropped_most(rows: dict, base, metric: str) -> list[str]:
+    """The questions whose `metric` moved most the wrong way against the baseline, as lines."""
+    from ragexp.base.names import higher_is_worse
+    from ragexp.metrics.regression import present
+
+    sign = -1.0 if higher_is_worse(metric) else 1.0
+    moves = sorted(((sign * (float(row[metric]) - float(base.at[q, metric])), q, float(base.at[q, metric]), float(row[metric]))
+                    for q, row in rows.items() if q in base.index and present(row.get(metric)) and present(base.at[q, metric])))
+    return [f"questions that dropped most on {metric}:"] + [f"  {q}: {old:.3g} -> {new:.3g}" for _, q, old, new in moves[:WORST]
+                                                           if _ < 0]
