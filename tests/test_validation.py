@@ -114,7 +114,8 @@ def config_options() -> list[str]:
 
 # options with a setting only the user can give: the config check asks for it, and for nothing else
 REQUIRED = {"system=python": ["system.function: not set; set system.function=module:function (such as mypackage.rag:answer)"],
-            "system=http": ["system.url: not set; set system.url=http://host:port/path (your service's endpoint)"]}
+            "system=http": ["system.url: not set; set system.url=http://host:port/path (your service's endpoint)"],
+            "dataset=mlflow": ["dataset.name: not set; set dataset.name=NAME, the MLflow evaluation dataset to read"]}
 
 
 def missing_data(cfg) -> list[str]:

@@ -1,0 +1,75 @@
+"""dataset=mlflow reads an MLflow evaluation dataset from a real SQLite store: inputs, recorded outputs and
+expectations mapped onto ragexp's fields; a missing dataset, a changed one and a store that keeps none
+are one line naming the setting."""
+import pytest
+
+from ragexp import evaluate
+from ragexp.datasets.mlflow_dataset import MlflowDataset
+from ragexp.errors import RagexpError
+
+FAST = ["embedder@scoring_embedder=hash", "cache.enabled=false"]
+RECORDS = [
+    {"inputs": {"question": "Which port does quarryd listen on?"},
+     "outputs": {"response": "quarryd listens on port 7070.", "retrieved_contexts": ["quarryd listens on port 7070."]},
+     "expectations": {"expected_response": "Port 7070.",
+                      "expected_retrieved_context": [{"doc_uri": "installation", "content": "quarryd listens on port 7070."}],
+                      "guidelines": ["Name the port number."]}},
+    {"inputs": {"question": "How long can a job stay active?"},
+     "outputs": {"response": "A job stays active for at most 12 hours.",
+                 "retrieved_contexts": ["A job stays active for at most 12 hours."]},
+     "expectations": {"expected_facts": ["at most 12 hours", "then it is stopped"]}},
+]
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    import mlflow
+    from mlflow.genai import datasets
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mlflow.set_tracking_uri(uri)
+    datasets.create_dataset(name="quarry-qa").merge_records(RECORDS)
+    return uri, datasets.get_dataset(name="quarry-qa")  # as it is now, its digest after the records
+
+
+def test_an_mlflow_dataset_is_read_as_questions_references_golden_documents_and_answers(store):
+    uri, qa = store
+    dataset = MlflowDataset(name="quarry-qa", tracking_uri=uri).load()
+    port, job = sorted(dataset.questions, key=lambda q: "port" not in q.text)  # records added at once: ordered by id
+    assert (port.text, port.answers, port.golden) == ("Which port does quarryd listen on?", ("Port 7070.",), {"installation": 1})
+    assert port.attributes["guidelines"] == "Name the port number."
+    assert job.answers == ("at most 12 hours; then it is stopped",) and job.golden == {}
+    assert port.qid.startswith("dr-") and port.qid != job.qid  # the records' own ids
+    assert dataset.outputs[port.qid].answer.text == "quarryd listens on port 7070."
+    assert [h.chunk.text for h in dataset.outputs[job.qid].hits] == ["A job stays active for at most 12 hours."]
+    assert f"MLflow evaluation dataset 'quarry-qa', digest {qa.digest}" in dataset.notes
+
+
+def test_a_run_on_an_mlflow_dataset_judges_its_recorded_answers(store, tmp_path):
+    uri, _ = store
+    evaluation = evaluate(overrides=["dataset=mlflow", "dataset.name=quarry-qa", f"dataset.tracking_uri={uri}", *FAST],
+                          output_dir=tmp_path / "run")
+    assert evaluation.aggregates["total_questions"] == 2 and evaluation.aggregates["failed_questions"] == 0
+    assert evaluation.aggregates["avg_faithfulness"] == 10.0  # each answer is its context
+    assert evaluation.aggregates["mrr"] == 0.0  # the recorded contexts carry no document ids: no golden one retrieved
+
+
+def test_a_missing_dataset_names_those_there_are_and_a_changed_one_is_refused(store, tmp_path):
+    uri, qa = store
+    with pytest.raises(RagexpError, match=r"dataset.name: no MLflow evaluation dataset 'nope' in .*; it has quarry-qa"):
+        MlflowDataset(name="nope", tracking_uri=uri).load()
+    assert MlflowDataset(name="quarry-qa", digest=qa.digest, tracking_uri=uri).load().questions
+    with pytest.raises(RagexpError, match=rf"dataset.digest: .* is now at digest {qa.digest}, not 0000"):
+        MlflowDataset(name="quarry-qa", digest="0000", tracking_uri=uri).load()
+    with pytest.raises(RagexpError, match="set dataset.name=NAME"):
+        evaluate(overrides=["dataset=mlflow", *FAST], output_dir=tmp_path / "unnamed")
+
+
+def test_a_store_that_keeps_no_datasets_says_what_to_use(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(RagexpError, match=r"dataset\.(name|tracking_uri): the MLflow store at .* (cannot|keep)"):
+        MlflowDataset(name="quarry-qa", tracking_uri=(tmp_path / "mlruns").as_uri()).load()
+    with pytest.raises(RagexpError, match="dataset.tracking_uri: no MLflow store at"):
+        MlflowDataset(name="quarry-qa", tracking_uri=f"sqlite:///{tmp_path / 'typo.db'}").load()
+    assert not (tmp_path / "typo.db").exists()  # reading makes no store
