@@ -55,6 +55,18 @@ def test_a_run_on_an_mlflow_dataset_judges_its_recorded_answers(store, tmp_path)
     assert evaluation.aggregates["mrr"] == 0.0  # the recorded contexts carry no document ids: no golden one retrieved
 
 
+def test_a_tracked_run_records_its_test_set_as_an_mlflow_dataset_input_with_its_digest(store, tmp_path):
+    import mlflow
+
+    uri, _ = store
+    evaluation = evaluate(overrides=["dataset=mlflow", "dataset.name=quarry-qa", f"dataset.tracking_uri={uri}",
+                                     f"tracker.tracking_uri={uri}", *FAST], output_dir=tmp_path / "run", track=True)
+    [used] = mlflow.MlflowClient(uri).get_run(evaluation.run_id).inputs.dataset_inputs
+    assert (used.dataset.name, used.dataset.digest, used.dataset.source_type) == (
+        "quarry-qa", evaluation.result.dataset_fingerprint, "mlflow")
+    assert [(t.key, t.value) for t in used.tags] == [("mlflow.data.context", "evaluation")]
+
+
 def test_a_missing_dataset_names_those_there_are_and_a_changed_one_is_refused(store, tmp_path):
     uri, qa = store
     with pytest.raises(RagexpError, match=r"dataset.name: no MLflow evaluation dataset 'nope' in .*; it has quarry-qa"):

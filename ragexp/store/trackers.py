@@ -389,6 +389,7 @@ class MlflowTracker(NoTracker):
             params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
             for start in range(0, len(params), 100):
                 client.log_batch(run_id, params=params[start : start + 100])
+            client.log_inputs(run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
             now = int(time.time() * 1000)
             metrics = [Metric(k, float(v), now, 0) for k, v in folder_metrics(values, meta).items()]
             for start in range(0, len(metrics), 1000):
@@ -419,6 +420,20 @@ class MlflowTracker(NoTracker):
             write_results(result, folder, started, failure)
             write_config(folder, config)
             return self.log_folder(folder, parent_id)
+
+
+def dataset_input(config: dict, digest: str):
+    """The run's test set as an MLflow dataset input (the run page's Datasets): its name, ragexp's
+    digest of its questions and corpus (the run's dataset_fingerprint: another version of the set
+    gives another digest) and where it was read from."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    node = config.get("dataset") or {}
+    where = {key: str(node[key]) for key in ("path", "name", "tracking_uri", "qrels") if node.get(key)}
+    kind = "mlflow" if str(node.get("_target_", "")).endswith("MlflowDataset") else "local"
+    return DatasetInput(Dataset(name=str(node.get("name") or "dataset"), digest=digest, source_type=kind,
+                                source=json.dumps(where, sort_keys=True)),
+                        tags=[InputTag("mlflow.data.context", "evaluation")])
 
 
 def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
