@@ -51,6 +51,28 @@ def test_cloze_run_on_the_sample_is_logged_to_mlflow(tmp_path):
         f.path for f in client.list_artifacts(run.info.run_id, "dataset")}
 
 
+def test_a_set_written_to_an_mlflow_dataset_reads_back_with_the_same_questions_and_expectations(tmp_path):
+    from ragexp.datasets.mlflow_dataset import MlflowDataset
+    from ragexp.synth.output import load_written
+
+    out = tmp_path / "set"
+    proc = synth_cli(*FAST, "synth.size=12", f"synth.out={out}", "synth.mlflow_dataset=quarry-synth", "hydra.run.dir=hydra",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    written = load_written(out).questions
+    assert f"MLflow evaluation dataset 'quarry-synth': {len(written)} records merged, digest" in proc.stdout
+    read = MlflowDataset(name="quarry-synth", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").load().questions
+
+    def expectations(questions):
+        return sorted((q.text, q.answers, tuple(sorted(q.golden))) for q in questions)
+
+    assert len(read) == len(written) > 0 and expectations(read) == expectations(written)
+    refused = synth_cli(*FAST, "tracker=none", "synth.size=3", f"synth.out={tmp_path / 'b'}", "synth.mlflow_dataset=x",
+                        "hydra.run.dir=hydra-b", cwd=tmp_path)
+    assert refused.returncode == 2 and "synth.mlflow_dataset: the set goes to the tracker's MLflow store" in refused.stderr
+    assert not (tmp_path / "b").exists()  # refused before any work
+
+
 def llm_args(server, out):
     return [*FAST, "tracker=none", "synth/generator=llm", f"synth.generator.endpoint.base_url={server.base_url}",
             "synth.generator.endpoint.model=synth-model", f"synth.generator.endpoint.api_key_env={TEST_KEY_ENV}",

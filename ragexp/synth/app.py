@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp.errors import RagexpError
 from ragexp.synth import TYPES
 from ragexp.datasets import corpus_fingerprint, fingerprint
-from ragexp.synth.tracking import log_synth
+from ragexp.synth.tracking import keeps_datasets, log_synth, to_mlflow_dataset
 from ragexp.config.validation import validate
 from ragexp.llm.estimate import RoleEstimate
 
@@ -89,6 +89,8 @@ def execute(cfg: DictConfig) -> None:
         mix = OmegaConf.to_container(synth.mix, resolve=True)
         asked = quotas(synth.size, mix)
         tracker, session, cache = build(cfg.tracker), build(cfg.llm), build(cfg.cache)
+        if synth.get("mlflow_dataset"):
+            keeps_datasets(tracker)
         with EmbeddingCache.beside(cache).building():  # every embedder built here shares one vector cache
             loader, chunker, generator = build(cfg.dataset), build(cfg.chunker), build(synth.generator)
             embedder = build(cfg.embedder) if "multi_hop" in asked else None
@@ -124,6 +126,10 @@ def execute(cfg: DictConfig) -> None:
                            config, metrics, {"dataset_fingerprint": tag, "generator": generator.name}, folder)
         if run_id:
             print(f"tracked: {tracker.where()}, run {run_id}; dataset_fingerprint {tag}")
+        if synth.get("mlflow_dataset"):
+            written, digest = to_mlflow_dataset(tracker, synth.mlflow_dataset, folder)
+            print(f"MLflow evaluation dataset {synth.mlflow_dataset!r}: {written} records merged, digest {digest} "
+                  f"(python -m ragexp dataset=mlflow dataset.name={synth.mlflow_dataset} system=...)")
     except RagexpError as err:
         print(f"ragexp: error: {err}", file=sys.stderr)
         sys.exit(2)

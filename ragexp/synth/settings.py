@@ -11,12 +11,13 @@ from ragexp.synth.quality import QualityRules
 class SynthSettings:
     """`size` questions in the shares of `mix`, from a `generator` (synth/generator=...), `seed`ed;
     `max_attempts` sources per question, `max_per_document`, multi-hop `neighbours`; the dataset is
-    written to `out` and the run logged to the MLflow `experiment`; `quality`: the rules a question
-    must pass (ragexp.synth.quality.QualityRules)."""
+    written to `out` and the run logged to the MLflow `experiment`, and with `mlflow_dataset` also
+    to that MLflow evaluation dataset of the tracker's store; `quality`: the rules a question must
+    pass (ragexp.synth.quality.QualityRules)."""
 
     def __init__(self, size: PositiveInt, seed: int, mix: Mapping[str, NonNegativeFloat], max_attempts: PositiveInt,
                  max_per_document: PositiveInt | None, neighbours: PositiveInt, out: NonEmptyStr,
-                 experiment: NonEmptyStr, quality: QualityRules, generator: Any):
+                 experiment: NonEmptyStr, quality: QualityRules, generator: Any, mlflow_dataset: NonEmptyStr | None = None):
         self.size, self.seed = size, seed
 
     @classmethod

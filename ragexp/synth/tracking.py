@@ -1,8 +1,10 @@
 """A synth run in MLflow: params (the resolved config), counts by type and rejection reason,
 tokens and cost as metrics, the dataset folder as the artifact `dataset/`, and its fingerprint
-as the tag `dataset_fingerprint` (the tag an evaluation run on that folder carries too)."""
+as the tag `dataset_fingerprint` (the tag an evaluation run on that folder carries too); and, when
+asked, the set as an MLflow evaluation dataset (`to_mlflow_dataset`)."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -32,3 +34,39 @@ def log_synth(tracker, experiment: str, name: str, config: dict, metrics: dict[s
         raise
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def to_mlflow_dataset(tracker, name: str, folder: Path) -> tuple[int, str]:
+    """The set of `folder` merged into the MLflow evaluation dataset `name` of the tracker's store
+    (made if absent): per question its text as `inputs.question`, its answer as `expected_response`
+    (every accepted answer as `expected_answers`), its source chunks as `expected_retrieved_context`
+    (their document ids as doc_uri) and its type as a tag; `dataset=mlflow` reads them back. Returns
+    (records written, the dataset's digest)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.genai import datasets
+
+    keeps_datasets(tracker)
+    tracker.client()  # the store opened (and made) as for the run, its tracking URI set
+    records = []
+    for line in (folder / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+        question = json.loads(line)
+        answers = question["answer"] if isinstance(question["answer"], list) else [question["answer"]]
+        records.append({"inputs": {"question": question["question"]},
+                        "expectations": {"expected_response": answers[0], "expected_answers": answers,
+                                         "expected_retrieved_context": [{"doc_uri": c["doc_id"], "content": c["text"]}
+                                                                        for c in question["source_chunks"]]},
+                        "tags": {"type": question["type"], "synth_id": question["id"]}})
+    try:
+        found = datasets.get_dataset(name=name)
+    except MlflowException:
+        found = datasets.create_dataset(name=name, experiment_id=[tracker._experiment_id])
+    found.merge_records(records)
+    return len(records), datasets.get_dataset(name=name).digest
+
+
+def keeps_datasets(tracker) -> None:
+    """Refuses (before any work) a `synth.mlflow_dataset` without an MLflow store to write it to."""
+    from ragexp.errors import RagexpError
+
+    if not isinstance(tracker, MlflowTracker):
+        raise RagexpError("synth.mlflow_dataset: the set goes to the tracker's MLflow store; choose tracker=mlflow")
