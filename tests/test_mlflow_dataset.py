@@ -85,3 +85,41 @@ def test_a_store_that_keeps_no_datasets_says_what_to_use(tmp_path, monkeypatch):
     with pytest.raises(RagexpError, match="dataset.tracking_uri: no MLflow store at"):
         MlflowDataset(name="quarry-qa", tracking_uri=f"sqlite:///{tmp_path / 'typo.db'}").load()
     assert not (tmp_path / "typo.db").exists()  # reading makes no store
+
+
+def test_exported_traces_give_their_retrieved_documents_as_the_contexts(tmp_path, monkeypatch):
+    """dataset=outputs dataset.preset=mlflow on traces exported with mlflow.search_traces: the
+    question, the answer, and the documents of the trace's RETRIEVER span (with their doc_uri)."""
+    import mlflow
+    from mlflow.entities import Document, SpanType
+
+    from ragexp.datasets.outputs import OutputsDataset
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)  # a new experiment's artifacts go to ./mlruns
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = mlflow.set_experiment("team-rag")
+
+    @mlflow.trace(span_type=SpanType.RETRIEVER)
+    def retrieve(question):
+        return [Document(page_content="quarryd listens on port 7070.", metadata={"doc_uri": "installation"}),
+                Document(page_content="Queues have no hard limit.", metadata={"doc_uri": "faq"})]
+
+    @mlflow.trace
+    def answer(question):
+        retrieve(question)
+        return "Port 7070."
+
+    answer("Which port does quarryd listen on?")
+    mlflow.flush_trace_async_logging()
+    exported = tmp_path / "traces.jsonl"
+    mlflow.search_traces(locations=[experiment.experiment_id]).to_json(exported, orient="records", lines=True)
+    evaluation = evaluate(exported, overrides=["dataset.preset=mlflow", *FAST],
+                          output_dir=tmp_path / "run")
+    [result] = evaluation.result.questions
+    assert (result.question.text, result.answer.text) == ("Which port does quarryd listen on?", "Port 7070.")
+    assert [(h.chunk.doc_id, h.chunk.text) for h in result.hits] == [
+        ("installation", "quarryd listens on port 7070."), ("faq", "Queues have no hard limit.")]
+    dataset = OutputsDataset(path=str(exported), preset="mlflow").load()
+    assert [q.qid for q in dataset.questions] == [result.question.qid] and result.question.qid.startswith("tr-")
+    assert dataset.questions[0].attributes == {}  # the trace's own fields are not kept as columns

@@ -14,7 +14,8 @@ answer or a list), golden_docs / reference_context_ids (ids, {id: grade}, or in 
 `list_separator`), answerable, id / question_id. Every other column with a scalar value is kept
 with the question (`kind` and `source` as such), so `slices=[kind,channel]` slices by it.
 `preset=mlflow` reads MLflow evaluation datasets and exported traces: inputs / request, outputs /
-response, expectations.expected_response, trace_id."""
+response, expectations.expected_response, trace_id, and a trace's retrieved documents (its last
+RETRIEVER span) as the contexts."""
 from __future__ import annotations
 
 import ast
@@ -53,6 +54,9 @@ MLFLOW_NAMES: dict[str, tuple[str, ...]] = {
     "question_id": ("trace_id", "dataset_record_id", "request_id", "id"),
 }
 PRESETS = {None: DEFAULT_NAMES, "mlflow": MLFLOW_NAMES}
+# an exported trace's own bookkeeping: read for its spans, never kept as a column of the question
+TRACE_COLUMNS = {"trace", "spans", "trace_metadata", "tags", "assessments", "state", "request_time",
+                 "execution_duration", "client_request_id"}
 TEXT_KEYS = ("question", "query", "input", "request", "answer", "response", "content", "output", "text")
 
 
@@ -79,6 +83,36 @@ def text_of(value: Any) -> Any:
         if len(strings) == 1:
             return strings[0]
     return value
+
+
+def retrieved_in_spans(row: Mapping) -> list[dict] | None:
+    """The documents of an exported MLflow trace's last RETRIEVER span (what the answer was made
+    from), as contexts with `text` and `doc_id`: from the row's `spans` (mlflow.search_traces) or its
+    `trace` (the trace as JSON); None when it has no such span."""
+    spans = row.get("spans")
+    if spans is None and row.get("trace") is not None:
+        trace = row["trace"]
+        trace = json.loads(trace) if isinstance(trace, str) and trace[:1] == "{" else trace
+        spans = (trace.get("data") or {}).get("spans") if isinstance(trace, Mapping) else None
+    spans = listed(spans)
+    if not isinstance(spans, list):
+        return None
+
+    def attribute(span, name):
+        value = (span.get("attributes") or {}).get(name) if isinstance(span, Mapping) else None
+        try:
+            return json.loads(value) if isinstance(value, str) else value
+        except ValueError:
+            return value
+
+    retrievers = [s for s in spans if attribute(s, "mlflow.spanType") == "RETRIEVER"]
+    if not retrievers:
+        return None
+    documents = attribute(retrievers[-1], "mlflow.spanOutputs") or []
+    return [{"text": d.get("page_content", ""), **({"doc_id": str(d["metadata"]["doc_uri"])}
+                                                  if isinstance(d.get("metadata"), Mapping) and d["metadata"].get("doc_uri")
+                                                  else {})}
+            for d in documents if isinstance(d, Mapping)]
 
 
 def field_at(row: Mapping, dotted: str) -> tuple[bool, Any]:
@@ -250,6 +284,7 @@ class OutputsDataset(Loader):
             raise RowError("a question marked unanswerable has no reference answer")
         used = {c for c in (column, id_column, answer_column) if c} | {self.columns.get(f) or n for f in FIELDS
                                                                        for n in PRESETS[self.preset][f]}
+        used |= TRACE_COLUMNS if self.preset == "mlflow" else set()
         extra = {str(k): str(v) for k, v in row.items()
                  if k not in used and isinstance(v, (str, int, float, bool)) and not missing(v)}
         question = Question(qid, text, references, self.golden(row, where), kind=extra.pop("kind", ""),
@@ -258,6 +293,9 @@ class OutputsDataset(Loader):
 
     def hits(self, row: Mapping, where: str):
         column, contexts = self.value(row, "contexts", where)
+        if column is None and self.preset == "mlflow":
+            contexts = retrieved_in_spans(row)
+            column = "spans (RETRIEVER)" if contexts is not None else None
         contexts = listed(contexts)
         if column is not None and isinstance(contexts, str):
             raise RowError(f"the contexts ({column}) must be a list of strings or of objects with a text, "
