@@ -51,6 +51,7 @@ def test_a_run_on_an_mlflow_dataset_judges_its_recorded_answers(store, tmp_path)
     evaluation = evaluate(overrides=["dataset=mlflow", "dataset.name=quarry-qa", f"dataset.tracking_uri={uri}", *FAST],
                           output_dir=tmp_path / "run")
     assert evaluation.aggregates["total_questions"] == 2 and evaluation.aggregates["failed_questions"] == 0
+    assert evaluation.result.name == "quarry-qa-recorded"  # named after the MLflow dataset
     assert evaluation.aggregates["avg_faithfulness"] == 10.0  # each answer is its context
     assert evaluation.aggregates["mrr"] == 0.0  # the recorded contexts carry no document ids: no golden one retrieved
 

@@ -34,7 +34,8 @@ def run_name(cfg: DictConfig, choices: Mapping[str, Any], swept: str = "", given
     values of its swept keys (`swept`, e.g. chunker=semantic,retriever=bm25); otherwise the chosen
     components joined (sample-recursive-minilm-dense-extractive, the reranker after the retriever
     when one reranks), or for another system under test the dataset and the system, a file of
-    recorded outputs by its name (answers.jsonl: answers-recorded)."""
+    recorded outputs by its name (answers.jsonl: answers-recorded), an MLflow evaluation dataset by
+    its name (quarry-qa-recorded)."""
     if given:
         return given
     if cfg.get("run_name"):
@@ -48,6 +49,8 @@ def run_name(cfg: DictConfig, choices: Mapping[str, Any], swept: str = "", given
     path = OmegaConf.select(cfg, "dataset.path", default=None)
     if not own and choices.get("dataset") == "outputs" and isinstance(path, str) and path:
         chosen[0] = Path(path).stem
+    if not own and choices.get("dataset") == "mlflow" and OmegaConf.select(cfg, "dataset.name", default=None):
+        chosen[0] = str(cfg.dataset.name)  # the MLflow evaluation dataset's name
     return "-".join(str(c) for c in chosen if c) or "run"
 
 
