@@ -219,3 +219,22 @@ def test_a_row_reads_approximately_best_only_when_its_interval_holds_zero():
     assert verdict(compared(-0.5, -0.1), p_holm=0.01, alpha=0.05) == "worse"
     assert verdict(compared(-0.5, -0.1), p_holm=0.09, alpha=0.05) == UNCLEAR == "worse before Holm"
     assert verdict(compared(-0.5, 0.2), p_holm=0.4, alpha=0.05) == "≈ best"
+
+
+def test_each_comparison_says_what_difference_its_questions_detect():
+    """The width of a comparison's interval says what it could tell apart: the 'detects' figure, the
+    difference found with 80% power, is about 2.8 standard errors and agrees with the t-test planner
+    on many questions."""
+    from ragexp.compare.report import comparisons_table, detects
+    from ragexp.stats.power import detectable, detectable_from_interval
+
+    board = board_of(make_run("a", "A", "R", shift=0.5, n=60, seed=1), make_run("b", "B", "R", shift=0.0, n=60, seed=2))
+    c = board.entries[1].comparison
+    found = detects(c, board)
+    half = (c.test.difference.high - c.test.difference.low) / 2
+    assert 1.3 * half < found < 1.6 * half  # (1.96 + 0.84) / 1.96 of the half-width
+    table = comparisons_table(board)
+    assert "detects (80% power)" in table.headers and f"{found:.3g}" in " ".join(table.rows[1])
+    # on 400 questions with differences of spread 1, as the planner's two-sided figure
+    error = 1 / 400 ** 0.5
+    assert detectable_from_interval(-1.96 * error, 1.96 * error) == pytest.approx(detectable(400, 1.0, alpha=0.025), rel=0.01)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ragexp.compare.leaderboard import Entry, Leaderboard, slice_metrics
 from ragexp.stats.inference import Interval
+from ragexp.stats.power import detectable_from_interval
 from ragexp.compare.plots import draw_all
 from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
@@ -168,25 +169,32 @@ CORRECTED_NOTE = ("The judge's mean over each run's judged questions (Student t 
 
 def comparisons_table(board: Leaderboard) -> Table:
     headers = ["configuration", "questions compared", "failed in either run", "in one run only",
-               f"Δ {board.objective} vs best [CI]", "p", "p (Holm)", "verdict"]
+               f"Δ {board.objective} vs best [CI]", "detects (80% power)", "p", "p (Holm)", "verdict"]
     if board.has_judge_spread:
         headers += ["judge sd / question", "judge sd of the mean"]
     rows = []
     for entry in board.entries:
         c = entry.comparison
         if c is None:
-            row = [entry.label, "—", "—", "—", "(the best)", "—", "—", verdict_mark(entry)]
+            row = [entry.label, "—", "—", "—", "(the best)", "—", "—", "—", verdict_mark(entry)]
         elif c.test is None:
-            row = [entry.label, str(c.shared), str(c.failed), str(c.unmatched), f"not tested: {c.note}", "—", "—",
+            row = [entry.label, str(c.shared), str(c.failed), str(c.unmatched), f"not tested: {c.note}", "—", "—", "—",
                    verdict_mark(entry)]
         else:
             row = [entry.label, str(c.test.n), str(c.failed), str(c.unmatched), fmt_ci(c.test.difference),
-                   fmt_p(c.test.p_value), fmt_p(c.p_holm), verdict_mark(entry)]
+                   fmt(detects(c, board)), fmt_p(c.test.p_value), fmt_p(c.p_holm), verdict_mark(entry)]
         if board.has_judge_spread:
             row += [fmt(entry.judge_sd) if entry.judge_sd is not None else "—",
                     fmt(entry.judge_sd_of_mean) if entry.judge_sd_of_mean is not None else "—"]
         rows.append(row)
     return Table(headers, rows, highlight=0)
+
+
+def detects(c, board: Leaderboard) -> float:
+    """The difference from the best that this comparison's questions detect with 80% power at the
+    board's alpha (two-sided), from the width of its interval: a row '≈ best' says nothing about
+    differences smaller than this."""
+    return detectable_from_interval(c.test.difference.low, c.test.difference.high, board.level, board.alpha)
 
 
 def rerun_table(board: Leaderboard) -> Table:
@@ -203,7 +211,9 @@ def method(board: Leaderboard) -> str:
             "bootstrap the CI of the difference; p-values are Holm-corrected over the "
             f"{max(0, len(board.entries) - 1)} comparisons. **≈ best**: not significantly different from the "
             f"best at α = {board.alpha}, the difference's interval holding 0; **worse before Holm**: the interval "
-            "excludes 0, but the test does not reject once corrected for the other comparisons. Questions that "
+            "excludes 0, but the test does not reject once corrected for the other comparisons. **detects**: the "
+            "difference from the best that a comparison of those questions detects with 80% power (two-sided, "
+            "from its interval's width): a row ≈ best says nothing of smaller differences. Questions that "
             "failed in either run of a pair are left out of its test and counted in the comparisons table.")
 
 
@@ -318,6 +328,7 @@ def as_json(board: Leaderboard) -> dict:
             "values": {m: interval(v) for m, v in e.values.items()},
             "comparison": None if c is None else {
                 "difference": interval(c.test.difference) if c.test else None,
+                "detectable": detects(c, board) if c.test else None,
                 "p_value": c.test.p_value if c.test else None, "p_holm": None if math.isnan(c.p_holm) else c.p_holm,
                 "questions_compared": c.test.n if c.test else 0, "failed_in_either": c.failed,
                 "in_one_run_only": c.unmatched, "note": c.note},

@@ -28,6 +28,17 @@ def detectable(n: int, spread: float, alpha: float = 0.05, power: float = 0.8) -
     return float((stats.t.ppf(1 - alpha, n - 1) + stats.t.ppf(power, n - 1)) * spread / math.sqrt(n))
 
 
+def detectable_from_interval(low: float, high: float, level: float = 0.95, alpha: float = 0.05,
+                             power: float = 0.8) -> float:
+    """The difference a two-sided test at `alpha` detects with `power`, from the `level` interval
+    of the difference already measured (its half-width is z(level) standard errors; normal
+    approximation): what a comparison of those questions can tell from no difference."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return math.nan
+    error = (high - low) / 2 / stats.norm.ppf(0.5 + level / 2)
+    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * error)
+
+
 def questions(delta: float, spread: float, alpha: float = 0.05, power: float = 0.8, most: int = 10_000_000) -> int | None:
     """The fewest paired questions that detect a drop of `delta` (None: more than `most`)."""
     if delta <= 0:
