@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from ragexp.config.corpus_groups import corpus_side_problems
+from ragexp.config.prompts import resolve as resolve_prompts
 from ragexp.errors import RagexpError
 
 
@@ -48,7 +49,7 @@ UNCHECKED = "not checked: "  # how a line about a setting that cannot be checked
 
 def findings(cfg, settings: type | None = None) -> list[str]:
     """Every line the check finds, problems and settings it cannot check, in config order."""
-    errors: list[str] = corpus_side_problems(cfg)
+    errors: list[str] = resolve_prompts(cfg) + corpus_side_problems(cfg)  # prompts:/... settings first: in place
     if settings is not None:
         check_component(cfg, "", errors, settings)
     walk(cfg, "", errors)
