@@ -104,7 +104,7 @@ def swapped(answer: str, question: str, context: str, key: str, names_swapped: b
         return None
     names = {m[0].strip() for m in _NAME.finditer(context) if not re.search(r"(^|[.!?:;\n\"]\s*)$", context[:m.start()])}
     others = [n for n in names if n.lower() not in lowered and lowered not in n.lower() and n.lower() not in question.lower()
-                        and not any(w.lower() in lowered.split() for w in n.split()) and len(n) > 2]
+              and not any(w.lower() in lowered.split() for w in n.split()) and len(n) > 2]
     return pick(others, key)
 
 
