@@ -26,9 +26,11 @@ def judge_scorers(judge: str = "offline", overrides: Sequence[str] = ()) -> list
 
     from ragexp.config.build import build
     from ragexp.config.compose import compose
+    from ragexp.config.validation import validate
     from ragexp.datasets.outputs import OutputsDataset
 
     cfg, _ = compose([f"judge={judge}", *overrides])
+    validate(cfg)  # every setting checked, prompts:/... read from the registry, as for a run
     built = build(cfg.judge)
     if hasattr(built, "endpoint"):  # an LLM judge asks through ragexp's session, as in a run
         session = build(cfg.llm)

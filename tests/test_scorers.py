@@ -39,3 +39,10 @@ def test_mlflow_genai_evaluate_with_ragexp_scorers_gives_ragexp_values(tmp_path,
         question = row["request"]["question"] if isinstance(row["request"], dict) else row["request"]
         assert row["faithfulness/value"] == pytest.approx(table.at[question, "faithfulness"])
         assert bool(row["hallucination/value"]) is bool(table.at[question, "hallucination"])
+
+
+def test_a_bad_setting_is_one_line_before_any_scoring():
+    from ragexp.errors import RagexpError
+
+    with pytest.raises(RagexpError, match="judge.support_threshold"):
+        judge_scorers("offline", [*FAST, "judge.support_threshold=7"])
