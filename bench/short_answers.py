@@ -197,8 +197,12 @@ def judges() -> dict:
     from judge_agreement import learned_judge, offline_judge, scoring_embedder
 
     embedder = scoring_embedder()
-    return {"offline": offline_judge(embedder), "offline_learned": learned_judge(embedder),
-            "words_in_context": WordsInContext()}
+    found = {"offline": offline_judge(embedder), "offline_learned": learned_judge(embedder)}
+    try:  # the baseline reads words as the short-answer reading does: not in a checkout from before it
+        import ragexp.judges.short_answers  # noqa: F401
+    except ImportError:
+        return found
+    return {**found, "words_in_context": WordsInContext()}
 
 
 GRID = {"short_answer_share": (0.3, 0.5, 0.7), "question_fit_margin": (0.2, 0.25, 0.3, 0.35, 0.45, 0.6, 1.0)}
