@@ -124,3 +124,21 @@ def test_exported_traces_give_their_retrieved_documents_as_the_contexts(tmp_path
     dataset = OutputsDataset(path=str(exported), preset="mlflow").load()
     assert [q.qid for q in dataset.questions] == [result.question.qid] and result.question.qid.startswith("tr-")
     assert dataset.questions[0].attributes == {}  # the trace's own fields are not kept as columns
+
+
+def test_a_rerun_on_a_dataset_changed_in_place_says_so_in_one_line(store, tmp_path, caplog):
+    from mlflow.genai import datasets
+
+    uri, _ = store
+    args = ["dataset=mlflow", "dataset.name=quarry-qa", f"dataset.tracking_uri={uri}", f"tracker.tracking_uri={uri}", *FAST]
+    first = evaluate(overrides=args, output_dir=tmp_path / "first", track=True)
+    with caplog.at_level("WARNING", logger="ragexp"):
+        evaluate(overrides=args, output_dir=tmp_path / "same", track=True)
+    assert "the test set changed" not in caplog.text
+    datasets.get_dataset(name="quarry-qa").merge_records([{"inputs": {"question": "Who wrote quarryd?"},
+                                                           "outputs": {"response": "Ada.", "retrieved_contexts": ["Ada wrote quarryd."]}}])
+    with caplog.at_level("WARNING", logger="ragexp"):
+        changed = evaluate(overrides=args, output_dir=tmp_path / "changed", track=True)
+    [line] = [r.getMessage() for r in caplog.records if "the test set changed" in r.getMessage()]
+    assert "last run named quarry-qa-recorded" in line and first.result.dataset_fingerprint in line
+    assert changed.result.dataset_fingerprint in line and changed.aggregates["total_questions"] == 3

@@ -384,6 +384,7 @@ class MlflowTracker(NoTracker):
         if failure:
             tags.update({"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(failure)[:5000]})
         start_ms = int(meta["started"] * 1000) if meta.get("started") else None
+        changed_since(client, self._experiment_id, name, meta["dataset_fingerprint"])
         run_id = client.create_run(self._experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
         with ended_if_stopped(client, run_id):
             params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
@@ -420,6 +421,21 @@ class MlflowTracker(NoTracker):
             write_results(result, folder, started, failure)
             write_config(folder, config)
             return self.log_folder(folder, parent_id)
+
+
+def changed_since(client, experiment_id: str, name: str, fingerprint: str) -> None:
+    """One line when the last run of this name in the experiment used another test set (another
+    dataset_fingerprint: an MLflow evaluation dataset changed in place, a file edited): the two runs'
+    scores then are not of the same questions. A name the store's search cannot take is let be."""
+    try:
+        earlier = client.search_runs([experiment_id], f"tags.`mlflow.runName` = '{name}'",
+                                     order_by=["attributes.start_time DESC"], max_results=1)
+    except Exception:  # noqa: BLE001 - a quote in the name, a store that cannot search: only this note is lost
+        return
+    before = earlier[0].data.tags.get("dataset_fingerprint") if earlier else None
+    if before and before != fingerprint:
+        log.warning("the test set changed since the last run named %s (%s, dataset_fingerprint %s, now %s): "
+                    "its scores are not of the same questions", name, earlier[0].info.run_id, before, fingerprint)
 
 
 def dataset_input(config: dict, digest: str):
