@@ -82,7 +82,7 @@ def assert_no_regression(evaluation, baseline: str | None = None, margin: float 
     one per metric, on each metric's own scale): paired by question id, one-sided at `alpha`, Holm
     across the metrics, as `gate.baseline` checks a run."""
     from ragexp.errors import RagexpError
-    from ragexp.metrics.regression import baseline_table, compare
+    from ragexp.metrics.regression import baseline_table, paired_with
     from ragexp.metrics.scoring import score_row
 
     target = baseline or _options["baseline"]
@@ -94,21 +94,17 @@ def assert_no_regression(evaluation, baseline: str | None = None, margin: float 
     if metrics is None:
         metrics = sorted({m for r in judged for m in r.judgement.scores})
         metrics += ["hallucination"] if any(r.judgement.hallucination is not None for r in judged) else []
+    margins = margin if isinstance(margin, dict) else {"*": float(margin)}
     try:
         base = baseline_table(str(target))
+        shared, found = paired_with(rows, base, str(target), metrics, margins, alpha)
     except RagexpError as err:
         pytest.fail(f"assert_no_regression: {err}", pytrace=False)
-    shared = [q for q in rows if q in base.index]
-    if not shared:
-        pytest.fail(f"assert_no_regression: the baseline {target} shares no judged question with this run "
-                    "(they are paired by question id): compare runs of the same questions", pytrace=False)
-    margins = margin if isinstance(margin, dict) else {"*": float(margin)}
-    found = compare(rows, base, metrics, margins, alpha=alpha)
     worse = [r for r in found if r.worse(alpha)]
     if not worse:
         return
     lines = [f"ragexp: {evaluation!r} is significantly worse than {target} on {', '.join(r.metric for r in worse)} "
-             f"({len(shared)} shared questions, paired, one-sided at alpha {alpha:g}, Holm across {len(found)} metrics):"]
+             f"({shared} shared questions, paired, one-sided at alpha {alpha:g}, Holm across {len(found)} metrics):"]
     lines += [f"  {r.line(alpha, 0.95)}" for r in found]
     for r in worse:
         lines += dropped_most(rows, base, r.metric)
@@ -138,5 +134,5 @@ def dropped_most(rows: dict, base, metric: str) -> list[str]:
     sign = -1.0 if higher_is_worse(metric) else 1.0
     moves = sorted(((sign * (float(row[metric]) - float(base.at[q, metric])), q, float(base.at[q, metric]), float(row[metric]))
                     for q, row in rows.items() if q in base.index and present(row.get(metric)) and present(base.at[q, metric])))
-    return [f"questions that dropped most on {metric}:"] + [f"  {q}: {old:.3g} -> {new:.3g}" for _, q, old, new in moves[:WORST]
-                                                           if _ < 0]
+    return [f"questions that dropped most on {metric}:"] + [f"  {q}: {old:.3g} -> {new:.3g}"
+                                                           for move, q, old, new in moves[:WORST] if move < 0]

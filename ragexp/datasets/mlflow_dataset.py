@@ -11,6 +11,7 @@ outputs, choose the system that answers (`system=python`, `system=http`). The da
 in the run's notes; `digest=` refuses to run when the dataset has changed since."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -44,8 +45,6 @@ class MlflowDataset(OutputsDataset):
             yield f"MLflow dataset {self.dataset}: record {record['dataset_record_id']}", row_of(record)
 
     def read(self, rows: Rows) -> Dataset:
-        from dataclasses import replace
-
         dataset = super().read(rows)
         note = f"MLflow evaluation dataset {self.dataset!r}, digest {self.found_digest}"
         return replace(dataset, notes=(*dataset.notes, note))

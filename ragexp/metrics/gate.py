@@ -163,15 +163,11 @@ class Gate:
 
     def regression_checks(self, rows: Mapping[str, Mapping[str, float]],
                           metrics: list[str]) -> tuple[bool, list[str], dict[str, float]]:
-        from ragexp.metrics.regression import baseline_table, compare
+        from ragexp.metrics.regression import baseline_table, paired_with
 
         base = self._base if self._base is not None else baseline_table(str(self.baseline))
-        shared = [q for q in rows if q in base.index]
-        if not shared:
-            raise RagexpError(f"gate.baseline: the baseline {self.baseline} shares no judged question with this run "
-                              "(they are paired by question id): compare runs of the same questions")
-        found = compare(rows, base, self.regression or metrics, self.margins, alpha=self.alpha)
-        lines = [f"regression against {self.baseline}: {len(shared)} shared questions, paired, one-sided at "
+        shared, found = paired_with(rows, base, str(self.baseline), self.regression or metrics, self.margins, self.alpha)
+        lines = [f"regression against {self.baseline}: {shared} shared questions, paired, one-sided at "
                  f"alpha {self.alpha:g}, Holm across {len(found)} metrics"]
         lines += [r.line(self.alpha, 0.95) for r in found]
         return not any(r.worse(self.alpha) for r in found), lines, {r.metric: r.p for r in found}

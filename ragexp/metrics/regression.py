@@ -59,6 +59,18 @@ def baseline_table(target: str):
     return table.drop_duplicates("question_id").set_index("question_id")
 
 
+def paired_with(rows: Mapping[str, Mapping[str, float]], base, target: str, metrics: Sequence[str],
+                margins: Mapping[str, float], alpha: float = 0.05) -> tuple[int, list[Regression]]:
+    """How many questions this run (`rows`: question id -> column -> value) shares with the
+    baseline `target` (its table `base`), and each metric's comparison on them (`compare`); a
+    RagexpError when they share none (they are paired by question id)."""
+    shared = sum(1 for q in rows if q in base.index)
+    if not shared:
+        raise RagexpError(f"gate.baseline: the baseline {target} shares no judged question with this run "
+                          "(they are paired by question id): compare runs of the same questions")
+    return shared, compare(rows, base, metrics, margins, alpha=alpha)
+
+
 def present(value) -> bool:
     """A score that is there: not None, not NaN, a number (a bool counts: hallucination)."""
     return isinstance(value, (int, float, np.number, np.bool_)) and value == value
