@@ -177,9 +177,13 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) 
 
 
 def reset_mlflow() -> None:
-    """Forget a tracking URI set with mlflow.set_tracking_uri (it also sets $MLFLOW_TRACKING_URI)."""
+    """Forget a tracking URI set with mlflow.set_tracking_uri (it also sets $MLFLOW_TRACKING_URI) and
+    an experiment made active with mlflow.set_experiment (its id, also in $MLFLOW_EXPERIMENT_ID, names
+    an experiment of that test's store, absent from the next test's)."""
     if "mlflow" in sys.modules:
         sys.modules["mlflow"].set_tracking_uri(None)
+        sys.modules["mlflow"].tracking.fluent._active_experiment_id = None
+        os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
 
 
 @contextlib.contextmanager
@@ -278,7 +282,8 @@ def logged_sweep(uri: str, experiment: str = "ragexp"):
 
 @pytest.fixture(autouse=True)
 def no_state_between_tests():
-    """A tracking URI one test sets (mlflow_runs, ragexp.compare) is not the next test's store."""
+    """A tracking URI or active experiment one test sets (mlflow_runs, ragexp.compare,
+    mlflow.set_experiment) is not the next test's."""
     saved = os.environ.get("MLFLOW_TRACKING_URI")
     yield
     reset_mlflow()
