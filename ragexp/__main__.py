@@ -22,7 +22,12 @@ def hydra_main() -> None:
 
         return execute(cfg)
 
-    evaluate()
+    try:
+        evaluate()
+    finally:
+        from ragexp.sweep.composed import release
+
+        release()  # a sweep's shared compositions, however it ended
 
 
 def register_plugins() -> None:

@@ -4,7 +4,9 @@ trace log failing somewhere deep. The ranges in pyproject.toml stop where these 
 
 - Hydra: `hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments` and
   `ConfigLoader.load_sweep_config` (ragexp.sweep.folder: every grid point checked before any job),
-  and the basic sweeper's `_target_` (how a grid is told from a search).
+  `create_defaults_list` and `_compose_config_from_defaults_list` (ragexp.sweep.composed: shared by
+  the points that choose the same options), and the basic sweeper's `_target_` (how a grid is
+  told from a search).
 - MLflow: `mlflow.tracing.client.TracingClient.start_trace` / `.log_spans` and
   `MlflowClient.link_traces_to_run` (ragexp.store.trace_store: traces of a finished run logged after the
   fact), `Span.from_dict` and the metadata / attribute keys it writes."""
@@ -69,6 +71,24 @@ def test_hydras_config_loader_composes_a_sweep_point():
              parameters(ConfigLoaderImpl.load_sweep_config) == ["master_config", "sweep_overrides"],
              f"signature {parameters(ConfigLoaderImpl.load_sweep_config)}")
     assert compose("chunker=fixed").chunker._target_.endswith("FixedChunker")  # (compose itself still works)
+
+
+def test_hydras_composition_builds_a_defaults_list_then_composes_from_it():
+    """ragexp.sweep.composed shares both steps between points that choose the same options."""
+    import dataclasses
+
+    from hydra._internal import config_loader_impl
+    from hydra._internal.defaults_list import DefaultsList
+
+    contract("hydra-core", "config_loader_impl.create_defaults_list(repo, config_name, overrides_list, prepend_hydra, "
+             "skip_missing)", parameters(config_loader_impl.create_defaults_list) == [
+                 "repo", "config_name", "overrides_list", "prepend_hydra", "skip_missing"],
+             f"signature {parameters(config_loader_impl.create_defaults_list)}")
+    contract("hydra-core", "ConfigLoaderImpl._compose_config_from_defaults_list(defaults, repo)",
+             parameters(config_loader_impl.ConfigLoaderImpl._compose_config_from_defaults_list) == ["defaults", "repo"],
+             f"signature {parameters(config_loader_impl.ConfigLoaderImpl._compose_config_from_defaults_list)}")
+    fields = [f.name for f in dataclasses.fields(DefaultsList)]
+    contract("hydra-core", "DefaultsList's fields", {"defaults", "config_overrides"} <= set(fields), f"fields {fields}")
 
 
 def test_mlflows_tracing_client_takes_traces_and_spans_as_ragexp_sends_them():
