@@ -154,14 +154,14 @@ def test_report_files_markdown_html_json_and_plots(tmp_path):
     board = board_of(*runs)
     assert board.entries[0].params == {"chunker": "recursive", "retriever": "dense"}
     files = write(board, tmp_path / "report")
-    assert {"markdown", "html", "json", "metrics", "distribution", "quality_vs_cost", "heatmap"} == set(files)
-    for name in ("metrics", "distribution", "quality_vs_cost", "heatmap"):
+    assert {"markdown", "html", "json", "metrics", "distribution", "settings", "quality_vs_cost", "heatmap"} == set(files)
+    for name in ("metrics", "distribution", "settings", "quality_vs_cost", "heatmap"):
         assert files[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = files["markdown"].read_text()
     assert "| 1 | chunker=recursive,retriever=dense | recursive | dense |" in md
     assert "![heatmap](plots/heatmap.png)" in md and "**best**" in md
     page = files["html"].read_text()
-    assert page.count("data:image/png;base64,") == 4
+    assert page.count("data:image/png;base64,") == 5
     assert not re.search(r"""(src|href)=["'](?!data:)""", page)  # self-contained: nothing fetched
     data = json.loads(files["json"].read_text())
     assert [e["label"] for e in data["entries"]] == [e.label for e in board.entries]
@@ -177,17 +177,23 @@ def test_plots_skip_what_does_not_apply(tmp_path):
     assert "metrics" in files and "distribution" in files
 
 
-def test_the_metrics_plot_has_a_panel_per_score_and_none_for_work_counters_or_timings():
+def test_the_metrics_plot_has_a_panel_per_score_that_differs_and_none_for_work_counters_or_timings():
+    """A panel where every configuration has the same value (avg_abstention 0 in every run of a
+    48-point grid: 11 of its 23 panels) says nothing: such scores are named under the plot."""
     from ragexp.compare.plots import metrics_plot
 
     runs = [make_run(name, "RecursiveChunker", "BM25Retriever", shift=s) for name, s in (("x", 1), ("y", 0))]
-    for run in runs:
-        run.metrics.update({"work_embedded_texts": 40.0, "time_indexing_s": 1.5, "job_time_s": 3.0})
+    for run, rate in zip(runs, (0.1, 0.2)):
+        run.metrics.update({"work_embedded_texts": 40.0, "time_indexing_s": 1.5, "job_time_s": 3.0, "avg_abstention": 0.0,
+                            "hallucination_rate": rate})
     board = board_of(*runs)
     assert "work_embedded_texts" in board.metrics and "job_time_s" in board.metrics  # still in the report's table
-    titles = [ax.get_title() for ax in metrics_plot(board).axes if ax.get_visible()]
-    assert titles == [m for m in board.metrics if m not in ("work_embedded_texts", "time_indexing_s", "job_time_s")]
+    fig = metrics_plot(board)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == [m for m in board.metrics if m not in ("work_embedded_texts", "time_indexing_s", "job_time_s",
+                                                            "avg_abstention")]
     assert titles[0] == "overall_score" and "hallucination_rate" in titles
+    assert "not drawn): avg_abstention 0" in fig._supxlabel.get_text()
 
 
 def test_plots_of_a_big_grid_draw_its_best_configurations_and_stay_the_same_size():
@@ -205,6 +211,33 @@ def test_plots_of_a_big_grid_draw_its_best_configurations_and_stay_the_same_size
     assert "the best 25 of 60; every configuration is in the table" in metrics_plot(big)._suptitle.get_text()
     assert "the best 25 of 60" in distribution_plot(big).axes[0].get_title()
     assert "of 25" not in metrics_plot(small)._suptitle.get_text()
+
+
+def test_a_big_grid_is_summarised_per_setting_and_its_points_named_by_rank():
+    """Every configuration is drawn in the settings plot (one panel per swept setting, a row per
+    value, values in numeric order); quality-vs-cost names the best 10 by their rank in the table
+    once names would overlap."""
+    from ragexp.compare.plots import quality_vs_cost_plot, settings_plot
+
+    runs = []
+    for i, (chunker, k) in enumerate((c, k) for c in ("Recursive", "Fixed", "Sentence") for k in (2, 5, 10, 20)):
+        run = make_run(f"chunker={chunker.lower()},retriever.top_k={k}", f"{chunker}Chunker", "BM25Retriever",
+                       shift=k / 10, seed=i, extra={"latency_s": [0.01 * (i + 1)] * 30}, params={"retriever.top_k": str(k)})
+        runs.append(run)
+    board = board_of(*runs)
+    fig = settings_plot(board)
+    panels = {ax.get_title(): ax for ax in fig.axes}
+    assert set(panels) == {"chunker", "retriever.top_k"}
+    ticks = sorted((t.get_position()[1], t.get_text()) for t in panels["retriever.top_k"].get_yticklabels())
+    assert [text for _, text in ticks][::-1] == ["2", "5", "10", "20"]  # top to bottom, in numeric order
+    for ax in panels.values():
+        dots = sum(len(c.get_offsets()) for c in ax.collections if len(c.get_offsets()) and c.get_sizes()[0] < 20)
+        assert dots == 12  # every configuration, in each panel
+    names = [t.get_text() for t in quality_vs_cost_plot(board).axes[0].texts]
+    assert names == [f"#{rank}" for rank in range(1, 11)]
+    few = board_of(*runs[:3])
+    assert [t.get_text() for t in quality_vs_cost_plot(few).axes[0].texts] == [e.label for e in few.entries]
+    assert settings_plot(board_of(*runs[:2])) is None
 
 
 def test_a_row_reads_approximately_best_only_when_its_interval_holds_zero():

@@ -79,3 +79,23 @@ def test_holm_by_hand():
     assert holm([]) == []
     adjusted = holm([0.02, float("nan")])
     assert adjusted[0] == pytest.approx(0.02) and np.isnan(adjusted[1])
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_bootstrap_ci_draws_the_same_resamples_whether_its_weights_are_kept_or_not(kept, monkeypatch):
+    """The leaderboard's CIs reuse one draw of resample weights for every metric of every run with
+    the same number of questions: each CI is what a draw of its own gives."""
+    import numpy as np
+
+    from ragexp.stats import inference
+
+    monkeypatch.setattr(inference, "KEPT_WEIGHTS", 10**9 if kept else 0)
+    rng = np.random.default_rng(5)
+    for x in (rng.random(40), rng.integers(0, 2, 40), rng.random(7)):
+        own = np.random.default_rng(3)
+        samples = np.concatenate([(inference.bootstrap_weights(own, size, len(x)) @ x) / len(x)
+                                  for size in (2000, 2000, 1000)])
+        low, high = np.nanpercentile(samples, [2.5, 97.5])
+        ci = bootstrap_ci(x, resamples=5000, seed=3)
+        assert (ci.low, ci.high) == (low, high)
+        assert bootstrap_ci(x, resamples=5000, seed=3) == ci  # and again, from the kept weights

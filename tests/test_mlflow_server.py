@@ -38,6 +38,8 @@ def test_a_joblib_sweep_logs_to_the_server_with_its_artifacts(tmp_path):
             table = json.loads(open(client.download_artifacts(child.info.run_id, "questions.json", str(tmp_path))).read())
             assert len(table["data"]) == 3
         assert not (work / "mlflow.db").exists() and not (work / "mlruns").exists()
+        report = (sweep_dir / "report" / "report.md").read_text()  # its tables downloaded from the server
+        assert all(f"| {child.info.run_name} |" in report for child in children)
 
 
 def test_a_server_gone_away_loses_nothing_and_one_command_logs_it_later(tmp_path):

@@ -28,7 +28,7 @@ def draw_all(board: Leaderboard, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     made = {}
     for name, draw in (("metrics", metrics_plot), ("distribution", distribution_plot),
-                       ("quality_vs_cost", quality_vs_cost_plot), ("heatmap", heatmap_plot)):
+                       ("settings", settings_plot), ("quality_vs_cost", quality_vs_cost_plot), ("heatmap", heatmap_plot)):
         fig = draw(board)
         if fig is not None:
             made[name] = folder / f"{name}.png"
@@ -69,10 +69,19 @@ def labels(entries: list) -> list[str]:
     return [e.label for e in entries]
 
 
+def same_everywhere(board: Leaderboard, metric: str) -> bool:
+    """True when every configuration has the same value of `metric` (a panel of it says nothing)."""
+    values = {round(e.value(metric), 9) for e in board.entries if not math.isnan(e.value(metric))}
+    return len(values) <= 1 and len(board.entries) > 1
+
+
 def metrics_plot(board: Leaderboard):
-    """One panel per score: each configuration's value with its 95% CI as whiskers (the runs' own
-    work counters and timings are in the report's table, not here)."""
-    metrics = [m for m in board.metrics if m not in COUNTS and not is_bookkeeping(m)]
+    """One panel per score that differs between configurations: each configuration's value with its
+    95% CI as whiskers. The scores every configuration shares are named under the plot with their
+    value; the runs' own work counters and timings are in the report's table, not here."""
+    scores = [m for m in board.metrics if m not in COUNTS and not is_bookkeeping(m)]
+    metrics = [m for m in scores if m == board.objective or not same_everywhere(board, m)]
+    shared = [m for m in scores if m not in metrics]
     columns = min(3, len(metrics))
     rows = math.ceil(len(metrics) / columns)
     entries = shown(board)
@@ -81,11 +90,12 @@ def metrics_plot(board: Leaderboard):
     axes = np.atleast_1d(fig.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
     y = np.arange(n)[::-1]
     for ax, metric in zip(axes, metrics):
-        for yi, entry in zip(y, entries):
-            interval = entry.values.get(metric)
-            if interval is None or math.isnan(interval.estimate):
-                continue
-            ax.errorbar(interval.estimate, yi, xerr=whiskers(interval), fmt="o", color=colour(entry.verdict), capsize=3)
+        points = [(yi, entry.values.get(metric), colour(entry.verdict)) for yi, entry in zip(y, entries)]
+        points = [(yi, i, c) for yi, i, c in points if i is not None and not math.isnan(i.estimate)]
+        for shade in dict.fromkeys(c for _, _, c in points):  # one errorbar call per colour: far fewer artists
+            mine = [(yi, i) for yi, i, c in points if c == shade]
+            spread = np.array([whiskers(i) or [[0.0], [0.0]] for _, i in mine])[:, :, 0].T
+            ax.errorbar([i.estimate for _, i in mine], [yi for yi, _ in mine], xerr=spread, fmt="o", color=shade, capsize=3)
         ax.set_title(metric, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         ax.set_yticks(y, labels(entries), fontsize=8)
@@ -94,6 +104,11 @@ def metrics_plot(board: Leaderboard):
     legend(axes[0])
     fig.suptitle(f"Aggregates per configuration, {board.level:.0%} bootstrap CI over questions{of_all(board)}",
                  fontsize=11)
+    if shared:
+        import textwrap
+
+        said = ", ".join(f"{m} {board.best.value(m):.3g}" for m in shared)
+        fig.supxlabel(textwrap.fill(f"The same in every configuration (not drawn): {said}", 40 * columns), fontsize=8)
     return fig
 
 
@@ -129,19 +144,62 @@ def quality_vs_cost_plot(board: Leaderboard):
         return None
     fig = figure(7, 5)
     ax = fig.subplots()
-    for entry in board.entries:
+    named = len(board.entries) <= 10  # beyond, names overlap: a point says its rank in the table
+    for rank, entry in enumerate(board.entries, start=1):
         x, q = entry.value(axis), entry.values.get(board.objective)
         if q is None or math.isnan(x) or math.isnan(q.estimate):
             continue
-        ax.errorbar(x, q.estimate, yerr=whiskers(q), fmt="o", color=colour(entry.verdict), capsize=3)
-        ax.annotate(entry.label, (x, q.estimate), textcoords="offset points", xytext=(5, 4), fontsize=7)
-    ax.margins(x=0.3)
+        ax.errorbar(x, q.estimate, yerr=whiskers(q), fmt="o", color=colour(entry.verdict), capsize=3,
+                    alpha=1.0 if rank <= SHOWN else 0.35)
+        if named or rank <= 10:
+            ax.annotate(entry.label if named else f"#{rank}", (x, q.estimate), textcoords="offset points",
+                        xytext=(5, 4), fontsize=7)
+    ax.margins(x=0.3 if named else 0.1)
     legend(ax)
     ax.set_xlabel(axis)
     ax.set_ylabel(board.objective)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{board.objective} against {axis}", fontsize=11)
+    ax.set_title(f"{board.objective} against {axis}" + ("" if named else " (labels: rank in the table)"), fontsize=11)
     return fig
+
+
+def settings_plot(board: Leaderboard):
+    """Every configuration's objective, one panel per swept setting and one row per value of it:
+    how each setting's values fare across the rest of the grid, at any grid size. None for fewer
+    than 3 configurations or no setting with two values."""
+    swept = [c for c in board.param_columns if len({e.params.get(c) for e in board.entries}) > 1]
+    if len(board.entries) < 3 or not swept:
+        return None
+    values = {c: sorted({str(e.params.get(c)) for e in board.entries}, key=natural) for c in swept}
+    tallest = max(len(v) for v in values.values())
+    fig = figure(4.5 * len(swept) + 1, 0.45 * tallest + 1.8)
+    axes = np.atleast_1d(fig.subplots(1, len(swept), sharex=True, squeeze=False)).ravel()
+    rng = np.random.default_rng(0)
+    for ax, column in zip(axes, swept):
+        rows = values[column]
+        for row, value in enumerate(rows):
+            mine = [e for e in board.entries if str(e.params.get(column)) == value and not math.isnan(e.value(board.objective))]
+            y = len(rows) - 1 - row
+            scores = np.array([e.value(board.objective) for e in mine])
+            ax.scatter(scores, y + rng.uniform(-0.2, 0.2, len(scores)), s=14, alpha=0.6,
+                       color=[colour(e.verdict) for e in mine])
+            if len(scores):
+                ax.scatter([scores.mean()], [y], marker="D", color="black", zorder=3, s=30)
+        ax.set_yticks(range(len(rows))[::-1], rows, fontsize=8)
+        ax.set_title(column, fontsize=10)
+        ax.set_xlabel(board.objective)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"{board.objective} of all {len(board.entries)} configurations by each swept setting "
+                 "(dots: configurations; diamond: mean)", fontsize=11)
+    return fig
+
+
+def natural(value: str) -> tuple:
+    """Numbers in numeric order (2 before 10), words in alphabetical order, numbers first."""
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)
 
 
 def grid_axes(board: Leaderboard) -> tuple[str, str] | None:

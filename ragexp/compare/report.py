@@ -25,14 +25,19 @@ log = logging.getLogger("ragexp")
 CAPTIONS = {
     "metrics": "Each aggregate per configuration: the run's logged value, whiskers = {level} bootstrap CI over "
                "questions (no whiskers where the per-question table does not reproduce the aggregate). "
-               "Orange: best; green: not significantly different from the best; purple: significantly worse.",
+               "Orange: best; green: not significantly different from the best; purple: significantly worse. "
+               "An aggregate that is the same in every configuration is named under the plot, not drawn.",
+    "settings": "{objective} of every configuration, per swept setting: one row per value, one dot per "
+                "configuration with that value (colours as above), the diamond their mean. A value whose dots all "
+                "lie on the better side of the others' is better whatever the other settings are.",
     "distribution": "Per-question {objective} per configuration (box: quartiles; dots: questions; diamond: mean). "
                     "A question's overall score is the run's weighted sum of its metric scores (the run's "
                     "`weights.*`), set to 0 when the judge found a hallucination: the question-level form of "
                     "the run's `(1 - hallucination_rate)` penalty. The diamond can therefore differ from the "
                     "run's overall_score, which multiplies the mean weighted score by (1 - hallucination_rate); "
                     "the CIs and tests above use the run's own formula on resampled questions.",
-    "quality_vs_cost": "{objective} (whiskers: {level} CI) against {axis} per configuration.",
+    "quality_vs_cost": "{objective} (whiskers: {level} CI) against {axis} per configuration (beyond 10, the best 10 "
+                       "are labelled with their rank in the table).",
     "heatmap": "{objective} over the grid of the two swept settings; the best cell says so.",
     "embedding_map": "The best configuration's questions and the chunks they ranked, on 2 PCA axes of its retriever's "
                      "embeddings (left: retrieval hit or miss; right: judged score). Every run's points are in its "

@@ -9,6 +9,7 @@ so every resample is one matrix product: weights (resamples x questions) @ X.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterator
 
 import numpy as np
@@ -29,6 +30,28 @@ def _blocks(resamples: int) -> Iterator[int]:
 def bootstrap_weights(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
     """`size` bootstrap resamples of n questions, as counts (how often each question is drawn)."""
     return rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(float)
+
+
+KEPT_WEIGHTS = 4_000_000  # resamples x questions up to which bootstrap_ci keeps its weights (32 MB)
+
+
+def resample_weights(seed: int, resamples: int, n: int) -> list[np.ndarray]:
+    """The weight blocks of `resamples` bootstrap resamples of n questions from `seed`: the same for
+    every metric of every run with n questions, so a leaderboard draws them once (kept while they
+    are small) instead of once per metric and run."""
+    if resamples * n <= KEPT_WEIGHTS:
+        return _kept_weights(seed, resamples, n)
+    rng = np.random.default_rng(seed)
+    return [bootstrap_weights(rng, size, n) for size in _blocks(resamples)]
+
+
+@lru_cache(maxsize=2)
+def _kept_weights(seed: int, resamples: int, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    blocks = [bootstrap_weights(rng, size, n) for size in _blocks(resamples)]
+    for block in blocks:
+        block.flags.writeable = False
+    return blocks
 
 
 @dataclass(frozen=True)
@@ -55,8 +78,7 @@ def bootstrap_ci(x: np.ndarray, statistic: Statistic = mean_of(), resamples: int
     estimate = float(statistic(x.mean(axis=0, keepdims=True))[0])
     if n < 2:
         return Interval(estimate, estimate, estimate)
-    rng = np.random.default_rng(seed)
-    samples = np.concatenate([statistic(bootstrap_weights(rng, size, n) @ x / n) for size in _blocks(resamples)])
+    samples = np.concatenate([statistic(w @ x / n) for w in resample_weights(seed, resamples, n)])
     return percentile_interval(estimate, samples, level)
 
 

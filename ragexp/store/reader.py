@@ -37,6 +37,7 @@ class Run:
     table: Any = None  # pandas.DataFrame, one row per question
     aggregation: list[dict] | None = None  # aggregates.json's entries (ragexp.metrics.scoring.Aggregate); None: not logged
     folder: Path | None = None  # the run folder it was read from (a racing sweep's jobs), None for an MLflow run
+    artifact_uri: str = ""  # where MLflow keeps the run's artifacts
 
 
 @dataclass
@@ -87,7 +88,8 @@ def client_for(uri: str | None):
 def to_run(info) -> Run:
     return Run(run_id=info.info.run_id, name=info.info.run_name or info.info.run_id[:8],
                experiment_id=info.info.experiment_id, start_time=info.info.start_time or 0,
-               params=dict(info.data.params), metrics=dict(info.data.metrics), tags=dict(info.data.tags))
+               params=dict(info.data.params), metrics=dict(info.data.metrics), tags=dict(info.data.tags),
+               artifact_uri=info.info.artifact_uri or "")
 
 
 def all_experiment_ids(client) -> list[str]:
@@ -229,28 +231,44 @@ def latest_per_configuration(runs: list[Run], notes: list[str]) -> list[Run]:
     return sorted(latest.values(), key=lambda r: r.start_time)
 
 
+def local_artifacts(run: Run) -> Path | None:
+    """The folder of a run's artifacts when the store keeps them on this machine's disk (a local
+    store, a server with a shared folder): they are read there, without a download."""
+    from urllib.parse import unquote, urlparse
+
+    uri = urlparse(run.artifact_uri)
+    if uri.scheme not in ("file", "") or uri.netloc not in ("", "localhost"):
+        return None
+    folder = Path(unquote(uri.path))
+    return folder if folder.is_dir() else None
+
+
 def load_tables(client, selection: Selection) -> None:
     """Attach each run's per-question table, aggregation spec and overrides; runs without a table
-    are left out."""
+    are left out. Artifacts on this machine's disk are read in place; others are downloaded."""
     kept = []
     with tempfile.TemporaryDirectory(prefix="ragexp-compare-") as tmp:
         for run in selection.runs:
-            names = {a.path for a in client.list_artifacts(run.run_id)}
+            folder = local_artifacts(run)
+            if folder is not None:
+                names = {p.name for p in folder.iterdir()}
+                fetch = folder.joinpath
+            else:
+                names = {a.path for a in client.list_artifacts(run.run_id)}
+                fetch = lambda name, run=run: Path(client.download_artifacts(run.run_id, name, f"{tmp}/{run.run_id}"))  # noqa: E731
             if TABLE not in names:
                 selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {TABLE}: left out")
                 continue
-            run.table = read_table(Path(client.download_artifacts(run.run_id, TABLE, f"{tmp}/{run.run_id}")))
+            run.table = read_table(fetch(TABLE))
             if AGGREGATES in names:
-                path = Path(client.download_artifacts(run.run_id, AGGREGATES, f"{tmp}/{run.run_id}"))
-                run.aggregation = json.loads(path.read_text()).get("aggregates")
+                run.aggregation = json.loads(fetch(AGGREGATES).read_text()).get("aggregates")
             else:
                 selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {AGGREGATES} (logged by an older "
                                        "ragexp): its aggregates are shown without confidence intervals")
             if "overrides.yaml" in names:
                 import yaml
 
-                path = client.download_artifacts(run.run_id, "overrides.yaml", f"{tmp}/{run.run_id}")
-                run.overrides = [str(o) for o in (yaml.safe_load(Path(path).read_text()) or [])]
+                run.overrides = [str(o) for o in (yaml.safe_load(fetch("overrides.yaml").read_text()) or [])]
             kept.append(run)
     selection.runs = kept
 
