@@ -250,12 +250,10 @@ def load_tables(client, selection: Selection) -> None:
     with tempfile.TemporaryDirectory(prefix="ragexp-compare-") as tmp:
         for run in selection.runs:
             folder = local_artifacts(run)
-            if folder is not None:
-                names = {p.name for p in folder.iterdir()}
-                fetch = folder.joinpath
-            else:
-                names = {a.path for a in client.list_artifacts(run.run_id)}
-                fetch = lambda name, run=run: Path(client.download_artifacts(run.run_id, name, f"{tmp}/{run.run_id}"))  # noqa: E731
+            names = {p.name for p in folder.iterdir()} if folder else {a.path for a in client.list_artifacts(run.run_id)}
+
+            def fetch(name: str, run: Run = run, folder: Path | None = folder) -> Path:
+                return folder / name if folder else Path(client.download_artifacts(run.run_id, name, f"{tmp}/{run.run_id}"))
             if TABLE not in names:
                 selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {TABLE}: left out")
                 continue
