@@ -181,9 +181,10 @@ def reset_mlflow() -> None:
     an experiment made active with mlflow.set_experiment (its id, also in $MLFLOW_EXPERIMENT_ID, names
     an experiment of that test's store, absent from the next test's)."""
     if "mlflow" in sys.modules:
-        sys.modules["mlflow"].set_tracking_uri(None)
+        sys.modules["mlflow"].set_tracking_uri(None)  # (a no-op when MLflow holds none: the variable may still be set)
         sys.modules["mlflow"].tracking.fluent._active_experiment_id = None
         os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 
 @contextlib.contextmanager
