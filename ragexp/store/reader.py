@@ -264,9 +264,9 @@ def load_tables(client, selection: Selection) -> None:
                 selection.notes.append(f"run {run.name} ({run.run_id[:8]}) has no {AGGREGATES} (logged by an older "
                                        "ragexp): its aggregates are shown without confidence intervals")
             if "overrides.yaml" in names:
-                import yaml
+                from ragexp.base.yaml_text import read_yaml
 
-                run.overrides = [str(o) for o in (yaml.safe_load(fetch("overrides.yaml").read_text()) or [])]
+                run.overrides = [str(o) for o in (read_yaml(fetch("overrides.yaml").read_text()) or [])]
             kept.append(run)
     selection.runs = kept
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -32,6 +33,18 @@ def aggregates_json(result: RunResult) -> dict:
 TABLE, RUN_META = "questions.json", "run.json"
 
 
+def json_value(value):
+    """`value` with every NaN or infinite float as None (null): JSON has no NaN, and MLflow's UI reads
+    the table as JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    return value
+
+
 def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
                   tags: dict[str, str] | None = None) -> Path:
     """results.json, and beside it aggregates.json, the audit trail (`write_audit`), the
@@ -48,8 +61,8 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
     write_audit(result, folder)
     table = question_table(result)
     columns = list(table)
-    rows = [list(values) for values in zip(*table.values())] if table else []
-    (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str) + "\n")
+    rows = [[json_value(v) for v in values] for values in zip(*table.values())] if table else []
+    (folder / TABLE).write_text(json.dumps({"columns": columns, "data": rows}, default=str, allow_nan=False) + "\n")
     if result.traces:  # tracing=on: the tracker logs them as MLflow traces (ragexp.store.trace_store)
 
         with (folder / TRACES).open("w", encoding="utf-8") as out:

@@ -19,7 +19,7 @@ from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.errors import RagexpError
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, MAP_FILES, RUN_META, TABLE
-from ragexp.store.sqlite_store import opened
+from ragexp.store.sqlite_store import database_of, opened
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
@@ -46,10 +46,10 @@ CONFIG = "config.yaml"
 def write_config(folder: Path, config: dict[str, Any]) -> Path:
     """The resolved job config in the run folder (secret-looking keys left out, URL credentials
     masked): what the run's params and its config.yaml artifact are made of."""
-    import yaml
+    from ragexp.base.yaml_text import dump_yaml
 
     path = Path(folder) / CONFIG
-    path.write_text(yaml.safe_dump(scrub(config), sort_keys=False))
+    path.write_text(dump_yaml(scrub(config)))
     return path
 
 
@@ -186,6 +186,24 @@ def artifacts_beside(uri: str) -> str | None:
     return (database.parent / "mlruns").as_uri()
 
 
+OPENED: dict[tuple[str, str], tuple[Any, str]] = {}  # (store, experiment) -> (client, experiment id), per process
+
+
+def store_identity(uri: str) -> str:
+    """What tells one store from another for the opened clients: a SQLite store's file (its absolute
+    path and inode: `sqlite:///mlflow.db` is another file in another folder, and a file replaced or
+    set aside is another store), any other store's URI."""
+    import os
+
+    database = database_of(uri)
+    if database is None:
+        return uri
+    try:
+        return f"{database.resolve()}#{os.stat(database).st_ino}"
+    except OSError:
+        return f"{database.resolve()}#new"
+
+
 # What earlier MLflow 3.x UIs read to choose an experiment's first page: a sweep is runs to compare
 # first (each run's traces are in its Traces tab). MLflow 3.17's UI ignores it and follows its own
 # GenAI / Model training switch (docs/how-to/tracing.md, "What the MLflow UI opens on"). A kind set by hand is kept.
@@ -205,15 +223,22 @@ class MlflowTracker(NoTracker):
         self.experiment = experiment
         self.tracking_uri = tracking_uri
         self.question_records = bool(question_records)
-        self._closed_dead_runs = False
 
     def client(self):
+        """The MLflow client of this tracker's store, and its experiment (made if new). A process opens
+        a store once: the jobs of a sweep in this process, and the sweep itself, share the client, and
+        the runs left RUNNING by dead processes are looked for once."""
         logging.getLogger("alembic").setLevel(logging.WARNING)
         import mlflow
 
         if self.tracking_uri:
             mlflow.set_tracking_uri(self.tracking_uri)
         uri = mlflow.get_tracking_uri()
+        key = (store_identity(uri), self.experiment)
+        kept = OPENED.get(key)
+        if kept is not None:
+            client, self._experiment_id = kept
+            return client
         try:
             client = opened(uri, lambda: RetryingLocked(mlflow.MlflowClient()), lambda c: c.search_experiments(max_results=1))
             experiment = client.get_experiment_by_name(self.experiment)
@@ -221,9 +246,7 @@ class MlflowTracker(NoTracker):
                 self.experiment, artifact_location=artifacts_beside(uri), tags=EXPERIMENT_TAGS)
             if experiment and EXPERIMENT_KIND not in experiment.tags:  # made by an older ragexp or by hand
                 client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
-            if not self._closed_dead_runs:  # once per tracker: a job opens its client several times
-                self.close_dead_runs(client)
-                self._closed_dead_runs = True
+            self.close_dead_runs(client)
         except RagexpError:
             raise
         except Exception as err:
@@ -233,6 +256,7 @@ class MlflowTracker(NoTracker):
                 None, "INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE")  # no answer, or a server error: not the setting
             raise (StoreUnreachable if unanswered else RagexpError)(
                 f"tracker.tracking_uri: cannot use MLflow store {uri} ({err})") from None
+        OPENED[key] = (client, self._experiment_id)
         return client
 
     def close_dead_runs(self, client) -> None:
@@ -360,17 +384,16 @@ class MlflowTracker(NoTracker):
         wrote there (params from config.yaml, metrics from results.json and run.json, the tags, every
         file as an artifact, the per-question table). A job logs its folder this way, and
         `python -m ragexp.track FOLDER` logs it later the same way (e.g. when the server was down)."""
-        import mlflow
-        import pandas as pd
-        import yaml
         from mlflow.entities import Metric, Param
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
+        from ragexp.base.yaml_text import read_yaml
         from ragexp.store.trace_store import log_traces
 
         folder = Path(folder)
         [(name, values)] = json.loads((folder / "results.json").read_text()).items()
         meta = json.loads((folder / RUN_META).read_text())
-        config = yaml.safe_load((folder / CONFIG).read_text()) or {}
+        config = read_yaml((folder / CONFIG).read_text()) or {}
         client = self.client()
         tags = {**(meta.get("tags") or {}),  # the sweep's own for the job (a racing sweep's round, question count)
                 **process_tags(), "git_commit": meta.get("git_commit") or "unknown", "dataset_fingerprint": meta["dataset_fingerprint"],
@@ -383,25 +406,23 @@ class MlflowTracker(NoTracker):
         failure = meta.get("failure")
         if failure:
             tags.update({"ragexp.status": "failed", "ragexp.failure_reason": scrub_url(failure)[:5000]})
+        table = folder / TABLE
+        if has_rows(table):  # the per-question table, as mlflow.log_table leaves it: the file and this tag
+            tags[MLFLOW_LOGGED_ARTIFACTS] = json.dumps([{"path": TABLE, "type": "table"}])
         start_ms = int(meta["started"] * 1000) if meta.get("started") else None
         changed_since(client, self._experiment_id, name, meta["dataset_fingerprint"])
         run_id = client.create_run(self._experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
         with ended_if_stopped(client, run_id):
             params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
-            for start in range(0, len(params), 100):
-                client.log_batch(run_id, params=params[start : start + 100])
-            client.log_inputs(run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
             now = int(time.time() * 1000)
             metrics = [Metric(k, float(v), now, 0) for k, v in folder_metrics(values, meta).items()]
-            for start in range(0, len(metrics), 1000):
-                client.log_batch(run_id, metrics=metrics[start : start + 1000])
-            for file in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml", *MAP_FILES):
-                if (folder / file).exists():
-                    client.log_artifact(run_id, str(folder / file))
-            table = json.loads((folder / TABLE).read_text())
-            if table["data"]:
-                frame = pd.DataFrame(table["data"], columns=table["columns"])
-                retry_locked(mlflow.log_table, frame, TABLE, run_id=run_id)
+            for batch_params, batch_metrics in batches(params, metrics):
+                client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
+            client.log_inputs(run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
+            files = [folder / f for f in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml",
+                                          *MAP_FILES) if (folder / f).exists()]
+            with staged(files + ([table] if MLFLOW_LOGGED_ARTIFACTS in tags else [])) as together:
+                client.log_artifacts(run_id, str(together))  # one call: MLflow looks the run up once
             log_traces(client, folder, self._experiment_id, run_id, meta["judge"], retry_locked,
                        light=self.question_records, started=meta.get("started"))
         client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
@@ -421,6 +442,37 @@ class MlflowTracker(NoTracker):
             write_results(result, folder, started, failure)
             write_config(folder, config)
             return self.log_folder(folder, parent_id)
+
+
+def has_rows(table: Path) -> bool:
+    """Whether a run folder's per-question table holds a question."""
+    return table.exists() and bool(json.loads(table.read_text())["data"])
+
+
+def batches(params: list, metrics: list, most: int = 1000, most_params: int = 100):
+    """Params and metrics in the fewest `log_batch` calls MLflow takes (at most 100 params and 1000
+    entries a call)."""
+    while params or metrics:
+        these_params, params = params[:most_params], params[most_params:]
+        room = most - len(these_params)
+        these_metrics, metrics = metrics[:room], metrics[room:]
+        yield these_params, these_metrics
+
+
+@contextmanager
+def staged(files: list[Path]):
+    """A temporary folder holding `files` side by side (linked where the disk allows, else copied),
+    for one `log_artifacts` call instead of one call a file."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ragexp-artifacts-") as tmp:
+        for file in files:
+            try:
+                os.link(file, Path(tmp) / file.name)
+            except OSError:
+                shutil.copy2(file, Path(tmp) / file.name)
+        yield Path(tmp)
 
 
 def changed_since(client, experiment_id: str, name: str, fingerprint: str) -> None:

@@ -59,9 +59,11 @@ def same_overrides(folder: Path, overrides: list[str]) -> bool:
     """Whether the folder's job ran with these overrides (Hydra's .hydra/overrides.yaml)."""
     import yaml
 
+    from ragexp.base.yaml_text import read_yaml
+
     path = folder / ".hydra" / "overrides.yaml"
     try:
-        return list(yaml.safe_load(path.read_text()) or []) == list(overrides)
+        return list(read_yaml(path.read_text()) or []) == list(overrides)
     except (OSError, yaml.YAMLError):
         return False
 
@@ -94,13 +96,13 @@ def read_outcome(job: Job) -> None:
 
 def read_run(folder: Path, run_id: str) -> Run:
     """A job's run folder as the comparison reads an MLflow run (ragexp.store.reader.Run)."""
-    import yaml
+    from ragexp.base.yaml_text import read_yaml
 
     [(name, values)] = json.loads((folder / "results.json").read_text()).items()
     metrics = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    config = yaml.safe_load((folder / CONFIG).read_text()) if (folder / CONFIG).exists() else {}
+    config = read_yaml((folder / CONFIG).read_text()) if (folder / CONFIG).exists() else {}
     overrides_file = folder / ".hydra" / "overrides.yaml"
-    overrides = list(yaml.safe_load(overrides_file.read_text()) or []) if overrides_file.exists() else []
+    overrides = list(read_yaml(overrides_file.read_text()) or []) if overrides_file.exists() else []
     aggregation = json.loads((folder / AGGREGATES).read_text())["aggregates"] if (folder / AGGREGATES).exists() else None
     return Run(run_id=run_id, name=name, experiment_id="", start_time=0, params=flatten(config or {}), metrics=metrics,
                tags={"judge": str(values.get("judge", ""))}, overrides=overrides, table=read_table(folder / TABLE),
