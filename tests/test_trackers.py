@@ -160,3 +160,32 @@ def test_processes_that_create_one_store_together_all_open_it(tmp_path):
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
         outputs = [p.communicate(timeout=300) for p in procs]
         assert [out.strip() for out, _ in outputs] == ["opened"] * 3, [err[-500:] for _, err in outputs]
+
+
+def test_a_process_opens_a_store_once(tmp_path, monkeypatch):
+    """The jobs of a sweep in one process share one opened client per store and experiment."""
+    import mlflow
+
+    opened = []
+    real = mlflow.MlflowClient
+    monkeypatch.setattr(mlflow, "MlflowClient", lambda *a, **k: opened.append(1) or real(*a, **k))
+    first, second = f"sqlite:///{tmp_path / 'first.db'}", f"sqlite:///{tmp_path / 'second.db'}"
+    one = MlflowTracker("ragexp", first).client()
+    assert MlflowTracker("ragexp", first).client() is one and len(opened) == 1
+    assert MlflowTracker("ragexp", second).client() is not one and len(opened) == 2
+    ours, other = MlflowTracker("ragexp", first), MlflowTracker("other", first)
+    ours.client(), other.client()
+    assert other._experiment_id != ours._experiment_id  # each experiment its own, made once
+    assert [e.name for e in one.search_experiments()].count("other") == 1
+
+
+def test_a_tables_missing_values_are_json_nulls():
+    """MLflow's UI reads the per-question table as JSON, which has no NaN."""
+    import json
+    import math
+
+    from ragexp.store.run_folder import json_value
+
+    row = json_value([1.0, math.nan, [0.5, math.inf], {"a": -math.inf}, "text", None, 3])
+    assert row == [1.0, None, [0.5, None], {"a": None}, "text", None, 3]
+    json.dumps(row, allow_nan=False)

@@ -191,17 +191,9 @@ OPENED: dict[tuple[str, str], tuple[Any, str]] = {}  # (store, experiment) -> (c
 
 def store_identity(uri: str) -> str:
     """What tells one store from another for the opened clients: a SQLite store's file (its absolute
-    path and inode: `sqlite:///mlflow.db` is another file in another folder, and a file replaced or
-    set aside is another store), any other store's URI."""
-    import os
-
+    path: `sqlite:///mlflow.db` is another file in another folder), any other store's URI."""
     database = database_of(uri)
-    if database is None:
-        return uri
-    try:
-        return f"{database.resolve()}#{os.stat(database).st_ino}"
-    except OSError:
-        return f"{database.resolve()}#new"
+    return uri if database is None else str(database.resolve())
 
 
 # What earlier MLflow 3.x UIs read to choose an experiment's first page: a sweep is runs to compare
