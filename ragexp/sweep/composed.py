@@ -102,7 +102,9 @@ class ComposedOnce:
         if entry[1] <= 0:  # the last use: the launcher's, which changes it
             del self.kept[key]
             handed = entry[0]
-        else:
+        elif entry[1] == 1:  # Hydra's check: it composes and lets go, changing nothing
+            handed = entry[0]
+        else:  # ragexp's check, which resolves prompts:/... in place: a copy
             handed = copy.deepcopy(entry[0])
         # as Hydra does: the asker's resolved values (the sweep folder's timestamp) hold in its point's config
         OmegaConf.copy_cache(from_config=master_config, to_config=handed)
