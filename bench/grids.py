@@ -27,10 +27,10 @@ GRIDS = {  # points -> the swept overrides
 CHEAP = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=10"]
 
 
-def sweep(work_dir: Path, points: int) -> dict:
-    sweep_dir = work_dir / f"sweep-{points}"
-    args = [sys.executable, "-m", "ragexp", "-m", *CHEAP, *GRIDS[points], f"hydra.sweep.dir={sweep_dir}",
-            f"tracker.tracking_uri=sqlite:///{work_dir / f'mlflow-{points}.db'}", f"cache.dir={work_dir / f'cache-{points}'}"]
+def sweep(work_dir: Path, points: int, launcher: list[str] | None = None) -> dict:
+    sweep_dir = work_dir / f"sweep-{points}{'-parallel' if launcher else ''}"
+    args = [sys.executable, "-m", "ragexp", "-m", *CHEAP, *GRIDS[points], *(launcher or []), f"hydra.sweep.dir={sweep_dir}",
+            f"tracker.tracking_uri=sqlite:///{sweep_dir}.db", f"cache.dir={sweep_dir}-cache"]
     started = time.time()
     proc = subprocess.Popen(args, cwd=work_dir, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -43,7 +43,7 @@ def sweep(work_dir: Path, points: int) -> dict:
     assert len(metas) == points, f"{len(metas)} of {points} jobs wrote run.json"
     job_time = sum(m["job_time_s"] for m in metas)
     first = min(m["started"] for m in metas)
-    last_logged = jobs_logged_by(work_dir / f"mlflow-{points}.db")
+    last_logged = jobs_logged_by(Path(f"{sweep_dir}.db"))
     return {"points": points, "wall_s": round(wall, 1), "jobs_own_s": round(job_time, 1),
             "wall_over_jobs": round(wall / job_time, 2), "before_first_job_s": round(first - started, 1),
             "jobs_phase_s": round(last_logged - first, 1), "after_last_job_s": round(started + wall - last_logged, 1),
@@ -61,9 +61,20 @@ def jobs_logged_by(database: Path) -> float:
     return end_ms / 1000
 
 
+PARALLEL = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+
+
 def measure(work_dir: Path, args=None) -> dict:
+    """Each grid with the basic launcher; with RAGEXP_BENCH_GRID_PARALLEL=1 also with joblib's 2
+    workers (goal: <= 0.75x the basic launcher's wall)."""
     points = [int(p) for p in os.environ.get("RAGEXP_BENCH_GRID_POINTS", "48").split(",")]
-    return {str(n): sweep(work_dir, n) for n in points}
+    figures: dict = {str(n): sweep(work_dir, n) for n in points}
+    if os.environ.get("RAGEXP_BENCH_GRID_PARALLEL"):
+        for n in points:
+            parallel = sweep(work_dir, n, PARALLEL)
+            parallel["over_basic"] = round(parallel["wall_s"] / figures[str(n)]["wall_s"], 2)
+            figures[f"{n}-joblib-2"] = parallel
+    return figures
 
 
 if __name__ == "__main__":
