@@ -67,6 +67,8 @@ def is_number(value) -> bool:
 
 def numeric(column) -> np.ndarray:
     """A table column as floats (booleans as 0/1), NaN where unset or not a number."""
+    if column.dtype.kind in "biuf":  # numbers or booleans throughout (NaN where unset): as they are
+        return column.to_numpy(dtype=float, na_value=np.nan)
     return np.array([float(v) if is_number(v) else np.nan for v in column.tolist()], dtype=float)
 
 
@@ -76,7 +78,12 @@ def score_columns(table) -> list[str]:
     for name in table.columns:
         if name in NOT_SCORES:
             continue
-        values = [v for v in table[name].tolist() if v is not None and not (isinstance(v, float) and np.isnan(v))]
+        column = table[name]
+        if column.dtype.kind in "biuf":  # a column of numbers (or booleans): one when any is set
+            if column.notna().any():
+                columns.append(name)
+            continue
+        values = [v for v in column.tolist() if v is not None and not (isinstance(v, float) and np.isnan(v))]
         if values and all(is_number(v) for v in values):
             columns.append(name)
     return columns
