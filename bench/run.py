@@ -328,7 +328,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "short_answers": lambda work_dir, args: __import__("short_answers").measure(work_dir, args),
     "decisions": lambda work_dir, args: __import__("decisions").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
-    "grids": lambda work_dir, args: {"after": __import__("grids").measure(work_dir, args)},
+    "grids": lambda work_dir, args: {**kept(args.out, "grids"), "after": __import__("grids").measure(work_dir, args)},
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
     "mlflow_genai": lambda work_dir, args: __import__("mlflow_genai").measure(work_dir, args),
@@ -437,6 +437,17 @@ def get(*path: str, show: Callable[..., str]) -> Callable[[dict], str | None]:
     return value
 
 
+def kept(results: Path, group: str) -> dict:
+    """A group's figures as results.json has them (its "before" stays when "after" is measured again)."""
+    return json.loads(results.read_text()).get(group, {}) if results.exists() else {}
+
+
+def grid_figures(g: dict) -> str:
+    """A grids bench row: the ratio, then the phases and the peak."""
+    return (f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); {g['before_first_job_s']} s; "
+            f"{g.get('jobs_phase_s', '-')} s; {g.get('after_last_job_s', '-')} s; {g['peak_rss_mb_largest_child']} MB")
+
+
 ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     ("6-job sweep, cold", get("sweep", show=lambda s: f"{s['cold_s']} s"), ""),
     ("6-job sweep, warm", get("sweep", show=lambda s: f"{s['warm_s']} s ({s['speedup']}x faster)"), ">= 20x"),
@@ -462,13 +473,13 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     *racing_rows(),
     ("8 runs + 2 sweeps started together on a new store: repeats that kept to their own", get("chaos", show=lambda c: (
         f"{c['kept']} / {c['repeats']} (median {c['median_wall_s']} s a repeat; load {c['load_1min']})")), "20 / 20"),
-    ("48-point sweep of cheap configurations: wall / its jobs' own time; before the first job; peak RSS",
-     get("grids", "after", "48", show=lambda g: (f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); "
-                                                 f"{g['before_first_job_s']} s; {g['peak_rss_mb_largest_child']} MB")),
-     "<= 3x; <= 12.4 s; <= 400 MB"),
-    ("the same, before each point was composed once", get("grids", "before", "48", show=lambda g: (
-        f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); {g['before_first_job_s']} s; "
-        f"{g['peak_rss_mb_largest_child']} MB")), ""),
+    ("48-point sweep of cheap configurations: wall / its jobs' own time; before the first job; jobs phase; report; peak RSS",
+     get("grids", "after", "48", show=grid_figures), "<= 3x; <= 12.4 s; ; ; <= 400 MB"),
+    ("the same at dbf29a0 (2026-12-03 morning)", get("grids", "before", "48", show=grid_figures), ""),
+    ("192-point sweep of the same: wall / jobs' own; before the first job; jobs phase; report; peak RSS",
+     get("grids", "after", "192", show=grid_figures), "<= 3x; <= 19.6 s; ; ; <= 1.2x the 48-point peak"),
+    ("48-point sweep on joblib's 2 workers / the basic launcher", get("grids", "after", "48-joblib-2", show=lambda g: (
+        f"{g['over_basic']}x ({g['wall_s']} / {g['basic_wall_s']} s)")), "<= 0.75x"),
     ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (
         f"{d['triad_over_two_round_trips']}x ({d['triad_8_judging_s']} / {d['two_round_trips_s']} s)")), "<= 1.15x"),
     ("short answers held out, judge=offline: false alarms / recall", get("short_answers", "offline", "all", show=lambda a: (
