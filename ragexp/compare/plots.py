@@ -92,9 +92,10 @@ def metrics_plot(board: Leaderboard):
     for ax, metric in zip(axes, metrics):
         points = [(yi, entry.values.get(metric), colour(entry.verdict)) for yi, entry in zip(y, entries)]
         points = [(yi, i, c) for yi, i, c in points if i is not None and not math.isnan(i.estimate)]
-        for shade in dict.fromkeys(c for _, _, c in points):  # one errorbar call per colour: far fewer artists
-            mine = [(yi, i) for yi, i, c in points if c == shade]
-            spread = np.array([whiskers(i) or [[0.0], [0.0]] for _, i in mine])[:, :, 0].T
+        kinds = dict.fromkeys((c, whiskers(i) is not None) for _, i, c in points)
+        for shade, with_ci in kinds:  # one errorbar call per colour (and CI or none): far fewer artists
+            mine = [(yi, i) for yi, i, c in points if c == shade and (whiskers(i) is not None) == with_ci]
+            spread = np.array([whiskers(i) for _, i in mine])[:, :, 0].T if with_ci else None
             ax.errorbar([i.estimate for _, i in mine], [yi for yi, _ in mine], xerr=spread, fmt="o", color=shade, capsize=3)
         ax.set_title(metric, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
