@@ -44,7 +44,7 @@ class MetricSpec(Aggregate):
             column, value = self.where
             mask &= (table[column].fillna("").astype(str) == value).to_numpy() if column in table else False
         if self.rows == "judged" and "status" in table:
-            mask &= (table["status"] == "judged").to_numpy()
+            mask &= table["status"].to_numpy(dtype=object) == "judged"
         for column in self.inputs:
             mask &= ~np.isnan(numeric(table[column]))
         return mask

@@ -66,7 +66,8 @@ class Interval:
 
 def percentile_interval(estimate: float, samples: np.ndarray, level: float) -> Interval:
     tail = (1.0 - level) / 2 * 100
-    low, high = np.nanpercentile(samples, [tail, 100 - tail])
+    percentile = np.nanpercentile if np.isnan(samples).any() else np.percentile  # the same without NaN, faster
+    low, high = percentile(samples, [tail, 100 - tail])
     return Interval(float(estimate), float(low), float(high))
 
 
