@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
+from scipy.special import ndtri, stdtrit  # the normal's and Student's t's quantiles (scipy.stats' ppf, lighter to import)
 
 
 def difference_spread(score_sd: float, correlation: float = 0.0, judge_sd: float = 0.0) -> float:
@@ -25,7 +25,7 @@ def detectable(n: int, spread: float, alpha: float = 0.05, power: float = 0.8) -
     """The drop `n` paired questions detect with `power` at one-sided `alpha`."""
     if n < 2:
         return math.inf
-    return float((stats.t.ppf(1 - alpha, n - 1) + stats.t.ppf(power, n - 1)) * spread / math.sqrt(n))
+    return float((stdtrit(n - 1, 1 - alpha) + stdtrit(n - 1, power)) * spread / math.sqrt(n))
 
 
 def detectable_from_interval(low: float, high: float, level: float = 0.95, alpha: float = 0.05,
@@ -35,8 +35,8 @@ def detectable_from_interval(low: float, high: float, level: float = 0.95, alpha
     approximation): what a comparison of those questions can tell from no difference."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return math.nan
-    error = (high - low) / 2 / stats.norm.ppf(0.5 + level / 2)
-    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * error)
+    error = (high - low) / 2 / ndtri(0.5 + level / 2)
+    return float((ndtri(1 - alpha / 2) + ndtri(power)) * error)
 
 
 def questions(delta: float, spread: float, alpha: float = 0.05, power: float = 0.8, most: int = 10_000_000) -> int | None:
