@@ -11,7 +11,8 @@ def read_yaml(text: str) -> Any:
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
 
 
-def dump_yaml(data: Any, sort_keys: bool = False) -> str:
+def dump_yaml(data: Any) -> str:
+    """`data` as YAML, its keys in their own order."""
     import yaml
 
-    return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=sort_keys)
+    return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)

@@ -90,13 +90,15 @@ def metrics_plot(board: Leaderboard):
     axes = np.atleast_1d(fig.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
     y = np.arange(n)[::-1]
     for ax, metric in zip(axes, metrics):
-        points = [(yi, entry.values.get(metric), colour(entry.verdict)) for yi, entry in zip(y, entries)]
-        points = [(yi, i, c) for yi, i, c in points if i is not None and not math.isnan(i.estimate)]
-        kinds = dict.fromkeys((c, whiskers(i) is not None) for _, i, c in points)
-        for shade, with_ci in kinds:  # one errorbar call per colour (and CI or none): far fewer artists
-            mine = [(yi, i) for yi, i, c in points if c == shade and (whiskers(i) is not None) == with_ci]
-            spread = np.array([whiskers(i) for _, i in mine])[:, :, 0].T if with_ci else None
-            ax.errorbar([i.estimate for _, i in mine], [yi for yi, _ in mine], xerr=spread, fmt="o", color=shade, capsize=3)
+        groups: dict[tuple[str, bool], list] = {}  # one errorbar call per colour (with a CI or not): far fewer artists
+        for yi, entry in zip(y, entries):
+            interval = entry.values.get(metric)
+            if interval is not None and not math.isnan(interval.estimate):
+                spread = whiskers(interval)
+                groups.setdefault((colour(entry.verdict), spread is not None), []).append((yi, interval.estimate, spread))
+        for (shade, with_ci), mine in groups.items():
+            xerr = np.array([s for _, _, s in mine])[:, :, 0].T if with_ci else None
+            ax.errorbar([x for _, x, _ in mine], [yi for yi, _, _ in mine], xerr=xerr, fmt="o", color=shade, capsize=3)
         ax.set_title(metric, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         ax.set_yticks(y, labels(entries), fontsize=8)
