@@ -20,6 +20,8 @@ def test_monitor_reads_the_traces_of_a_traced_run(tmp_path, server):
     experiment = client.get_experiment_by_name("ragexp")
     traces = client.search_traces(locations=[experiment.experiment_id])
     assert len(traces) == 4
+    for trace, variant in zip(traces, "ABAB"):  # an A/B test's variant, as a trace tag
+        client.set_trace_tag(trace.info.trace_id, "variant", variant)
 
     out = tmp_path / "monitor"
     done = call_in(main, ["ragexp.monitor", "monitor.source=mlflow", f"monitor.traces.tracking_uri={uri}",
@@ -43,5 +45,7 @@ def test_monitor_reads_the_traces_of_a_traced_run(tmp_path, server):
         assert record["query"] == trace.data.spans[0].inputs["question"]
         assert len(record["contexts"]) == 5 and record["contexts"][0]["text"]
     assert sum(1 for r in records if r["error"] and "HTTP 400" in r["error"]) == 1
+    assert sorted(r["variant"] for r in records) == ["A", "A", "B", "B"]
+    assert "the records carry variants (A, B): monitor.ab.control=" in done.stdout
     judged = [json.loads(line) for line in (out / "judged.jsonl").read_text().splitlines()]
     assert len(judged) == 2 and all(j["judge"] == "offline-hash" and not j.get("failure") for j in judged)

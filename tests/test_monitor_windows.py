@@ -157,11 +157,11 @@ def test_a_window_sample_does_not_depend_on_other_windows(tmp_path, log_file):
     full, _ = summarise(log_file, sample=5, seed=7)
     alone, _ = summarise(only, sample=5, seed=7)
     other_seed, _ = summarise(log_file, sample=5, seed=8)
-    day1 = [line for line, _ in full.ordered()[0].sample.items]
-    assert len(day1) == 5 and day1 == [line for line, _ in alone.ordered()[0].sample.items]
-    assert day1 != [line for line, _ in other_seed.ordered()[0].sample.items]
+    day1 = [line for _, line, _ in full.ordered()[0].sample.items]
+    assert len(day1) == 5 and day1 == [line for _, line, _ in alone.ordered()[0].sample.items]
+    assert day1 != [line for _, line, _ in other_seed.ordered()[0].sample.items]
     # each sampled record is its own line, and errors are never sampled: the judge needs an answer
-    sampled = [(line, json.loads(raw)) for w in full.ordered() for line, raw in w.sample.items]
+    sampled = [(line, json.loads(raw)) for w in full.ordered() for _, line, raw in w.sample.items]
     assert len(sampled) == 15 and all(row == json.loads(lines[line - 1]) for line, row in sampled)
     assert all(not row["error"] for _, row in sampled)
 

@@ -105,12 +105,19 @@ def evaluate(rules: list[Rule], windows: list[dict], baseline: dict | None) -> t
                 "current": current, "change": change, "severity": rule.severity, "condition": rule.condition(),
                 "run_id": window.get("run_id"),
             })
-    alerts.sort(key=lambda a: (a["window"], SEVERITIES.index(a["severity"]), a["rule"]))
-    return alerts, notes
+    return ordered(alerts), notes
+
+
+def ordered(alerts: list[dict]) -> list[dict]:
+    """Alerts by window, then severity, then rule."""
+    return sorted(alerts, key=lambda a: (a["window"], SEVERITIES.index(a["severity"]), a["rule"]))
 
 
 def describe(alert: dict) -> str:
     change = f" ({alert['change']:+.1%})" if alert["change"] is not None else ""
+    if alert.get("variant") is not None:  # an A/B test's decision (ragexp.monitor.ab)
+        return (f"{alert['severity']}: {alert['metric']} of variant {alert['variant']} = {alert['current']:g} vs control "
+                f"{alert['baseline']:g}{change}, decided in window {alert['window']} ({alert['condition']})")
     against = "bound" if alert["baseline_run"] is None else "baseline"
     return (f"{alert['severity']}: {alert['metric']} = {alert['current']:g} vs {against} {alert['baseline']:g}{change} "
             f"in window {alert['window']} ({alert['condition']})")

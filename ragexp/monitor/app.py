@@ -7,11 +7,14 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
+from ragexp.monitor import ab as ab_test
 from ragexp.monitor import alerts as alerting
+from ragexp.monitor.ab import ABSettings
 from ragexp.monitor.report import console, plot, write_json, write_reports
 from ragexp.monitor.tracking import MonitorStore
 from ragexp.config.validation import validate
@@ -19,6 +22,9 @@ from ragexp.monitor.traces import export_traces
 from ragexp import __version__
 from ragexp.store.provenance import git_commit
 from ragexp.monitor.alerts import post
+
+if TYPE_CHECKING:
+    from ragexp.monitor.windows import Reservoir
 
 log = logging.getLogger("ragexp.monitor")
 ALERTS_FIRED = GATE_FAILED  # exit status when an alert fires: the same as a failed quality gate
@@ -56,10 +62,14 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         t = m.traces
         path, count = export_traces(t.experiment, t.get("tracking_uri"), t.get("run_id"), out / "traces-input.jsonl")
         log.info("%d traces of experiment %r read into %s", count, t.experiment, path)
-        reader = LogReader(path, columns, malformed, "jsonl")
+        readers = [LogReader(path, columns, malformed, "jsonl")]
     else:
-        reader = LogReader(m.input, columns, malformed, m.format)
-    summary = Summary(m.window, m.judge_sample, m.seed, m.exact_percentiles_max)
+        readers = [LogReader(path, columns, malformed, m.format) for path in input_files(m.input)]
+    reader = readers[0]
+    described = str(reader.path.resolve()) if len(readers) == 1 else f"{m.input} ({len(readers)} files)"
+    ab = ABSettings.of(OmegaConf.to_container(m.ab, resolve=True) if m.get("ab") else None)
+    summary = Summary(m.window, m.judge_sample, m.seed, m.exact_percentiles_max, ab is not None,
+                      ab.since if ab else None)
     rules = alerting.rules_from(OmegaConf.to_container(cfg.alerts, resolve=True) if cfg.get("alerts") else None)
     llm = build(cfg.llm)
     if llm.dry_run:
@@ -70,17 +80,22 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     name = m.get("name") or f"monitor {reader.path.stem}"
     try:
         started, cpu_started = time.perf_counter(), time.process_time()
-        summary.add(reader)
+        for number, each in enumerate(readers):
+            summary.add(each, number)
         read_s, read_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         if not summary.records:
-            raise RagexpError(f"monitor.input: no well-formed record in {reader.path} "
-                              f"({reader.lines} lines, {malformed.count} malformed)")
-        windows, judged = [], []
+            raise RagexpError(f"monitor.input: no well-formed record in {', '.join(str(r.path) for r in readers)} "
+                              f"({sum(r.lines for r in readers)} lines, {malformed.count} malformed)")
+        windows: list[dict] = []
+        judged: list = []
         for window in summary.ordered():
             windows.append({"window": iso(window.start), "window_end": iso(window.end), "start": window.start,
                             "end": window.end, "metrics": window.stats(llm.prices, m.model), "run_id": None})
+        if ab is not None:
+            for index, variant, arm in summary.ordered_arms():
+                windows[index].setdefault("variants", {})[variant] = arm.stats(llm.prices, m.model)
         if sample_judge is not None:
-            judged = judge_windows(sample_judge, summary, windows, columns, reader)
+            judged = judge_windows(sample_judge, summary, windows, columns, readers)
         totals = {"records": summary.records, "malformed_lines": malformed.count, "windows": len(windows),
                   "read_s": round(read_s, 3), "read_cpu_s": round(read_cpu_s, 3), **llm.stats()}
     finally:
@@ -99,12 +114,21 @@ def monitor(cfg: DictConfig, out: Path) -> int:
                      f"{sample_judge.judge.name!r}: their scores may not be comparable")
     found, rule_notes = alerting.evaluate(rules, windows, baseline)
     notes += rule_notes
+    tested = None
+    if ab is not None:
+        tested = ab_test.run(ab, summary, windows, judged)
+        found = alerting.ordered(found + ab_test.alerts(tested, windows))
+        notes += ab_test.notes(tested)
+    elif summary.variant_names:
+        shown_names = ", ".join(sorted(summary.variant_names)[:5])
+        notes.append(f"the records carry variants ({shown_names}): monitor.ab.control=<one of them> compares them "
+                     "in an A/B test")
     out.mkdir(parents=True, exist_ok=True)
     alerts_file = out / "alerts.json"
-    payload = {"source": "ragexp.monitor", "input": str(reader.path.resolve()), "name": name,
+    payload = {"source": "ragexp.monitor", "input": described, "name": name,
                "baseline": {k: baseline[k] for k in ("run_id", "name")} if baseline else None, "alerts": found}
     write_json(alerts_file, payload)  # first: whatever fails later, the alerts are on disk
-    tags = {"monitor.input": str(reader.path.resolve()), "monitor.window": str(m.window),
+    tags = {"monitor.input": described, "monitor.window": str(m.window),
             "judge": sample_judge.judge.name if sample_judge else "none", **git_tags()}
     if baseline:
         tags["monitor.baseline"] = baseline["run_id"]
@@ -113,7 +137,7 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         config = OmegaConf.to_container(cfg, resolve=True)
         if config["monitor"].get("webhook_url"):  # a webhook URL often carries its token: never logged
             config["monitor"]["webhook_url"] = shown(config["monitor"]["webhook_url"])
-        parent = store.log(name, config, windows, totals, tags)
+        parent = store.log(name, config, windows, totals, tags, tested)
     except Exception as err:  # noqa: BLE001 - the alerts still go out (printed, alerts.json, webhook); exit 4 at the end
         parent, logging_failed = None, str(err).splitlines()[0][:300] if str(err) else type(err).__name__
         print(f"ragexp.monitor: error: MLflow logging failed ({logging_failed}); the outputs are in {out}", file=sys.stderr)
@@ -124,16 +148,20 @@ def monitor(cfg: DictConfig, out: Path) -> int:
     write_json(alerts_file, payload)
     write_judged(out / "judged.jsonl", judged)
     summary_file = write_json(out / "windows.json", {
-        "input": str(reader.path.resolve()), "window": str(m.window), **totals,
+        "input": described, "window": str(m.window), **totals,
         "malformed_examples": malformed.examples, "baseline": payload["baseline"], "windows": windows})
+    ab_file = write_json(out / "ab.json", tested) if tested is not None else None
     png = plot(windows, out / "monitor.png", found)
-    facts = [f"input: {reader.path.resolve()} ({summary.records} records, {malformed.count} malformed lines)",
+    facts = [f"input: {described} ({summary.records} records, {malformed.count} malformed lines)",
              f"windows of {m.window} (UTC): {len(windows)}; read in {read_s:.1f} s",
-             f"judge: {tags['judge']}, {m.judge_sample} sampled records per window (seed {m.seed})",
+             f"judge: {tags['judge']}, {m.judge_sample} sampled records per {'variant per ' if ab else ''}window "
+             f"(seed {m.seed})",
              f"baseline: {baseline['name']} ({baseline['run_id']})" if baseline else "baseline: none"]
-    reports = write_reports(out, name, windows, found, notes, facts, png)
-    store.finish(parent, found, windows, [alerts_file, summary_file, out / "judged.jsonl", *reports, *([png] if png else [])])
-    print(console(windows, found, notes))
+    told = ab_test.lines(tested) if tested is not None else []
+    reports = write_reports(out, name, windows, found, notes, facts, png, told)
+    store.finish(parent, found, windows, [alerts_file, summary_file, out / "judged.jsonl", *reports,
+                                          *([png] if png else []), *([ab_file] if ab_file else [])])
+    print(console(windows, found, notes, told))
     print(f"output: {out}" + (f"\ntracked: {store.where()}, run {parent}" if parent else ""))
     if found:
         print(f"ragexp.monitor: {len(found)} alert(s) fired; written to {alerts_file}", file=sys.stderr)
@@ -158,29 +186,54 @@ def prepare_judge(cfg: DictConfig, llm):
     return SampleJudge(judge, work, OmegaConf.to_container(cfg.judge, resolve=True))
 
 
-def judge_windows(sample_judge, summary, windows: list[dict], columns, reader) -> list:
-    """Judges every window's sample at once (the judge's concurrency spans windows) and adds each
-    window's scores to its metrics; returns (window, Sampled) for judged.jsonl."""
+def judge_windows(sample_judge, summary, windows: list[dict], columns, readers) -> list:
+    """Judges every sample at once (the judge's concurrency spans windows): each window's, or in
+    an A/B test each variant's of each window; adds the scores to each window's metrics (in an A/B
+    test those of all its variants' samples) and to each variant's. Returns (window, variant,
+    Sampled) for judged.jsonl."""
+    samples: list[tuple[int, str | None, Reservoir]] = [(i, None, w.sample) for i, w in enumerate(summary.ordered())]
+    samples += [(index, variant, arm.sample) for index, variant, arm in summary.ordered_arms()]
     items, owners = [], []
-    for index, window in enumerate(summary.ordered()):
-        for line, row in sorted(window.sample.items, key=lambda item: item[0]):
+    for index, variant, sample in samples:
+        for source, line, row in sorted(sample.items, key=lambda item: item[:2]):
+            reader = readers[source]
             items.append((f"{reader.path}:{line}", *columns.content(row, reader.header)))
-            owners.append(index)
+            owners.append((index, variant))
     judged = sample_judge.judge_all(items)
+    by_window: dict[int, list] = {}
+    by_variant: dict[tuple[int, str | None], list] = {}
+    for (index, variant), one in zip(owners, judged):
+        by_window.setdefault(index, []).append(one)
+        by_variant.setdefault((index, variant), []).append(one)
     for index, window in enumerate(windows):
-        window["metrics"].update(sample_judge.window_scores([j for j, o in zip(judged, owners) if o == index]))
-    return [(windows[o]["window"], j) for o, j in zip(owners, judged)]
+        window["metrics"].update(sample_judge.window_scores(by_window.get(index, [])))
+        for variant, stats in window.get("variants", {}).items():
+            stats.update(sample_judge.window_scores(by_variant.get((index, variant), [])))
+    return [(windows[index]["window"], variant, one) for (index, variant), one in zip(owners, judged)]
 
 
 def write_judged(path: Path, judged: list) -> None:
     """One line per sampled record: where it is, what was asked and answered, the judge's verdict."""
     with path.open("w", encoding="utf-8") as out:
-        for window, s in judged:
+        for window, variant, s in judged:
             j = s.judgement
-            out.write(json.dumps({"window": window, "where": s.where, "query": s.query, "answer": s.answer,
+            out.write(json.dumps({"window": window, **({"variant": variant} if variant is not None else {}),
+                                  "where": s.where, "query": s.query, "answer": s.answer,
                                   "judge": j.judge if j else None, "scores": j.scores if j else None,
                                   "hallucination": j.hallucination if j else None,
                                   "reasoning": j.reasoning if j else None, "failure": s.failure}) + "\n")
+
+
+def input_files(given: str) -> list[Path]:
+    """`monitor.input`: a file, or a glob pattern (`logs/*.jsonl`) read in name order, e.g. every
+    day's log since an A/B test's start."""
+    if not any(c in str(given) for c in "*?["):
+        return [Path(given)]
+    found = sorted(Path().glob(str(given))) if not Path(given).is_absolute() else \
+        sorted(Path(Path(given).anchor).glob(str(Path(given).relative_to(Path(given).anchor))))
+    if not found:
+        raise RagexpError(f"monitor.input: no file matches {given!r} (looked from {Path.cwd()})")
+    return [p for p in found if p.is_file()]
 
 
 def git_tags() -> dict[str, str]:

@@ -39,8 +39,8 @@ class Malformed:
 # ragexp's name of each field -> the default column name; only `timestamp` is required
 COLUMNS = {"timestamp": "timestamp", "query": "query", "contexts": "contexts", "answer": "answer",
            "latency_ms": "latency_ms", "tokens_in": "tokens_in", "tokens_out": "tokens_out", "model": "model",
-           "error": "error", "feedback": "feedback"}
-SUMMARISED = ("timestamp", "latency_ms", "tokens_in", "tokens_out", "model", "error", "feedback")
+           "error": "error", "feedback": "feedback", "variant": "variant"}
+SUMMARISED = ("timestamp", "latency_ms", "tokens_in", "tokens_out", "model", "error", "feedback", "variant")
 
 
 @dataclass
@@ -57,6 +57,7 @@ class Fields:
     error: list  # error kind per record (None when it succeeded)
     feedback: np.ndarray  # int8: 1 satisfied, 0 not, -1 no feedback
     rows: Sequence  # the raw rows: a JSONL line's bytes, a CSV row's list
+    variant: list | None = None  # the A/B variant per record as text (None: none), None: no variant column
 
 
 def conversions(satisfied_from: float | None = None) -> tuple[tuple[str, Callable, Callable], ...]:
@@ -69,6 +70,13 @@ def conversions(satisfied_from: float | None = None) -> tuple[tuple[str, Callabl
         ("tokens_out", lambda v: values.numbers(v, "tokens_out"), lambda v: values.number(v, "tokens_out")),
         ("feedback", lambda v: values.feedbacks(v, satisfied_from), lambda v: values.feedback(v, satisfied_from)),
     )
+
+
+def text_column(raw: list | None) -> list | None:
+    """A column of names (a model, a variant) as text; a name given as a number becomes its text."""
+    if raw is not None and not all(type(v) is str or v is None for v in raw):
+        return [None if v is None or v == "" else str(v) for v in raw]
+    return raw
 
 
 class Columns:
@@ -114,9 +122,7 @@ class Columns:
                         column.append(np.nan)
                 converted[field] = np.array(column, dtype=np.float64)
         errors = get("error") or [None] * len(rows)
-        models = get("model")
-        if models is not None and not all(type(m) is str or m is None for m in models):
-            models = [None if m is None or m == "" else str(m) for m in models]  # a model named by a number, ...
+        models, variants = text_column(get("model")), text_column(get("variant"))
         for line, reason in sorted({**problems, **bad}.items()):
             malformed.report(f"{where}:{line}", reason)
         if bad:
@@ -126,6 +132,7 @@ class Columns:
             rows = [r for r, k in zip(rows, keep) if k]
             errors = [e for e, k in zip(errors, keep) if k]
             models = [m for m, k in zip(models, keep) if k] if models is not None else None
+            variants = [v for v, k in zip(variants, keep) if k] if variants is not None else None
             lines = [n for n, k in zip(lines, keep) if k]
             converted = {f: c[keep] for f, c in converted.items()}
         failed = np.fromiter(map(bool, errors), bool, len(errors))
@@ -134,7 +141,8 @@ class Columns:
                       np.nan_to_num(converted["tokens_in"]).astype(np.int64),
                       np.nan_to_num(converted["tokens_out"]).astype(np.int64), models, failed,
                       [str(e) if f else None for e, f in zip(errors, failed)] if failed.any() else errors,
-                      np.where(np.isnan(feedback), -1, feedback).astype(np.int8), rows)
+                      np.where(np.isnan(feedback), -1, feedback).astype(np.int8), rows,
+                      None if variants is None or not any(variants) else variants)
 
     def content(self, row: Any, header: list[str] | None = None) -> tuple[str, list, str]:
         """The query, the retrieved contexts and the answer of a row (read only for sampled ones)."""

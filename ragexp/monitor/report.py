@@ -7,6 +7,7 @@ import base64
 import html
 import json
 from pathlib import Path
+from typing import Sequence
 
 from ragexp.monitor.alerts import describe
 from datetime import UTC
@@ -44,11 +45,12 @@ def markdown_table(rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
-def console(windows: list[dict], alerts: list[dict], notes: list[str]) -> str:
+def console(windows: list[dict], alerts: list[dict], notes: list[str], ab: Sequence[str] = ()) -> str:
     rows = table(windows)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in enumerate(zip(r, widths)))
              for r in rows]
+    lines += list(ab)
     lines += [f"note: {n}" for n in notes]
     lines += [f"ALERT {describe(a)}" for a in alerts] or ["no alert"]
     return "\n".join(lines)
@@ -86,27 +88,46 @@ def plot(windows: list[dict], path: Path, alerts: list[dict]) -> Path | None:
     return path
 
 
+def html_cells(rows: list[list[str]]) -> str:
+    return "".join("<tr>" + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in r)
+                   + "</tr>" for i, r in enumerate(rows))
+
+
+def variant_table(windows: list[dict]) -> list[list[str]]:
+    """A row per window and variant (an A/B test's windows)."""
+    columns = [*COLUMNS, *judge_columns([{"metrics": m} for w in windows for m in w.get("variants", {}).values()])]
+    rows = [["window", "variant", *(c[0] for c in columns)]]
+    for w in windows:
+        for variant, metrics in sorted(w.get("variants", {}).items()):
+            rows.append([w["window"], variant, *(c[2].format(metrics[c[1]]) if c[1] in metrics else "—" for c in columns)])
+    return rows
+
+
 def write_reports(folder: Path, title: str, windows: list[dict], alerts: list[dict], notes: list[str],
-                  facts: list[str], png: Path | None) -> tuple[Path, Path]:
+                  facts: list[str], png: Path | None, ab: Sequence[str] = ()) -> tuple[Path, Path]:
     alert_lines = [f"- {describe(a)}" for a in alerts] or ["No alert."]
-    md = [f"# {title}", "", *[f"- {f}" for f in facts], "", "## Windows", "", markdown_table(table(windows)), "",
-          "## Alerts", "", *alert_lines, ""]
+    md = [f"# {title}", "", *[f"- {f}" for f in facts], "", "## Windows", "", markdown_table(table(windows)), ""]
+    if ab:
+        md += ["## A/B test", "", ab[0], "", *[f"- {line.strip()}" for line in ab[1:]], "", "### Per variant", "",
+               markdown_table(variant_table(windows)), ""]
+    md += ["## Alerts", "", *alert_lines, ""]
     if notes:
         md += ["## Notes", "", *[f"- {n}" for n in notes], ""]
     if png is not None:
         md += ["## Time series", "", f"![time series]({png.name})", ""]
     markdown = folder / "report.md"
     markdown.write_text("\n".join(md))
-    rows = table(windows)
-    cells = "".join("<tr>" + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in r) + "</tr>"
-                    for i, r in enumerate(rows))
+    cells = html_cells(table(windows))
     image = (f'<img alt="time series" src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}">'
              if png is not None else "")
     page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
             "padding:2px 6px;text-align:right}.alert{color:#b00}</style>"
             f"<h1>{html.escape(title)}</h1><ul>{''.join(f'<li>{html.escape(f)}</li>' for f in facts)}</ul>"
-            f"<h2>Windows</h2><table>{cells}</table><h2>Alerts</h2>"
+            f"<h2>Windows</h2><table>{cells}</table>"
+            + (f"<h2>A/B test</h2><p>{html.escape(ab[0])}</p><ul>{''.join(f'<li>{html.escape(x.strip())}</li>' for x in ab[1:])}"
+               f"</ul><table>{html_cells(variant_table(windows))}</table>" if ab else "")
+            + "<h2>Alerts</h2>"
             + ("".join(f"<p class='alert'>{html.escape(describe(a))}</p>" for a in alerts) or "<p>No alert.</p>")
             + (f"<h2>Notes</h2><ul>{''.join(f'<li>{html.escape(n)}</li>' for n in notes)}</ul>" if notes else "")
             + f"<h2>Time series</h2>{image}")

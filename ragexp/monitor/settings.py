@@ -10,18 +10,27 @@ from ragexp.base.settings import NonEmptyStr, NonNegativeFloat, NonNegativeInt, 
 class MonitorSettings:
     """Where the records come from (`source`: a log file `input` in `format` with `columns`, or an
     MLflow experiment's `traces`), how they are summarised (`window`, `judge_sample` judged per
-    window with `seed`, `exact_percentiles_max`), compared (`baseline`) and told (`webhook_url`)."""
+    window with `seed`, `exact_percentiles_max`), compared (`baseline`; `ab`: variants against a
+    control, ragexp.monitor.ab) and told (`webhook_url`)."""
 
     def __init__(self, source: Literal["file", "mlflow"], input: str | None, traces: Mapping[str, Any],
                  format: Literal["auto", "jsonl", "csv", "tsv"], columns: Mapping[str, str | None],
                  feedback_satisfied_from: float | None, model: NonEmptyStr, window: NonEmptyStr,
                  judge_sample: NonNegativeInt, seed: int, on_error: OnError, exact_percentiles_max: PositiveInt,
-                 baseline: str | None, name: str | None, webhook_url: str | None, webhook_retries: NonNegativeInt,
+                 baseline: str | None, ab: Mapping[str, Any], name: str | None, webhook_url: str | None, webhook_retries: NonNegativeInt,
                  webhook_backoff_s: NonNegativeFloat, webhook_timeout_s: PositiveFloat):
         self.source, self.input = source, input
 
     @classmethod
-    def constraints(cls, source: str, input: str | None, **_) -> list[str]:
+    def constraints(cls, source: str, input: str | None, ab: Mapping[str, Any] | None = None, **_) -> list[str]:
+        from ragexp.errors import RagexpError
+        from ragexp.monitor.ab import ABSettings
+
+        found = []
         if source == "file" and not input:
-            return ["input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)"]
-        return []
+            found.append("input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)")
+        try:
+            ABSettings.of(dict(ab) if ab else None)
+        except RagexpError as err:
+            found.append(str(err).removeprefix("monitor."))
+        return found

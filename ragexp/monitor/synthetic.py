@@ -6,7 +6,11 @@ log-normal around 800 ms, 1% errors, feedback on 30% of records (85% satisfied),
 from their contexts. From `--degrade-from` (a time, or a fraction of the span such as 0.75) on,
 degradation can be injected: `--slower 3` (latency x3), `--errors 0.2` (error rate), `--satisfied
 0.4` (share of positive feedback), `--unrelated 0.8` (share of answers about another question,
-so unsupported by their contexts). `--malformed K` writes K broken lines among the records."""
+so unsupported by their contexts). `--malformed K` writes K broken lines among the records.
+
+For an A/B test, `--variants A,B` assigns each record a variant at random (`--split 0.5,0.5`, equal
+shares by default) and writes it in the `variant` column; `--degrade-variant B` limits the injected
+degradation to that variant (a planted effect; without any degradation the stream is an A/A test)."""
 from __future__ import annotations
 
 import argparse
@@ -60,7 +64,8 @@ def degrade_start(value: str | None, start: float, span: float) -> float:
 def generate(out: Path, records: int, start: str = "2026-11-01T00:00:00", span: str = "7d", seed: int = 0,
              degrade_from: str | None = None, slower: float = 1.0, errors: float | None = None,
              satisfied: float | None = None, unrelated: float = 0.0, malformed: int = 0,
-             model: str = "gpt-4o-mini") -> Path:
+             model: str = "gpt-4o-mini", variants: tuple[str, ...] = (), split: tuple[float, ...] | None = None,
+             degrade_variant: str | None = None) -> Path:
     rng = np.random.default_rng(seed)
     begin = datetime.fromisoformat(start).replace(tzinfo=UTC).timestamp()
     length = window_seconds(span)
@@ -69,18 +74,27 @@ def generate(out: Path, records: int, start: str = "2026-11-01T00:00:00", span: 
     contents = [[(t["query"], t["contexts"], t[kind]) for kind in ("answer", "unrelated")] for t in pool]
     bad = set(rng.choice(records, size=min(malformed, records), replace=False).tolist()) if malformed else set()
     csv_out = out.suffix.lower() == ".csv"
+    if degrade_variant is not None and degrade_variant not in variants:
+        raise ValueError(f"--degrade-variant {degrade_variant!r} is not one of --variants {','.join(variants)}")
+    shares = np.asarray(split if split else [1.0] * len(variants), dtype=np.float64)
+    if variants and (len(shares) != len(variants) or (shares <= 0).any()):
+        raise ValueError(f"--split needs {len(variants)} shares > 0, one per variant")
+    shares = shares / shares.sum() if variants else shares
     fragments = [[json.dumps({"query": q, "contexts": c, "answer": a})[1:-1] for q, c, a in pair] for pair in contents]
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle) if csv_out else None
         if writer:
             writer.writerow(["timestamp", "query", "contexts", "answer", "latency_ms", "tokens_in", "tokens_out",
-                             "model", "error", "feedback"])
+                             "model", "error", "feedback", *(["variant"] if variants else [])])
         for first in range(0, records, BATCH):
             n = min(BATCH, records - first)
             index = np.arange(first, first + n)
             times = begin + (index + rng.random(n)) * (length / records)
             late = times >= degraded_from
+            arm = rng.choice(len(variants), size=n, p=shares) if variants else None
+            if degrade_variant is not None:
+                late &= arm == variants.index(degrade_variant)
             latency = rng.lognormal(np.log(800), 0.45, n) * np.where(late, slower, 1.0)
             error_p = np.where(late, errors if errors is not None else 0.01, 0.01)
             failed = rng.random(n) < error_p
@@ -99,16 +113,19 @@ def generate(out: Path, records: int, start: str = "2026-11-01T00:00:00", span: 
                 stamp = stamp.replace("+00:00", "Z")
                 error = ERROR_KINDS[kinds[j]] if failed[j] else None
                 fb = (1 if happy[j] else 0) if has_feedback[j] and not failed[j] else None
-                variant = int(off_topic[j])
+                kind = int(off_topic[j])
+                served = [] if arm is None else [variants[arm[j]]]
                 if writer:
-                    q, c, a = contents[which[j]][variant]
+                    q, c, a = contents[which[j]][kind]
                     writer.writerow([stamp, q, json.dumps(c), "" if error else a, f"{latency[j]:.1f}", int(tokens_in[j]),
-                                     0 if error else int(tokens_out[j]), model, error or "", "" if fb is None else fb])
+                                     0 if error else int(tokens_out[j]), model, error or "", "" if fb is None else fb,
+                                     *served])
                     continue
-                body = fragments[which[j]][variant] if not error else '"query": ' + json.dumps(pool[which[j]]["query"])
+                body = fragments[which[j]][kind] if not error else '"query": ' + json.dumps(pool[which[j]]["query"])
                 handle.write(f'{{"timestamp": "{stamp}", "latency_ms": {latency[j]:.1f}, "tokens_in": {tokens_in[j]}, '
                              f'"tokens_out": {0 if error else tokens_out[j]}, "model": "{model}", '
-                             f'"error": {json.dumps(error)}, "feedback": {json.dumps(fb)}, {body}}}\n')
+                             f'"error": {json.dumps(error)}, "feedback": {json.dumps(fb)}, '
+                             + (f'"variant": {json.dumps(served[0])}, ' if served else "") + f'{body}}}\n')
     return out
 
 
@@ -125,10 +142,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--satisfied", type=float, help="share of positive feedback after --degrade-from (default 0.85)")
     p.add_argument("--unrelated", type=float, default=0.0, help="share of answers unrelated to their contexts after --degrade-from")
     p.add_argument("--malformed", type=int, default=0, help="number of broken lines to write among the records")
+    p.add_argument("--variants", default="", help="A/B variants assigned at random, e.g. A,B (column `variant`)")
+    p.add_argument("--split", default="", help="their shares, e.g. 0.5,0.5 (default: equal)")
+    p.add_argument("--degrade-variant", help="inject the degradation into this variant only (a planted A/B effect)")
     args = p.parse_args(argv)
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    try:
+        split = tuple(float(x) for x in args.split.split(",")) if args.split else None
+    except ValueError:
+        p.error(f"--split {args.split!r}: shares are numbers, e.g. 0.5,0.5")
     started = time.perf_counter()
-    generate(args.out, args.records, args.start, args.span, args.seed, args.degrade_from, args.slower, args.errors,
-             args.satisfied, args.unrelated, args.malformed)
+    try:
+        generate(args.out, args.records, args.start, args.span, args.seed, args.degrade_from, args.slower, args.errors,
+                 args.satisfied, args.unrelated, args.malformed, variants=variants, split=split,
+                 degrade_variant=args.degrade_variant)
+    except ValueError as err:
+        p.error(str(err))
     print(f"wrote {args.records} records to {args.out} in {time.perf_counter() - started:.1f} s")
     return 0
 

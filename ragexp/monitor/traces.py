@@ -11,7 +11,9 @@ monitor then reads like any log, so it streams and samples the same way:
 - tokens_in / tokens_out: the trace's token usage; model: the first span's `mlflow.llm.model`;
 - error: empty for an OK trace, else the root span's `ragexp.failure_reason` or its status message;
 - feedback: the last HUMAN feedback assessment with a yes/no or numeric value (a 1-5 rating counts
-  as satisfied from `monitor.feedback_satisfied_from` on)."""
+  as satisfied from `monitor.feedback_satisfied_from` on);
+- variant: the trace's tag `variant` (`mlflow.update_current_trace(tags={"variant": "B"})`), for an
+  A/B test (`monitor.ab`)."""
 from __future__ import annotations
 
 import json
@@ -84,4 +86,4 @@ def record_of(trace) -> dict:
             "latency_ms": None if info.tags.get(LIGHT_TAG) == "light" else info.execution_duration,
             "tokens_in": usage.get("input_tokens"),
             "tokens_out": usage.get("output_tokens"), "model": model, "error": error, "feedback": feedback,
-            "trace_id": info.trace_id}
+            "variant": info.tags.get("variant"), "trace_id": info.trace_id}

@@ -10,10 +10,17 @@ from pathlib import Path
 
 from ragexp.errors import RagexpError, StoreUnreachable
 from ragexp.monitor.alerts import describe
+from ragexp.monitor.windows import metric_suffix
 from ragexp.store.trackers import MlflowTracker, flatten
 from ragexp.store.lookup import run_absent
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def logged(window: dict) -> dict[str, float]:
+    """A window's metrics as logged: its own, then each variant's as `<variant>/<metric>`."""
+    return {**window["metrics"], **{f"{metric_suffix(v)}/{k}": value for v, metrics in window.get("variants", {}).items()
+                                    for k, value in metrics.items()}}
 
 
 class MonitorStore:
@@ -60,8 +67,12 @@ class MonitorStore:
         return {"run_id": run.info.run_id, "name": run.info.run_name, "metrics": dict(run.data.metrics),
                 "judge": run.data.tags.get("judge")}
 
-    def log(self, name: str, config: dict, windows: list[dict], totals: dict, tags: dict) -> str | None:
-        """The parent run and one child run per window; sets each window's `run_id`."""
+    def log(self, name: str, config: dict, windows: list[dict], totals: dict, tags: dict,
+            ab: dict | None = None) -> str | None:
+        """The parent run and one child run per window; sets each window's `run_id`. In an A/B
+        test a window's metrics per variant are logged as `<variant>/<metric>`, and the parent
+        holds each decision (tag `ab.<variant>.<metric>`, metrics `ab.<variant>.<metric>.effect`,
+        `.lower`, `.upper`)."""
         if not self.active:
             return None
         from mlflow.entities import Metric, Param
@@ -74,10 +85,17 @@ class MonitorStore:
             for start in range(0, len(params), 100):
                 client.log_batch(parent, params=params[start:start + 100])
             series = [Metric(key, float(value), int(w["start"] * 1000), int(w["start"]))
-                      for w in windows for key, value in w["metrics"].items()]
+                      for w in windows for key, value in logged(w).items()]
             last = int(windows[-1]["start"]) if windows else 0
             series += [Metric(key, float(value), int(windows[-1]["start"] * 1000) if windows else 0, last)
                        for key, value in totals.items()]
+            decisions = (ab or {}).get("decisions", [])
+            at = int(windows[-1]["start"] * 1000) if windows else 0
+            series += [Metric(f"ab.{metric_suffix(d['variant'])}.{d['metric']}.{part}", float(d[key]), at, last)
+                       for d in decisions for part, key in (("effect", "effect"), ("lower", "lower"), ("upper", "upper"))
+                       if d[key] is not None]
+            for d in decisions:
+                client.set_tag(parent, f"ab.{metric_suffix(d['variant'])}.{d['metric']}", d["decision"])
             for start in range(0, len(series), 1000):
                 client.log_batch(parent, metrics=series[start:start + 1000])
             for window in windows:
@@ -86,7 +104,7 @@ class MonitorStore:
                     **tags, "mlflow.parentRunId": parent, "ragexp.role": "monitor-window",
                     "window_start": window["window"], "window_end": window["window_end"]}).info.run_id
                 client.log_batch(child, metrics=[Metric(k, float(v), start_ms, int(window["start"]))
-                                                 for k, v in window["metrics"].items()])
+                                                 for k, v in logged(window).items()])
                 client.set_terminated(child, "FINISHED", end_time=end_ms)
                 window["run_id"] = child
         except Exception:

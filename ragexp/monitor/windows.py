@@ -10,13 +10,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.monitor.percentiles import Latencies, enforce_budget
 from ragexp.monitor.records import Fields
+from ragexp.stats.sequential import Moments
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 BUDGET_CHECK_EVERY = 1 << 17  # records between two checks of the exact-percentile budget (about)
@@ -77,6 +78,7 @@ class Window:
     errors: Counter = field(default_factory=Counter)  # error kind -> count
     feedback_count: int = 0
     satisfied: int = 0
+    latency_moments: Moments = Moments()  # count, sum and sum of squares of the latencies (the A/B test's)
 
     def stats(self, prices, default_model: str) -> dict[str, float]:
         """The window's metrics, as logged to MLflow (keys are MLflow metric names)."""
@@ -98,37 +100,82 @@ class Window:
 class Summary:
     """Every window of a stream of record batches. `judge_sample` > 0 keeps, per window, a
     uniform sample of that many records without an error, seeded by `seed` and the window's
-    start (so a window's sample does not depend on the other windows in the file)."""
+    start (so a window's sample does not depend on the other windows in the file).
 
-    def __init__(self, window: str, judge_sample: int = 0, seed: int = 0, exact_percentiles_max: int = 5_000_000):
+    With `variants` (an A/B test), each window is also summarised per variant (`arms`: (window
+    number, variant) -> Window), and the judged sample is drawn per variant per window instead
+    (seeded by the variant's name too); records from before `since` (seconds) are left out."""
+
+    def __init__(self, window: str, judge_sample: int = 0, seed: int = 0, exact_percentiles_max: int = 5_000_000,
+                 variants: bool = False, since: float | None = None):
         self.seconds = window_seconds(window)
         if not isinstance(judge_sample, int) or judge_sample < 0:
             raise RagexpError(f"monitor.judge_sample must be an integer >= 0, got {judge_sample!r}")
         if not isinstance(exact_percentiles_max, int) or exact_percentiles_max < 0:
             raise RagexpError(f"monitor.exact_percentiles_max must be an integer >= 0, got {exact_percentiles_max!r}")
         self.judge_sample, self.seed, self.budget = judge_sample, seed, exact_percentiles_max
+        self.variants, self.since = variants, since
         self.windows: dict[int, Window] = {}
+        self.arms: dict[tuple[int, str], Window] = {}
         self.records = 0
+        self.unassigned = 0  # records of an A/B test's span without a variant
+        self.before = 0  # records from before the test's start
+        self.source = 0  # the file being read
+        self.variant_names: set[str] = set()  # the variants records carry when no A/B test is asked for
 
     def window(self, number: int) -> Window:
         if number not in self.windows:
             start = number * self.seconds
-            sample = Reservoir(self.judge_sample, random.Random(f"{self.seed}:{start}"))
+            sample = Reservoir(0 if self.variants else self.judge_sample, random.Random(f"{self.seed}:{start}"))
             self.windows[number] = Window(start, start + self.seconds, sample)
         return self.windows[number]
 
-    def add(self, batches: Iterable[Fields]) -> None:
+    def arm(self, number: int, variant: str) -> Window:
+        if (number, variant) not in self.arms:
+            start = number * self.seconds
+            sample = Reservoir(self.judge_sample, random.Random(f"{self.seed}:{start}:{variant}"))
+            self.arms[number, variant] = Window(start, start + self.seconds, sample)
+        return self.arms[number, variant]
+
+    def add(self, batches: Iterable[Fields], source: int = 0) -> None:
+        """`source`: the number of the file the batches come from (kept with the sampled records)."""
         for fields in batches:
+            self.source = source
+            if self.since is not None:
+                early = fields.time < self.since
+                if early.any():
+                    self.before += int(early.sum())
+                    if early.all():
+                        continue
+                    fields = subset(fields, ~early)
             numbers = (fields.time // self.seconds).astype(np.int64)
             if numbers[0] == numbers[-1] and (numbers == numbers[0]).all():
                 self.add_to(self.window(int(numbers[0])), fields, None)
             else:
                 for number in np.unique(numbers).tolist():
                     self.add_to(self.window(number), fields, numbers == number)
+            if self.variants:
+                self.add_to_arms(fields, numbers)
+            elif fields.variant is not None and len(self.variant_names) < 100:
+                self.variant_names.update(v for v in fields.variant if v)
             self.records += len(fields.rows)
             if self.records % BUDGET_CHECK_EVERY < len(fields.rows):
-                enforce_budget([w.latencies for w in self.windows.values()], self.budget)
-        enforce_budget([w.latencies for w in self.windows.values()], self.budget)
+                self.enforce_budget()
+        self.enforce_budget()
+
+    def enforce_budget(self) -> None:
+        enforce_budget([w.latencies for w in (*self.windows.values(), *self.arms.values())], self.budget)
+
+    def add_to_arms(self, fields: Fields, numbers: np.ndarray) -> None:
+        names = fields.variant or [None] * len(fields.rows)
+        distinct = sorted({v for v in names if v})
+        index = {v: i for i, v in enumerate(distinct)}
+        codes = np.fromiter((index[v] if v else -1 for v in names), np.int64, len(names))
+        self.unassigned += int((codes < 0).sum())
+        for code, variant in enumerate(distinct):
+            chosen = codes == code
+            for number in np.unique(numbers[chosen]).tolist():
+                self.add_to(self.arm(number, variant), fields, chosen & (numbers == number))
 
     def add_to(self, window: Window, f: Fields, mask: np.ndarray | None) -> None:
         """The records of batch `f` selected by `mask` (None: all) into `window`."""
@@ -136,7 +183,10 @@ class Summary:
         where = None if mask is None else np.flatnonzero(mask)
         latency, failed, feedback = pick(f.latency_ms), pick(f.failed), pick(f.feedback)
         window.requests += len(failed)
-        window.latencies.values.frombytes(latency[~np.isnan(latency)].tobytes())
+        timed = latency[~np.isnan(latency)]
+        window.latencies.values.frombytes(timed.tobytes())
+        if self.variants:
+            window.latency_moments += Moments.of(timed)
         models = f.model if where is None or f.model is None else [f.model[i] for i in where]
         tokens_in, tokens_out = pick(f.tokens_in), pick(f.tokens_out)
         distinct = set(models) if models is not None else {None}
@@ -152,7 +202,26 @@ class Summary:
         window.satisfied += int((feedback == 1).sum())
         if self.judge_sample:
             positions = np.flatnonzero(~failed) if where is None else where[~failed]
-            window.sample.offer(len(positions), lambda i: (int(f.lines[positions[i]]), f.rows[positions[i]]))
+            source = self.source
+            window.sample.offer(len(positions), lambda i: (source, int(f.lines[positions[i]]), f.rows[positions[i]]))
 
     def ordered(self) -> list[Window]:
         return [self.windows[n] for n in sorted(self.windows)]
+
+    def ordered_arms(self) -> list[tuple[int, str, Window]]:
+        """(the window's place in `ordered()`, variant, the variant's part of the window), in time,
+        then variant, order."""
+        place = {n: i for i, n in enumerate(sorted(self.windows))}
+        return [(place[n], v, self.arms[n, v]) for n, v in sorted(self.arms)]
+
+
+def subset(f: Fields, keep: np.ndarray) -> Fields:
+    """The records of batch `f` that `keep` selects."""
+    where = np.flatnonzero(keep)
+
+    def pick(values: Sequence) -> list:
+        return [values[int(i)] for i in where]
+
+    return Fields(f.lines[keep], f.time[keep], f.latency_ms[keep], f.tokens_in[keep], f.tokens_out[keep],
+                  None if f.model is None else pick(f.model), f.failed[keep], pick(f.error), f.feedback[keep],
+                  pick(f.rows), None if f.variant is None else pick(f.variant))
