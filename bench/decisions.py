@@ -4,10 +4,12 @@ OpenAI-protocol test server (tests/openai_server.py), scripted with noise: each 
 true faithfulness, and every judgement adds a normal error of NOISE_SD on the 1-10 scale
 (rounded, clamped), drawn afresh on every run (no cache is shared between runs).
 
-- false fails: PAIRS pairs of runs of the same system (200 recorded answers), the second gated
+- false fails: RERUN_PAIRS pairs of runs of the same system (200 recorded answers), the second gated
   against the first (goal <= 5%);
 - power: the same with a planted drop of 0.5 on faithfulness in the second run (goal >= 80%),
-  beside what `python -m ragexp.plan` promises from the baseline run."""
+  beside what `python -m ragexp.plan` promises from the baseline run;
+- the monitor's online A/B test on simulated streams (bench/ab_streams.py): A/A false decisions
+  when the report is read every day, and the power its planner promises against what it delivers."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-QUESTIONS, PAIRS, NOISE_SD, DROP = 200, 20, 1.0, 0.5
+sys.path.insert(0, str(ROOT / "bench"))
+QUESTIONS, NOISE_SD, DROP = 200, 1.0, 0.5
+RERUN_PAIRS, DROP_PAIRS = 200, 50  # a 5% rate needs a few hundred pairs to be told from 10%
 KEY = "RAGEXP_BENCH_LLM_KEY"
 
 
@@ -52,16 +56,16 @@ def evaluate(server, folder: Path, baseline: Path | None = None):
     return ragexp.evaluate(rows(), overrides=overrides, output_dir=folder)
 
 
-def pairs(server, work_dir: Path, drop: float, seed: int) -> dict:
+def pairs(server, work_dir: Path, drop: float, seed: int, count: int) -> dict:
     failed, started = 0, time.perf_counter()
-    for n in range(PAIRS):
+    for n in range(count):
         rng = random.Random(seed * 1000 + n)
         server.chat = scripted(rng, 0.0)
         base = evaluate(server, work_dir / f"{seed}-{n}-base")
         server.chat = scripted(rng, drop)
         new = evaluate(server, work_dir / f"{seed}-{n}-new", base.folder)
         failed += not new.passed
-    return {"pairs": PAIRS, "gate_failed": failed, "share": round(failed / PAIRS, 3),
+    return {"pairs": count, "gate_failed": failed, "share": round(failed / count, 3),
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -83,10 +87,13 @@ def measure(work_dir: Path, args=None) -> dict:
     figures: dict = {"load_1min": round(os.getloadavg()[0], 1), "questions": QUESTIONS, "noise_sd": NOISE_SD,
                      "drop": DROP}
     with OpenAIServer() as server:
-        figures["reruns"] = pairs(server, work_dir / "reruns", 0.0, 1)
-        figures["planted_drop"] = pairs(server, work_dir / "drop", DROP, 2)
+        figures["reruns"] = pairs(server, work_dir / "reruns", 0.0, 1, RERUN_PAIRS)
+        figures["planted_drop"] = pairs(server, work_dir / "drop", DROP, 2, DROP_PAIRS)
         server.chat = scripted(random.Random(7), 0.0)
         figures["planner"] = promised(evaluate(server, work_dir / "planner").folder)
+    from ab_streams import measure as ab_measure
+
+    figures["ab"] = ab_measure()
     page(figures)
     return figures
 
@@ -102,6 +109,10 @@ def page(f: dict) -> None:
              f"| reruns of the same system that fail the gate | {r['gate_failed']} of {r['pairs']} ({r['share']:.1%}) | <= 5% |",
              f"| a planted drop of {f['drop']} on faithfulness, detected | {d['gate_failed']} of {d['pairs']} ({d['share']:.1%}) | >= 80% |",
              f"| what python -m ragexp.plan promises from one such run | {f['planner']} | |", ""]
+    if "ab" in f:
+        from ab_streams import page_lines
+
+        lines += page_lines(f["ab"])
     (Path(__file__).parent / "results" / "decisions.md").write_text("\n".join(lines))
 
 

@@ -484,6 +484,14 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
         f"{d['triad_over_two_round_trips']}x ({d['triad_8_judging_s']} / {d['two_round_trips_s']} s)")), "<= 1.15x"),
     ("short answers held out, judge=offline: false alarms / recall", get("short_answers", "offline", "all", show=lambda a: (
         f"{a['false_alarms']} / {a['recall']} ({a['supported']} supported, {a['unsupported']} not)")), "<= 0.05 / >= 0.90"),
+    ("monitor A/B, A/A streams read after each of 30 windows: any wrong decision, per metric (worst) / all 4 corrected",
+     get("decisions", "ab", "aa", show=lambda a: (
+         f"{max(a['sequential_alone'].values()):.1%} / {a['sequential_all_corrected']:.1%} (naive daily z-test "
+         f"{max(a['naive_daily'].values()):.1%} / {a['naive_daily_any']:.1%}; fixed-ratio rules any "
+         f"{a['fixed_ratio_any']:.1%})")), "<= 5% / <= 5%"),
+    ("monitor A/B power: largest gap between the share decided and the planner's promise", get("decisions", "ab", "power",
+     show=lambda rows: f"{max(abs(r['gap_points']) for r in rows):.1f} points over {len(rows)} (effect, records) cells"),
+     "<= 5 points"),
     ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
         f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
         f"load {t['load_1min']})")), "<= +10%"),

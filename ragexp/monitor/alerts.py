@@ -37,8 +37,10 @@ class Rule:
         return self.kind in ("drop", "rise")
 
     def condition(self) -> str:
-        return {"drop": f"{self.metric} down more than {self.limit:.0%} from the baseline",
-                "rise": f"{self.metric} above {self.limit:g}x the baseline" + (f" (and >= {self.floor:g})" if self.floor else ""),
+        fixed = ", a fixed ratio, not a test"  # beside an A/B test's decisions (ragexp.monitor.ab)
+        return {"drop": f"{self.metric} down more than {self.limit:.0%} from the baseline{fixed}",
+                "rise": f"{self.metric} above {self.limit:g}x the baseline" + (f" and >= {self.floor:g}" if self.floor else "")
+                + fixed,
                 "above": f"{self.metric} above {self.limit:g}", "below": f"{self.metric} below {self.limit:g}"}[self.kind]
 
     def fires(self, current: float, reference: float) -> bool:
