@@ -23,6 +23,7 @@ class Question:
     answerable: bool = True  # False: the corpus holds no answer; abstaining is correct (`answers` is empty)
     source: str = ""  # where the question comes from: "golden", "synthetic" (ragexp.synth), "" = not said
     attributes: dict[str, str] = field(default_factory=dict)  # other columns of its row (slices: `slices=[channel]`)
+    id_from_row: bool = False  # its id was made from its row's place (q1, q2, ...): no id was given
 
     @property
     def expected(self) -> str:

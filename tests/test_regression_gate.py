@@ -109,3 +109,28 @@ def test_a_sweep_corrects_across_its_jobs_and_names_the_worse_one(server, tmp_pa
     assert "Holm across 2 jobs x their metrics" in swept.stdout
     assert "judge.max_tokens=501: faithfulness" in swept.stdout
     assert "quality gate failed in 1 of 2 jobs: judge.max_tokens=501" in swept.stderr
+
+
+def test_ids_made_from_row_order_are_refused_on_either_side(tmp_path, monkeypatch):
+    """Rows without an id get q1, q2, ... from their place: a reordered file would pair different
+    questions, so the regression check refuses them, in this run and in a baseline."""
+    import ragexp
+    from ragexp.errors import RagexpError
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"question": f"Which port, case {i}?", "contexts": ["quarryd listens on port 7070."],
+             "answer": "Port 7070."} for i in range(6)]
+    overrides = ["embedder@scoring_embedder=hash", "gate.regression=[faithfulness]"]
+    unnamed = ragexp.evaluate(rows, overrides=overrides, output_dir=tmp_path / "unnamed")
+    assert json.loads((tmp_path / "unnamed" / "questions.jsonl").read_text().splitlines()[0])["id_from_row"] is True
+    named = ragexp.evaluate([{**r, "id": f"port-{i}"} for i, r in enumerate(rows)], overrides=overrides,
+                            output_dir=tmp_path / "named")
+    with pytest.raises(RagexpError, match=r"gate.baseline pairs questions by id, and the ids of dataset.path=\S+data.jsonl "
+                                          r"were made from its rows' order \(q1, q2, \.\.\. as no id was given\)"):
+        ragexp.evaluate(rows, overrides=[*overrides, f"gate.baseline={named.folder}"], output_dir=tmp_path / "a")
+    with pytest.raises(RagexpError, match=r"the question ids of the baseline .*unnamed were made from its rows' order"):
+        ragexp.evaluate([{**r, "id": f"q{i + 1}"} for i, r in enumerate(rows)],
+                        overrides=[*overrides, f"gate.baseline={unnamed.folder}"], output_dir=tmp_path / "b")
+    again = ragexp.evaluate([{**r, "id": f"port-{i}"} for i, r in enumerate(rows)],
+                            overrides=[*overrides, f"gate.baseline={named.folder}"], output_dir=tmp_path / "c")
+    assert again.passed

@@ -288,7 +288,8 @@ class OutputsDataset(Loader):
         extra = {str(k): str(v) for k, v in row.items()
                  if k not in used and isinstance(v, (str, int, float, bool)) and not missing(v)}
         question = Question(qid, text, references, self.golden(row, where), kind=extra.pop("kind", ""),
-                            answerable=answerable, source=extra.pop("source", ""), attributes=extra)
+                            answerable=answerable, source=extra.pop("source", ""), attributes=extra,
+                            id_from_row=id_column is None)
         return question, Output(Answer(answer) if not missing(answer) else None, hits)
 
     def hits(self, row: Mapping, where: str):

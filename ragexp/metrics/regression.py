@@ -45,6 +45,17 @@ class Regression:
                 f"p {self.p:.3g} (Holm {self.adjusted:.3g}){detects}: {verdict}")
 
 
+ROW_IDS = "q1, q2, ... as no id was given"
+
+
+def refuse_row_ids(questions, where: str) -> None:
+    """The regression check pairs questions by id: ids made from the rows' order are refused."""
+    if any(q.id_from_row for q in questions):
+        raise RagexpError(f"gate.baseline pairs questions by id, and the ids of {where} were made from its rows' order "
+                          f"({ROW_IDS}), which a reordered or edited file changes: give each row an id (a column id or "
+                          "question_id, or dataset.columns.question_id=...)")
+
+
 def baseline_table(target: str):
     """A baseline run's per-question table of judged questions (a run folder, or an MLflow run id),
     indexed by question id."""
@@ -54,6 +65,10 @@ def baseline_table(target: str):
         table = question_table(target)
     except RagexpError as err:
         raise RagexpError(f"gate.baseline: {err}") from None
+    if "id_from_row" in table and table["id_from_row"].fillna(False).astype(bool).any():
+        raise RagexpError(f"gate.baseline: the question ids of the baseline {target} were made from its rows' order "
+                          f"({ROW_IDS}); pairing by id could pair different questions: give each row an id (a column "
+                          "id or question_id, or dataset.columns.question_id=...) and run the baseline again")
     table = table[table["status"] == "judged"].copy() if "status" in table else table.copy()
     table["question_id"] = table["question_id"].astype(str)
     return table.drop_duplicates("question_id").set_index("question_id")

@@ -21,6 +21,7 @@ from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import abstention_scores, scorecard
+from ragexp.metrics.regression import refuse_row_ids
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
@@ -74,6 +75,9 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **judges)  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
+        if c.gate.baseline:
+            refuse_row_ids(dataset.questions, f"dataset.path={cfg.dataset.get('path')}" if cfg.dataset.get("path")
+                           else "the rows given")
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
         for note in notes:

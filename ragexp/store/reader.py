@@ -294,7 +294,7 @@ def flat_row(record: dict) -> dict:
             "expected_answer": (record.get("expected_answers") or [""])[0], "generated_answer": record.get("answer") or "",
             "retrieved_chunks": json.dumps([c["text"] for c in record.get("context", [])]),
             **(record.get("judge_scores") or {}), "hallucination": record.get("hallucination"),
-            "status": record.get("status", "judged")}
+            "status": record.get("status", "judged"), **({"id_from_row": True} if record.get("id_from_row") else {})}
 
 
 def read_table_file(path: Path):

@@ -98,6 +98,7 @@ def question_record(r) -> dict:
         "context": [{"chunk_id": h.chunk.chunk_id, "doc_id": h.chunk.doc_id, "text": h.chunk.text} for h in r.hits],
         "answer": r.answer.text if r.answer else None,
         "status": r.status, "failure_reason": r.failure, **({"attributes": r.question.attributes} if r.question.attributes else {}),
+        **({"id_from_row": True} if r.question.id_from_row else {}),
         "judge_scores": j.scores if j else None, "hallucination": j.hallucination if j else None,
         "reasoning": j.reasoning if j else "", "judge_details": j.details if j else {},
         "answer_metrics": r.generation, "retrieval_metrics": r.retrieval, "retrieval_excluded": r.retrieval_excluded,
@@ -179,6 +180,7 @@ def question_table(result: RunResult) -> dict[str, list]:
     answer_metrics = list(dict.fromkeys(m for r in result.questions for m in r.generation))
     retrieval = list(dict.fromkeys(m for r in result.questions for m in r.retrieval))
     attributes = list(dict.fromkeys(a for r in result.questions for a in r.question.attributes))
+    made_ids = any(r.question.id_from_row for r in result.questions)  # a column only then
     for r in result.questions:
         j = r.judgement
         rows.append({
@@ -202,6 +204,7 @@ def question_table(result: RunResult) -> dict[str, list]:
             "retrieval_excluded": r.retrieval_excluded,
             "status": r.status,
             "failure_reason": r.failure,
+            **({"id_from_row": r.question.id_from_row} if made_ids else {}),
         })
     return {column: [row[column] for row in rows] for column in rows[0]} if rows else {}
 
