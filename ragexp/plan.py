@@ -18,10 +18,17 @@ default, assumes nothing: the most cautious), plus the judge's own noise on each
 run has judge repeats (repeat_scores)."""
 
 
+AB_EPILOG = """
+An A/B test of the monitor (--ab FOLDER, a monitor's output folder with ab.json): records needed to
+decide a difference of --drop (either way; default: the difference seen so far) on each variant and
+metric with --power chance, by the monitor's own sequential test, at the traffic of its windows so far."""
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ragexp.plan", description=__doc__.split(": ", 1)[1],
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", metavar="RUN", help="a run folder or an MLflow run id: its per-question scores")
+                                epilog=EPILOG + AB_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", metavar="RUN", nargs="?", help="a run folder or an MLflow run id: its per-question scores")
+    p.add_argument("--ab", metavar="FOLDER", help="plan the monitor's A/B test of this output folder (its ab.json) instead")
     p.add_argument("--metric", action="append", help="a per-question metric (repeat for several; default: every one)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--drop", type=float, help="the drop to detect, on the metric's own scale")
@@ -61,6 +68,10 @@ def plan(args) -> list[str]:
         raise RagexpError("--alpha and --power must be between 0 and 1, --correlation in [0, 1)")
     if args.drop is not None and args.drop <= 0 or args.questions is not None and args.questions < 2:
         raise RagexpError("--drop must be above 0 and --questions at least 2")
+    if getattr(args, "ab", None):
+        return plan_ab(args)
+    if not args.run:
+        raise RagexpError("give a RUN (a run folder or an MLflow run id), or --ab FOLDER (a monitor's output folder)")
     table = question_table(args.run, args.tracking_uri)
     judged = table[table["status"] == "judged"] if "status" in table else table
     numeric = [c for c in judged.columns if c not in NOT_SCORES and not c.endswith("_reasoning")
@@ -88,6 +99,47 @@ def plan(args) -> list[str]:
         else:
             n = args.questions or len(scores)
             lines.append(head + f"{n} questions detect a drop of {power.detectable(n, spread, args.alpha, args.power):.3g} ({goal})")
+    return lines
+
+
+def plan_ab(args) -> list[str]:
+    """Per variant and metric of a monitor's A/B test: the records (both sides) its sequential test
+    needs to decide a difference of `args.drop` (default: the one seen) with `args.power` chance."""
+    from pathlib import Path
+
+    from ragexp.errors import RagexpError
+    from ragexp.stats.sequential import records_for_power
+
+    path = Path(args.ab) / "ab.json"
+    if not path.is_file():
+        raise RagexpError(f"--ab {args.ab}: no ab.json in this folder (a monitor run with monitor.ab.control=... makes it)")
+    tested = json.loads(path.read_text(encoding="utf-8"))
+    if not all("control_sd" in d for d in tested.get("decisions", [])):
+        raise RagexpError(f"{path}: written by an older ragexp.monitor, without the spreads the planner needs; "
+                          "run the monitor again")
+    decisions = [d for d in tested["decisions"] if not args.metric or d["metric"] in args.metric]
+    if args.metric and not decisions:
+        have = ", ".join(dict.fromkeys(d["metric"] for d in tested["decisions"]))
+        raise RagexpError(f"--metric {args.metric[0]}: the A/B test has no such metric (it has {have})")
+    lines = []
+    for d in decisions:
+        head = f"{d['metric']}, {d['variant']} vs {tested['control']}: "
+        sides = (d["control_records"], d["variant_records"])
+        difference = args.drop if args.drop is not None else abs(d["effect"] or 0)
+        if not d["control_sd"] or not d["variant_sd"] or not d["looks"] or not difference or not d["planned_records"]:
+            lines.append(head + "no spread or no difference yet: nothing to plan from")
+            continue
+        per_window = sum(sides) / d["looks"]
+        total = records_for_power(difference, (d["control_sd"], d["variant_sd"]),
+                                  (sides[0] / sum(sides), sides[1] / sum(sides)), per_window, tested["alpha_each"],
+                                  tuple(d["planned_records"]), args.power)
+        said = f"a difference of {difference:.4g}" + ("" if args.drop is not None else " (the one seen so far)")
+        if total is None:
+            lines.append(head + f"{said} is not decided with {args.power:.0%} chance within 400 windows of this traffic")
+            continue
+        lines.append(head + f"{said} is decided with {args.power:.0%} chance by about {int(total)} records of both "
+                            f"variants ({total / per_window:.0f} windows at {per_window:.0f} a window; it has "
+                            f"{sum(sides)}; sequential, each comparison at {tested['alpha_each']:.3g})")
     return lines
 
 

@@ -3,6 +3,7 @@ planner (simulated streams read after every window), and `python -m ragexp.monit
 A/B logs: decisions, alerts, the judged sample per variant, several files, MLflow, bad input."""
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -143,6 +144,18 @@ def test_an_a_a_stream_decides_nothing_and_fires_nothing(tmp_path, ab_logs, caps
     assert all(d["lower"] < 0 < d["upper"] for d in result["decisions"])
     assert all(d["more_records"] is not None for d in result["decisions"] if d["effect"])
     assert "no alert" in capsys.readouterr().out
+    # the planner reads the test's folder: records to decide a given difference by this very test
+    from ragexp.plan import main as plan
+
+    assert plan(["--ab", str(out), "--metric", "satisfaction_rate", "--drop", "0.05"]) == 0
+    small = capsys.readouterr().out
+    assert plan(["--ab", str(out), "--metric", "satisfaction_rate", "--drop", "0.1"]) == 0
+    large = capsys.readouterr().out
+    needed = [int(re.search(r"by about (\d+) records", text).group(1)) for text in (small, large)]
+    assert small.startswith("satisfaction_rate, B vs A: a difference of 0.05 is decided with 80% chance")
+    assert needed[0] > 2 * needed[1] > 0
+    assert plan(["--ab", str(tmp_path)]) == 2
+    assert "no ab.json in this folder" in capsys.readouterr().err
 
 
 def test_the_decisions_do_not_depend_on_how_the_log_files_were_cut(tmp_path, ab_logs):

@@ -194,7 +194,9 @@ class ABTest:
                  "effect": last.effect if last else None, "lower": lower if math.isfinite(lower) else None,
                  "upper": upper if math.isfinite(upper) else None, "decided_at": decided_at,
                  "records_at_decision": decided_records, "control_records": int(sums[s.control].n),
-                 "variant_records": int(sums[variant].n), "looks": looks, "more_records": None}
+                 "variant_records": int(sums[variant].n), "looks": looks, "more_records": None,
+                 "rate": rate, "planned_records": list(planned) if planned else None,
+                 "control_sd": spread(sums[s.control], rate), "variant_sd": spread(sums[variant], rate)}
         if plan and decision == "no decision yet" and last is not None and planned is not None:
             entry["more_records"] = self.more_records(last, sums[s.control], sums[variant], looks, alpha, planned, rate)
         return entry
@@ -213,6 +215,12 @@ class ABTest:
         if total is None:
             return f"more than {int(MOST_WINDOWS * per_window - a.n - b.n)}"
         return max(int(total - a.n - b.n), 0)
+
+
+def spread(side: Moments, rate: bool) -> float | None:
+    """A side's standard deviation as the test uses it (None before it has one)."""
+    variance = side.variance(rate) if side.n else math.nan
+    return round(math.sqrt(variance), 6) if math.isfinite(variance) else None
 
 
 def alerts(result: dict, windows: list[dict]) -> list[dict]:

@@ -120,11 +120,11 @@ def power(effect: float, sd: tuple[float, float], per_window: tuple[float, float
 
 
 def records_for_power(effect: float, sd: tuple[float, float], share: tuple[float, float], per_window: float,
-                      alpha: float, planned: tuple[float, float], target: float = 0.8, most: int = 2000,
+                      alpha: float, planned: tuple[float, float], target: float = 0.8, most: int = 400,
                       draws: int = 2000, seed: int = 0) -> float | None:
-    """Records per window of both sides together (`per_window`, split by `share`) aside, the
-    total records of both sides at which the test decides with chance `target`; None when it
-    does not within `most` windows."""
+    """The records of both sides together at which the test decides a true difference `effect`
+    with chance `target`, when each window brings `per_window` records split by `share`; None
+    when it does not within `most` windows."""
     if effect == 0 or not all(s > 0 for s in sd):
         return None
     sides = (per_window * share[0], per_window * share[1])
