@@ -1,6 +1,9 @@
 """Targets (good / ok / warning) and the quality gate: thresholds, scales, and the exit status of
 the real CLI both ways."""
 import json
+import re
+
+import numpy as np
 
 import pytest
 
@@ -10,6 +13,7 @@ from ragexp.metrics.gate import Gate
 from ragexp.metrics.targets import assess
 
 ONE_TEN, UNIT = (1.0, 10.0), (0.0, 1.0)
+CI = r"\[95% CI [\d.]+, [\d.]+\]"  # a threshold's line shows the estimate's interval
 
 
 @pytest.mark.parametrize("key,scale,value,status", [
@@ -94,22 +98,22 @@ def test_passing_gate_exits_zero(tmp_path):
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
     assert results["gate_passed"] == 1
     assert "gate 'production': passed" in proc.stdout
-    assert f"mrr = {results['mrr']:.4f} >= 0: ok" in proc.stdout
-    faithfulness_check = f"avg_faithfulness = {results['avg_faithfulness']:.4f} >= 9.1 (0.9 on the 0-1 scale)"
-    assert faithfulness_check in proc.stdout
+    assert re.search(rf"mrr = {results['mrr']:.4f} {CI} >= 0: ok", proc.stdout)  # the interval beside the estimate
+    assert re.search(rf"avg_faithfulness = {results['avg_faithfulness']:.4f} {CI} >= 9.1 \(0.9 on the 0-1 scale\)",
+                     proc.stdout)
 
 
 def test_failing_gate_exits_non_zero_and_logs_gate_passed(tmp_path):
     proc = run_app(*GATE_ARGS, "gate.thresholds.mrr.min=1.01", "run_name=gated", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
     [results] = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text()).values()
-    assert f"mrr = {results['mrr']:.4f} >= 1.01: FAILED" in proc.stdout
+    assert re.search(rf"mrr = {results['mrr']:.4f} {CI} >= 1.01: FAILED", proc.stdout)
     # the metric's row says both: its target's mark, and that the gate failed it
     [row] = [line for line in proc.stdout.splitlines() if line.split()[:1] == ["mrr"] and line.split()[1] != "="]
     assert row.split()[2] in ("good", "ok", "warning") and row.endswith("gate >= 1.01 FAILED")
     assert "gate 'production': FAILED (it decides the exit status)" in proc.stdout
-    assert (f"ragexp: error: quality gate 'production' failed (1 of 3 thresholds missed): "
-            f"mrr = {results['mrr']:.4f} >= 1.01") in proc.stderr
+    assert re.search(rf"ragexp: error: quality gate 'production' failed \(1 of 3 thresholds missed\): "
+                     rf"mrr = {results['mrr']:.4f} {CI} >= 1.01", proc.stderr)
     _, [run] = mlflow_runs(tmp_path)
     assert run.data.metrics["gate_passed"] == 0 and run.data.tags["gate"] == "production"
     assert run.data.metrics["mrr"] == pytest.approx(results["mrr"])
@@ -128,3 +132,39 @@ def test_a_sweep_runs_every_job_then_exits_non_zero_when_one_missed_the_gate(tmp
     assert {name: r["gate_passed"] for name, r in merged.items()} == {
         "gate.thresholds.mrr.min=0": 1, "gate.thresholds.mrr.min=1.01": 0}
     assert "quality gate failed in 1 of 2 jobs: gate.thresholds.mrr.min=1.01" in proc.stderr
+
+
+def test_a_threshold_tests_the_point_estimate_and_shows_its_interval_beside_it():
+    from ragexp.metrics.gate import threshold_intervals
+    from ragexp.metrics.scoring import Aggregate
+    from ragexp.stats.inference import bootstrap_ci
+
+    gate = Gate("mine", {"mrr": {"min": 0.5}, "overall_score": {"min": 1}})
+    rows = [{"status": "judged", "mrr": v} for v in (1.0, 0.5, 0.0, 1.0, 0.25, 1.0)] + [{"status": "failed"}]
+    spec = (Aggregate("mrr", ("mrr",), "mean", "valued"), Aggregate("overall_score", ("a", "b"), "overall"))
+    intervals = threshold_intervals(gate, spec, rows)
+    assert set(intervals) == {"mrr"}  # a weighted overall score is not one column's mean
+    expected = bootstrap_ci(np.array([1.0, 0.5, 0.0, 1.0, 0.25, 1.0]), resamples=2000)
+    assert intervals["mrr"] == (expected.low, expected.high) and expected.low < 0.5 < expected.high
+    verdict = gate.evaluate({"mrr": 0.625, "overall_score": 2.0}, {"mrr": UNIT}, intervals=intervals)
+    line = next(c for c in verdict.checks if c.startswith("mrr"))
+    assert line == f"mrr = 0.6250 [95% CI {expected.low:.4f}, {expected.high:.4f}] >= 0.5: ok"  # the estimate decides
+    assert verdict.passed
+
+
+@pytest.mark.parametrize("margin, message", [
+    (9, "gate.margin: 9 is as wide as faithfulness's whole scale (1-10): a margin is on the metric's own scale, e.g. 0.45"),
+    ({"hallucination": 1}, "gate.margin.hallucination: 1 is as wide as hallucination's whole scale (0-1)"),
+])
+def test_a_margin_as_wide_as_its_metrics_scale_is_refused(tmp_path, margin, message):
+    import pandas as pd
+
+    folder = tmp_path / "base"
+    folder.mkdir()
+    pd.DataFrame({"question_id": ["a", "b"], "faithfulness": [8, 9], "hallucination": [0, 1],
+                  "status": ["judged", "judged"]}).to_json(folder / "questions.json", orient="split", index=False)
+    gate = Gate("none", baseline=str(folder), margin=margin, regression=["faithfulness", "hallucination"])
+    with pytest.raises(RagexpError) as raised:
+        gate.check(["avg_faithfulness", "hallucination_rate"], {"avg_faithfulness": ONE_TEN})
+    assert message in str(raised.value)
+    Gate("none", baseline=str(folder), margin=0.5, regression=["faithfulness"]).check([], {"avg_faithfulness": ONE_TEN})

@@ -1,6 +1,7 @@
 """The pytest plugin: a team's tests evaluate their RAG system and assert on it (a pass, a threshold
 missed, a regression against a baseline), with failure messages that say what failed, also in
 pytest's JUnit XML; loading it imports neither hydra nor mlflow."""
+import re
 import subprocess
 import sys
 import textwrap
@@ -56,7 +57,7 @@ def test_a_failed_gate_says_its_checks_and_the_worst_questions(tmp_path):
     with pytest.raises(pytest.fail.Exception) as failed:
         assert_passed(evaluation)
     message = str(failed.value)
-    assert "gate none:" in message and "avg_faithfulness = 1.0000 >= 9: FAILED" in message
+    assert "gate none:" in message and re.search(r"avg_faithfulness = 1.0000 \[95% CI 1.0000, 1.0000\] >= 9: FAILED", message)
     assert "worst questions (of 12):" in message and "q0: faithfulness 1: Which port does service 0 use?" in message
 
 
@@ -97,6 +98,6 @@ def test_a_suite_of_three_under_xdist_passes_one_and_fails_two_with_their_reason
     assert "2 failed, 1 passed" in proc.stdout
     report = junit.read_text()
     assert report.count("<failure") == 2
-    assert "avg_faithfulness = 1.0000 &gt;= 9: FAILED" in report
+    assert "avg_faithfulness = 1.0000 [95% CI 1.0000, 1.0000] &gt;= 9: FAILED" in report
     assert "significantly worse than" in report and "questions that dropped most on faithfulness" in report
     assert not (tmp_path / "outputs").exists()  # each run went to its test's own temporary folder

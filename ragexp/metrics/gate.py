@@ -118,6 +118,7 @@ class Gate:
             if missing:
                 raise RagexpError(f"gate.regression: the baseline {self.baseline} has no per-question {missing[0]} "
                                   f"(it has {', '.join(c for c in base.columns if c not in NOT_SCORES)})")
+            self.check_margins(scales)
         for t in self.thresholds:
             found = [k for k in t.keys() if k in produced]
             if not found:
@@ -129,14 +130,29 @@ class Gate:
                     f"gate.thresholds.{t.metric.key}.scale: the run does not say on which scale it reports "
                     f"{found[0]}, so a threshold on [{t.scale[0]:g}, {t.scale[1]:g}] cannot be mapped onto it")
 
+    def check_margins(self, scales: Mapping[str, tuple[float, float]]) -> None:
+        """A margin is on its metric's own scale: one as wide as the whole scale (or wider) tests
+        nothing, and is refused with the scale."""
+        for metric, margin in self.margins.items():
+            judged = [k.removeprefix("avg_") for k in scales if k.startswith("avg_")] + ["hallucination"]
+            named = [metric] if metric != "*" else list(self.regression or judged)
+            for name in named:
+                scale = scales.get(name) or scales.get(f"avg_{name}") or ((0.0, 1.0) if name == "hallucination" else None)
+                if scale is not None and margin >= scale[1] - scale[0]:
+                    setting = "gate.margin" if metric == "*" else f"gate.margin.{metric}"
+                    raise RagexpError(f"{setting}: {margin:g} is as wide as {name}'s whole scale "
+                                      f"({scale[0]:g}-{scale[1]:g}): a margin is on the metric's own scale, "
+                                      f"e.g. {0.05 * (scale[1] - scale[0]):g}")
+
     def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
                  constructed: Collection[str] = (), rows: Mapping[str, Mapping[str, float]] | None = None,
-                 metrics: Iterable[str] = ()) -> GateVerdict:
+                 metrics: Iterable[str] = (), intervals: Mapping[str, tuple[float, float]] | None = None) -> GateVerdict:
         """Each threshold checked; a check on an aggregate in `constructed` (it holds by construction
         for the run's configuration, see ragexp.metrics.scoring.by_construction) says so: it passes or fails
         as written, but it tests the configuration, not the system. With a baseline, `rows` (this
         run's judged questions: id -> column -> value) are compared with it on `regression`'s
-        metrics, else on `metrics` (the judge's)."""
+        metrics, else on `metrics` (the judge's). A threshold tests the point estimate; its line
+        shows the estimate's 95% interval from `intervals` (aggregate key -> (low, high)) beside it."""
         checks: list[str] = []
         passed, regression = True, dict[str, float]()
         if self.baseline is not None:
@@ -158,7 +174,10 @@ class Gate:
                 thresholds_passed &= ok
                 note = (f" ({bound:g} on the {t.scale[0]:g}-{t.scale[1]:g} scale)" if mapped != bound and t.scale else "")
                 constructed_note = " (holds by construction)" if key in constructed else ""
-                checks.append(f"{key} = {value:.4f} {op} {mapped:.4g}{note}{constructed_note}: {'ok' if ok else 'FAILED'}")
+                ci = (intervals or {}).get(key)
+                shown = f" [95% CI {ci[0]:.4f}, {ci[1]:.4f}]" if ci else ""
+                checks.append(f"{key} = {value:.4f}{shown} {op} {mapped:.4g}{note}{constructed_note}: "
+                              f"{'ok' if ok else 'FAILED'}")
         return GateVerdict(self.name, passed, tuple(checks), regression, thresholds_passed)
 
     def regression_checks(self, rows: Mapping[str, Mapping[str, float]],
@@ -171,3 +190,24 @@ class Gate:
                  f"alpha {self.alpha:g}, Holm across {len(found)} metrics"]
         lines += [r.line(self.alpha, 0.95) for r in found]
         return not any(r.worse(self.alpha) for r in found), lines, {r.metric: r.p for r in found}
+
+
+def threshold_intervals(gate: Gate, spec, rows: list[Mapping]) -> dict[str, tuple[float, float]]:
+    """The 95% bootstrap interval (as the leaderboard's) of each thresholded aggregate that is the
+    mean of a per-question column (`spec`: the run's Aggregates; `rows`: its score rows)."""
+    import numpy as np
+
+    from ragexp.metrics.regression import present
+    from ragexp.stats.inference import bootstrap_ci
+
+    keys = {k for t in gate.thresholds for k in t.keys()}
+    found = {}
+    for a in spec:
+        if a.name not in keys or a.kind != "mean" or a.where or len(a.inputs) != 1:
+            continue
+        values = [float(row[a.inputs[0]]) for row in rows if present(row.get(a.inputs[0]))
+                  and (a.rows != "judged" or row.get("status") == "judged")]
+        if len(values) >= 2:
+            ci = bootstrap_ci(np.asarray(values), resamples=2000)
+            found[a.name] = (float(ci.low), float(ci.high))
+    return found

@@ -20,6 +20,7 @@ from ragexp.judges.cascade import CascadeJudge
 from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
+from ragexp.metrics.gate import threshold_intervals
 from ragexp.metrics.generation import abstention_scores, scorecard
 from ragexp.metrics.regression import refuse_row_ids
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
@@ -110,7 +111,8 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
         rows = {r.question.qid: score_row(r) for r in results if r.judgement is not None} if c.gate.baseline else None
         metrics = [*c.judge.metrics, *(["hallucination"] if getattr(c.judge, "flags_hallucination", True) else [])]
-        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics) if c.gate.active else None
+        intervals = threshold_intervals(c.gate, spec, [score_row(r) for r in results]) if c.gate.thresholds else None
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)

@@ -60,10 +60,11 @@ def gate_marks(result: RunResult) -> dict[str, str]:
     if result.gate is None:
         return {}
     marks: dict[str, list[str]] = {}
-    for check in result.gate.checks:  # "mrr = 0.4120 >= 0.8: FAILED"
+    for check in result.gate.checks:  # "mrr = 0.4120 [95% CI 0.3, 0.5] >= 0.8: FAILED"
         key, equals, rest = check.partition(" = ")
         if equals:
             condition, _, outcome = rest.partition(" ")[2].rpartition(": ")
+            condition = condition.partition("] ")[2] if condition.startswith("[95% CI") else condition
             marks.setdefault(key, []).append(f"{condition.split(' (')[0]} {outcome}")
     return {key: "gate " + ", ".join(parts) for key, parts in marks.items()}
 
