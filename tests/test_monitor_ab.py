@@ -123,7 +123,12 @@ def test_a_planted_effect_is_decided_alerted_and_logged_per_variant(tmp_path, ab
     assert all(set(w["variants"]) == {"A", "B"} for w in windows)
     assert all(w["metrics"]["judged_records"] == 6 for w in windows)
     assert sum(w["variants"][v]["requests"] for w in windows for v in "AB") == 3000
-    assert "## A/B test" in (out / "report.md").read_text()
+    assert "## A/B test" in (out / "report.md").read_text() and "![A/B test](ab.png)" in (out / "report.md").read_text()
+    assert (out / "ab.png").read_bytes().startswith(b"\x89PNG")
+    for d in result["decisions"]:  # the plotted path: a running interval that never widens, ending at the reported one
+        widths = [upper - lower for _, _, lower, upper in d["path"]]
+        assert widths == sorted(widths, reverse=True)
+        assert not d["path"] or d["path"][-1][2:] == [round(d["lower"], 6), round(d["upper"], 6)]
     # MLflow: each window's run holds each variant's metrics; the parent run each decision
     store = client(tmp_path)
     parent = store.get_run(json.loads((out / "alerts.json").read_text())["mlflow_run"])

@@ -168,6 +168,7 @@ class ABTest:
         planned: tuple[float, float] | None = None
         lower, upper = -math.inf, math.inf
         decided_at, decided_records, last, looks = None, None, None, 0
+        path: list[list] = []  # per look once it can decide: [window, difference, running interval]
         for window, _, per in self.windows:
             for side in sums:
                 if metric in per.get(side, {}):
@@ -183,6 +184,7 @@ class ABTest:
             if not last.ready:
                 continue
             lower, upper = max(lower, last.lower), min(upper, last.upper)
+            path.append([window, round(last.effect, 6), round(lower, 6), round(upper, 6)])
             if decided_at is None and (lower > 0 or upper < 0):
                 decided_at, decided_records = window, int(a.n + b.n)
         worse_when_higher = lower_is_better(metric)
@@ -196,7 +198,8 @@ class ABTest:
                  "records_at_decision": decided_records, "control_records": int(sums[s.control].n),
                  "variant_records": int(sums[variant].n), "looks": looks, "more_records": None,
                  "rate": rate, "planned_records": list(planned) if planned else None,
-                 "control_sd": spread(sums[s.control], rate), "variant_sd": spread(sums[variant], rate)}
+                 "control_sd": spread(sums[s.control], rate), "variant_sd": spread(sums[variant], rate),
+                 "path": path}
         if plan and decision == "no decision yet" and last is not None and planned is not None:
             entry["more_records"] = self.more_records(last, sums[s.control], sums[variant], looks, alpha, planned, rate)
         return entry
@@ -243,7 +246,7 @@ def alerts(result: dict, windows: list[dict]) -> list[dict]:
 
 def interval(d: dict) -> str:
     lo, hi = d["lower"], d["upper"]
-    bounds = "not yet estimated" if lo is None else f"[{lo:+.4g}, {hi:+.4g}]"
+    bounds = "no interval yet (it needs 30 records a side, and some spread)" if lo is None else f"[{lo:+.4g}, {hi:+.4g}]"
     return f"{d['effect']:+.4g} {bounds}" if d["effect"] is not None else bounds
 
 

@@ -15,7 +15,7 @@ from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, Store
 from ragexp.monitor import ab as ab_test
 from ragexp.monitor import alerts as alerting
 from ragexp.monitor.ab import ABSettings
-from ragexp.monitor.report import console, plot, write_json, write_reports
+from ragexp.monitor.report import ab_plot, console, plot, write_json, write_reports
 from ragexp.monitor.tracking import MonitorStore
 from ragexp.config.validation import validate
 from ragexp.monitor.traces import export_traces
@@ -158,9 +158,10 @@ def monitor(cfg: DictConfig, out: Path) -> int:
              f"(seed {m.seed})",
              f"baseline: {baseline['name']} ({baseline['run_id']})" if baseline else "baseline: none"]
     told = ab_test.lines(tested) if tested is not None else []
-    reports = write_reports(out, name, windows, found, notes, facts, png, told)
+    ab_png = ab_plot(tested, out / "ab.png") if tested is not None else None
+    reports = write_reports(out, name, windows, found, notes, facts, png, told, ab_png)
     store.finish(parent, found, windows, [alerts_file, summary_file, out / "judged.jsonl", *reports,
-                                          *([png] if png else []), *([ab_file] if ab_file else [])])
+                                          *([png] if png else []), *([ab_file] if ab_file else []), *([ab_png] if ab_png else [])])
     print(console(windows, found, notes, told))
     print(f"output: {out}" + (f"\ntracked: {store.where()}, run {parent}" if parent else ""))
     if found:

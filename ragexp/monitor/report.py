@@ -88,6 +88,10 @@ def plot(windows: list[dict], path: Path, alerts: list[dict]) -> Path | None:
     return path
 
 
+def inline_png(png: Path | None, alt: str) -> str:
+    return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}">' if png else ""
+
+
 def html_cells(rows: list[list[str]]) -> str:
     return "".join("<tr>" + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in r)
                    + "</tr>" for i, r in enumerate(rows))
@@ -103,12 +107,47 @@ def variant_table(windows: list[dict]) -> list[list[str]]:
     return rows
 
 
+def ab_plot(result: dict, path: Path) -> Path | None:
+    """A panel per variant and metric of an A/B test: the difference from the control after each
+    window and its anytime-valid interval narrowing around it; the window of a decision marked."""
+    from datetime import datetime
+
+    from matplotlib.figure import Figure
+
+    shown = [d for d in result["decisions"] if d["path"]]
+    if not shown:
+        return None
+    columns = min(3, len(shown))
+    rows = -(-len(shown) // columns)
+    fig = Figure(figsize=(4.2 * columns, 2.6 * rows), dpi=100, layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    colours = {"better": "tab:green", "worse": "tab:red", "no decision yet": "tab:blue"}
+    for ax, d in zip(axes, shown):
+        times = [datetime.fromisoformat(p[0].replace("Z", "+00:00")) for p in d["path"]]
+        colour = colours[d["decision"]]
+        ax.fill_between(times, [p[2] for p in d["path"]], [p[3] for p in d["path"]], color=colour, alpha=0.2, linewidth=0)
+        ax.plot(times, [p[1] for p in d["path"]], color=colour, marker="o", markersize=3)
+        ax.axhline(0, color="black", linewidth=0.8)
+        if d["decided_at"]:
+            ax.axvline(datetime.fromisoformat(d["decided_at"].replace("Z", "+00:00")), color=colour, linestyle="--")
+        ax.set_title(f"{d['variant']} - {result['control']}: {d['metric']} ({d['decision']})", fontsize=8, loc="left")
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    fig.suptitle("A/B: difference from the control after each window, with its anytime-valid interval", fontsize=9)
+    fig.autofmt_xdate()
+    fig.savefig(path)
+    return path
+
+
 def write_reports(folder: Path, title: str, windows: list[dict], alerts: list[dict], notes: list[str],
-                  facts: list[str], png: Path | None, ab: Sequence[str] = ()) -> tuple[Path, Path]:
+                  facts: list[str], png: Path | None, ab: Sequence[str] = (), ab_png: Path | None = None) -> tuple[Path, Path]:
     alert_lines = [f"- {describe(a)}" for a in alerts] or ["No alert."]
     md = [f"# {title}", "", *[f"- {f}" for f in facts], "", "## Windows", "", markdown_table(table(windows)), ""]
     if ab:
-        md += ["## A/B test", "", ab[0], "", *[f"- {line.strip()}" for line in ab[1:]], "", "### Per variant", "",
+        md += ["## A/B test", "", ab[0], "", *[f"- {line.strip()}" for line in ab[1:]], "",
+               *([f"![A/B test]({ab_png.name})", ""] if ab_png is not None else []), "### Per variant", "",
                markdown_table(variant_table(windows)), ""]
     md += ["## Alerts", "", *alert_lines, ""]
     if notes:
@@ -118,15 +157,14 @@ def write_reports(folder: Path, title: str, windows: list[dict], alerts: list[di
     markdown = folder / "report.md"
     markdown.write_text("\n".join(md))
     cells = html_cells(table(windows))
-    image = (f'<img alt="time series" src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}">'
-             if png is not None else "")
+    image = inline_png(png, "time series")
     page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
             "padding:2px 6px;text-align:right}.alert{color:#b00}</style>"
             f"<h1>{html.escape(title)}</h1><ul>{''.join(f'<li>{html.escape(f)}</li>' for f in facts)}</ul>"
             f"<h2>Windows</h2><table>{cells}</table>"
             + (f"<h2>A/B test</h2><p>{html.escape(ab[0])}</p><ul>{''.join(f'<li>{html.escape(x.strip())}</li>' for x in ab[1:])}"
-               f"</ul><table>{html_cells(variant_table(windows))}</table>" if ab else "")
+               f"</ul>{inline_png(ab_png, 'A/B test')}<table>{html_cells(variant_table(windows))}</table>" if ab else "")
             + "<h2>Alerts</h2>"
             + ("".join(f"<p class='alert'>{html.escape(describe(a))}</p>" for a in alerts) or "<p>No alert.</p>")
             + (f"<h2>Notes</h2><ul>{''.join(f'<li>{html.escape(n)}</li>' for n in notes)}</ul>" if notes else "")
