@@ -229,3 +229,9 @@ def test_the_synthetic_stream_plants_its_effect_in_one_variant_only(tmp_path):
     share = {v: np.mean([bool(r["error"]) for r in rows if r["variant"] == v]) for v in "AB"}
     assert share["A"] < 0.02 and 0.25 < share["B"] < 0.35
     assert abs(sum(r["variant"] == "A" for r in rows) / len(rows) - 0.5) < 0.03
+
+
+def test_a_glob_that_matches_no_file_is_one_line(tmp_path):
+    (tmp_path / "logs.jsonl").mkdir()  # a folder whose name matches is not a log
+    with pytest.raises(RagexpError, match=r"monitor.input: no file matches '.*\*.jsonl'"):
+        monitor(monitor_config(tmp_path, f"monitor.input={tmp_path}/*.jsonl", "tracker=none"), tmp_path / "out")

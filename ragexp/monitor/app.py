@@ -230,11 +230,12 @@ def input_files(given: str) -> list[Path]:
     day's log since an A/B test's start."""
     if not any(c in str(given) for c in "*?["):
         return [Path(given)]
-    found = sorted(Path().glob(str(given))) if not Path(given).is_absolute() else \
-        sorted(Path(Path(given).anchor).glob(str(Path(given).relative_to(Path(given).anchor))))
+    pattern = Path(given).expanduser()
+    root = Path(pattern.anchor) if pattern.is_absolute() else Path()
+    found = sorted(p for p in root.glob(str(pattern.relative_to(root) if pattern.is_absolute() else pattern)) if p.is_file())
     if not found:
         raise RagexpError(f"monitor.input: no file matches {given!r} (looked from {Path.cwd()})")
-    return [p for p in found if p.is_file()]
+    return found
 
 
 def git_tags() -> dict[str, str]:
