@@ -99,3 +99,20 @@ def test_bootstrap_ci_draws_the_same_resamples_whether_its_weights_are_kept_or_n
         ci = bootstrap_ci(x, resamples=5000, seed=3)
         assert (ci.low, ci.high) == (low, high)
         assert bootstrap_ci(x, resamples=5000, seed=3) == ci  # and again, from the kept weights
+
+
+def test_a_tables_columns_are_read_as_numbers_once_and_never_for_another_table():
+    import gc
+
+    import pandas as pd
+
+    from ragexp.compare.metrics import _CONVERTED, numeric, numeric_column
+
+    for round_ in range(50):  # tables die and new ones may take their ids: each reads its own values
+        table = pd.DataFrame({"score": [round_, None, True], "status": ["judged", "failed", "judged"]})
+        first = numeric_column(table, "score")
+        assert numeric_column(table, "score") is first  # converted once
+        assert np.array_equal(first, numeric(table["score"]), equal_nan=True) and first[0] == round_
+        del table, first
+        gc.collect()
+    assert len(_CONVERTED) < 5  # forgotten with their tables

@@ -8,7 +8,7 @@ own (`mean <column>`)."""
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Self
+from typing import Callable, Self
 
 import numpy as np
 
@@ -44,14 +44,14 @@ class MetricSpec(Aggregate):
             column, value = self.where
             mask &= (table[column].fillna("").astype(str) == value).to_numpy() if column in table else False
         if self.rows == "judged" and "status" in table:
-            mask &= table["status"].to_numpy(dtype=object) == "judged"
+            mask &= judged_rows(table)
         for column in self.inputs:
-            mask &= ~np.isnan(numeric(table[column]))
+            mask &= ~np.isnan(numeric_column(table, column))
         return mask
 
     def matrix(self, table, mask: np.ndarray | None = None) -> np.ndarray:
         mask = self.usable(table) if mask is None else mask
-        return np.column_stack([numeric(table[c])[mask] for c in self.inputs]) if self.inputs else np.empty((0, 0))
+        return np.column_stack([numeric_column(table, c)[mask] for c in self.inputs]) if self.inputs else np.empty((0, 0))
 
     def value(self, table) -> float:
         x = self.matrix(table)
@@ -63,6 +63,40 @@ class MetricSpec(Aggregate):
 def is_number(value) -> bool:
     return isinstance(value, (int, float, bool, np.number, np.bool_)) and not (
         isinstance(value, (float, np.floating)) and np.isnan(value))
+
+
+_CONVERTED: dict[int, tuple[Callable, dict[str, np.ndarray]]] = {}  # id(table) -> (a weak reference to it, its columns as floats)
+
+
+def converted(table) -> dict[str, np.ndarray]:
+    """A table's columns already read as numbers (a leaderboard reads each column of each run's
+    table for every metric; the conversion is done once a table). Kept while the table lives."""
+    import weakref
+
+    key = id(table)
+    held = _CONVERTED.get(key)
+    if held is None or held[0]() is not table:
+        held = (weakref.ref(table), {})
+        _CONVERTED[key] = held
+        weakref.finalize(table, _CONVERTED.pop, key, None)
+    return held[1]
+
+
+def numeric_column(table, name: str) -> np.ndarray:
+    """`numeric(table[name])`, converted once per table (the array is shared: do not write to it)."""
+    done = converted(table)
+    if name not in done:
+        done[name] = numeric(table[name])
+        done[name].flags.writeable = False
+    return done[name]
+
+
+def judged_rows(table) -> np.ndarray:
+    done = converted(table)
+    if "\0judged" not in done:
+        done["\0judged"] = table["status"].to_numpy(dtype=object) == "judged"
+        done["\0judged"].flags.writeable = False
+    return done["\0judged"]
 
 
 def numeric(column) -> np.ndarray:

@@ -36,12 +36,12 @@ def draw_all(board: Leaderboard, folder: Path) -> dict[str, Path]:
     return made
 
 
-def legend(ax) -> None:
+def legend(ax, loc: str = "best") -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], marker="o", linestyle="", color=c, label=label)
                for c, label in ((BEST, "best"), (OTHER, "≈ best / worse before Holm / not tested"), (WORSE, "significantly worse"))]
-    ax.legend(handles=handles, fontsize=7, loc="best")
+    ax.legend(handles=handles, fontsize=7 if loc == "best" else 9, loc=loc)
 
 
 def whiskers(interval) -> list | None:
@@ -104,7 +104,13 @@ def metrics_plot(board: Leaderboard):
         ax.set_yticks(y, labels(entries), fontsize=8)
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
-    legend(axes[0])
+    if len(axes) > len(metrics):  # a free panel holds the legend, where it covers no point
+        spare = axes[len(metrics)]
+        spare.set_visible(True)
+        spare.axis("off")
+        legend(spare, "center")
+    else:
+        legend(axes[0])
     fig.suptitle(f"Aggregates per configuration, {board.level:.0%} bootstrap CI over questions{of_all(board)}",
                  fontsize=11)
     if shared:
