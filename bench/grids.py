@@ -72,6 +72,7 @@ def measure(work_dir: Path, args=None) -> dict:
     if os.environ.get("RAGEXP_BENCH_GRID_PARALLEL"):
         for n in points:
             parallel = sweep(work_dir, n, PARALLEL)
+            parallel["basic_wall_s"] = figures[str(n)]["wall_s"]
             parallel["over_basic"] = round(parallel["wall_s"] / figures[str(n)]["wall_s"], 2)
             figures[f"{n}-joblib-2"] = parallel
     return figures
