@@ -82,6 +82,12 @@ class SweepTracking(Callback):
         info = {"parent_run_id": self.parent_id, "swept": swept_keys(config), "tracking_uri": self.tracker.store()}
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """A finished job's two configs are let go: Hydra keeps every job's JobReturn to the sweep's
+        end (about 0.3 MB a job), and only its status and return value are read after the job."""
+        if job_return is not None:
+            job_return.cfg = job_return.hydra_cfg = None
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.errors import GATE_FAILED, RUN_FAILED
 
