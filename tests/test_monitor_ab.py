@@ -193,8 +193,12 @@ def test_a_sample_ratio_mismatch_is_warned(tmp_path, capsys):
     monitor(monitor_config(tmp_path, *common), tmp_path / "equal")
     assert json.loads((tmp_path / "equal" / "ab.json").read_text())["srm"]["mismatch"]
     assert "note: sample-ratio mismatch (p = " in capsys.readouterr().out
-    monitor(monitor_config(tmp_path, *common, "monitor.ab.split={A:0.6,B:0.4}"), tmp_path / "planned")
-    assert not json.loads((tmp_path / "planned" / "ab.json").read_text())["srm"]["mismatch"]
+    monitor(monitor_config(tmp_path, *common, "monitor.ab.split={A:0.6,B:0.4}",
+                           "monitor.ab.metrics=[error_rate,avg_faithfulness]"), tmp_path / "planned")
+    planned = json.loads((tmp_path / "planned" / "ab.json").read_text())
+    assert not planned["srm"]["mismatch"]
+    assert [d["metric"] for d in planned["decisions"]] == ["error_rate"] and planned["comparisons"] == 1
+    assert "note: monitor.ab.metrics: avg_faithfulness not measured on these records" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("overrides, message", [

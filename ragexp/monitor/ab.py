@@ -157,7 +157,8 @@ class ABTest:
                 "correction": f"Bonferroni: each of the {comparisons} comparisons (variants x metrics) at "
                               f"{s.alpha:g} / {comparisons} = {alpha:.4g}, so the chance of any wrong decision over "
                               f"every look, variant and metric is at most {s.alpha:g}",
-                "srm": srm(counts, s.split), "decisions": decisions}
+                "srm": srm(counts, s.split), "decisions": decisions,
+                "metrics_absent": [m for m in s.metrics or () if m not in metrics]}
 
     def compare(self, variant: str, metric: str, alpha: float, plan: bool = True) -> dict:
         """`variant` against the control on `metric`, each comparison at `alpha`; `plan`: also
@@ -301,6 +302,9 @@ def notes(result: dict) -> list[str]:
                            for v, n in check["records"].items())
         said.append(f"sample-ratio mismatch (p = {check['p_value']:.2g}): {shares}; the assignment of records to "
                     "variants may be broken, so the A/B decisions may be too (monitor.ab.split sets the expected shares)")
+    if result.get("metrics_absent"):
+        said.append(f"monitor.ab.metrics: {', '.join(result['metrics_absent'])} not measured on these records "
+                    "(no feedback, no judged sample, or a name that is not a window metric): not tested")
     if result["unassigned_records"]:
         said.append(f"{result['unassigned_records']} records carry no variant: left out of the A/B test")
     if result["records_before_start"]:
