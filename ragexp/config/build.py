@@ -98,6 +98,9 @@ def components(cfg: DictConfig) -> Components:
     gate.check([*produced, *flagged, "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
+    if llm.dry_run and not all(getattr(j, "estimable", True) for j in judges):
+        raise RagexpError(f"dry_run: judge {judge.name!r} sends its requests through MLflow, which ragexp cannot count "
+                          "before they are sent; run without dry_run on a few questions (dataset.limit=5) to see them")
     built = ["judge", *(["chunker", "retriever", "generator"] if system.own else []),
              *(["reranker"] if system.own and "reranker" in cfg else [])]
     judged_with = {group: settings(cfg[group]) for group in built}
