@@ -31,7 +31,7 @@ def overrides(server, *more: str) -> list[str]:
             "embedder@scoring_embedder=hash", *more]
 
 
-SCORERS = ("judge.scorers=[RelevanceToQuery,Correctness,"
+SCORERS = ("judge.scorers=[RelevanceToQuery,'mlflow.genai.scorers:Correctness',"  # a scorer by module:Class too
            "{name: port_stated, instructions: 'Does {{ outputs }} state the port that {{ inputs }} asks for?'}]")
 
 
@@ -97,6 +97,8 @@ def test_a_failed_scorer_request_fails_its_question_with_the_reason(server, tmp_
     ("[Guidelines]", "judge.scorers[0]: MLflow's Guidelines cannot be made with defaults"),
     ("[{name: x, prompt: y}]", "judge.scorers[0]: {'name': 'x', 'prompt': 'y'}: give a built-in"),
     ("[Safety,Safety]", "judge.scorers: two scorers are named 'safety'"),
+    ("['mlflow.genai.scorers.ragas:NoSuchMetric']", "judge.scorers[0]: 'mlflow.genai.scorers.ragas:NoSuchMetric' "
+                                                    "cannot be imported"),
 ])
 def test_bad_scorers_are_one_line_before_any_request(server, tmp_path, monkeypatch, scorers, message):
     import ragexp

@@ -144,18 +144,24 @@ def scorer_of(spec: Any, index: int, model: str):
     from mlflow.genai.judges import make_judge
 
     setting = f"{SETTING}[{index}]"
-    if isinstance(spec, str):
+    if isinstance(spec, str) and ":" in spec:  # module:Class, e.g. a third-party scorer MLflow wraps
+        import importlib
+
+        module, _, attribute = spec.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as err:
+            raise RagexpError(f"{setting}: {spec!r} cannot be imported ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0][:200]}); is its package installed?") from None
+        scorer = made(cls, spec, setting, model)
+    elif isinstance(spec, str):
         cls = getattr(builtin, spec, None)
         known = sorted(n for n in dir(builtin) if n[:1].isupper() and isinstance(getattr(builtin, n), type)
                        and not n.startswith(("Conversation", "Scorer", "Tool")))
         if cls is None or not isinstance(cls, type) or spec in ("Scorer", "ScorerSamplingConfig"):
             raise RagexpError(f"{setting}: {spec!r} is not an MLflow scorer; built-in ones: {', '.join(known)}; or "
                               "give {name: ..., instructions: ...} for a judge of your own")
-        try:
-            scorer = cls(model=model) if "model" in getattr(cls, "model_fields", {}) else cls()
-        except Exception as err:  # noqa: BLE001 - a scorer that needs settings (Guidelines needs its guidelines)
-            raise RagexpError(f"{setting}: MLflow's {spec} cannot be made with defaults "
-                              f"({str(err).splitlines()[0][:200]}); give it as a mapping with its settings") from None
+        scorer = made(cls, spec, setting, model)
     elif isinstance(spec, dict) and spec.get("name") and (spec.get("instructions") or spec.get("guidelines")):
         unknown = set(spec) - {"name", "instructions", "guidelines"}
         if unknown:
@@ -178,6 +184,15 @@ def scorer_of(spec: Any, index: int, model: str):
         raise RagexpError(f"{setting}: MLflow's {scorer.name} reads a trace, which a ragexp judgement does not have; "
                           "choose a scorer that reads inputs, outputs and expectations")
     return scorer
+
+
+def made(cls: Any, spec: str, setting: str, model: str):
+    """A scorer class made with its defaults and the judge's model."""
+    try:
+        return cls(model=model) if "model" in getattr(cls, "model_fields", {}) else cls()
+    except Exception as err:  # noqa: BLE001 - a scorer that needs settings (Guidelines needs its guidelines)
+        raise RagexpError(f"{setting}: MLflow's {spec} cannot be made with defaults "
+                          f"({str(err).splitlines()[0][:200]}); give it as a mapping with its settings") from None
 
 
 def value_of(value: Any, name: str) -> float:
