@@ -95,6 +95,8 @@ class MlflowScorersJudge(Judge):
                             os.environ[name] = value
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
+        from mlflow.exceptions import MlflowException
+
         data = {"inputs": {"question": question.text, "context": [h.chunk.text for h in hits]},
                 "outputs": answer.text}
         if question.answers:
@@ -106,7 +108,7 @@ class MlflowScorersJudge(Judge):
             try:
                 with self.pointed():
                     feedback = scorer(**{k: v for k, v in data.items() if k in accepted(scorer)})
-            except Exception as err:  # noqa: BLE001 - MLflow raises MlflowException (and others) for a failed request
+            except (MlflowException, OSError, ValueError) as err:  # a failed request or an unreadable reply; others are bugs
                 raise QuestionFailed(f"MLflow scorer {scorer.name}: {type(err).__name__}: "
                                      f"{str(err).splitlines()[0][:300] if str(err) else ''}") from None
             if getattr(feedback, "error", None) is not None:
