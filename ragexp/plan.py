@@ -117,10 +117,13 @@ def plan_ab(args) -> list[str]:
     if not all("control_sd" in d for d in tested.get("decisions", [])):
         raise RagexpError(f"{path}: written by an older ragexp.monitor, without the spreads the planner needs; "
                           "run the monitor again")
+    if args.questions is not None:
+        raise RagexpError("--questions plans a gate against a run; with --ab give --drop (or nothing: the difference seen)")
+    have = list(dict.fromkeys(d["metric"] for d in tested["decisions"]))
+    unknown = [m for m in args.metric or () if m not in have]
+    if unknown:
+        raise RagexpError(f"--metric {unknown[0]}: the A/B test has no such metric (it has {', '.join(have)})")
     decisions = [d for d in tested["decisions"] if not args.metric or d["metric"] in args.metric]
-    if args.metric and not decisions:
-        have = ", ".join(dict.fromkeys(d["metric"] for d in tested["decisions"]))
-        raise RagexpError(f"--metric {args.metric[0]}: the A/B test has no such metric (it has {have})")
     lines = []
     for d in decisions:
         head = f"{d['metric']}, {d['variant']} vs {tested['control']}: "

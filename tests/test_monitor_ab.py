@@ -161,6 +161,8 @@ def test_an_a_a_stream_decides_nothing_and_fires_nothing(tmp_path, ab_logs, caps
     assert needed[0] > 2 * needed[1] > 0
     assert plan(["--ab", str(tmp_path)]) == 2
     assert "no ab.json in this folder" in capsys.readouterr().err
+    assert plan(["--ab", str(out), "--metric", "satisfaction_rate", "--metric", "nope"]) == 2
+    assert "--metric nope: the A/B test has no such metric (it has error_rate, " in capsys.readouterr().err
 
 
 def test_the_decisions_do_not_depend_on_how_the_log_files_were_cut(tmp_path, ab_logs):
