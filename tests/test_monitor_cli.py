@@ -214,6 +214,10 @@ def test_cli_exit_status_and_malformed_line_message(tmp_path):
     summary = json.loads((tmp_path / "out" / "windows.json").read_text())
     assert summary["records"] == 49 and summary["malformed_lines"] == 1
     assert call_in(main, [*base, "monitor.windw=1h"], tmp_path).returncode == 2  # Hydra's own errors: bad input too
+    misplaced = call_in(main, [*base, "judge_sample=0"], tmp_path)  # a setting of monitor:, given at the top
+    assert misplaced.returncode == 2
+    assert ("ragexp.monitor: error: judge_sample is not a setting of this command; did you mean "
+            "monitor.judge_sample? (`+judge_sample=...` would add a key that nothing reads") in misplaced.stderr
     secret = call_in(main, [*base, "+monitor.api_key=abc"], tmp_path)
     assert secret.returncode == 2 and "secrets are not given on the command line" in secret.stderr
 

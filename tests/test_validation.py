@@ -311,3 +311,12 @@ def test_a_sweeps_jobs_print_one_line_each_and_keep_the_rest_in_their_logs(tmp_p
     for job in ("0", "1"):
         logged = (tmp_path / "sweep" / job / "ragexp.log").read_text()
         assert "scores by judge" in logged and "chunking:" in logged
+
+
+def test_a_setting_given_without_its_group_is_named_with_where_it_lives(tmp_path):
+    """Hydra says "Could not override 'repeats'" and suggests +repeats=..., which adds a key that
+    nothing reads; ragexp adds which setting was probably meant."""
+    proc = run_cli("repeats=3", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert ("ragexp: error: repeats is not a setting of this command; did you mean judge.repeats? "
+            "(`+repeats=...` would add a key that nothing reads; --help lists the settings)") in proc.stderr
