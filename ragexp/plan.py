@@ -108,7 +108,7 @@ def plan_ab(args) -> list[str]:
     from pathlib import Path
 
     from ragexp.errors import RagexpError
-    from ragexp.stats.sequential import records_for_power
+    from ragexp.stats.sequential import MOST_WINDOWS, records_to_decide
 
     path = Path(args.ab) / "ab.json"
     if not path.is_file():
@@ -127,22 +127,23 @@ def plan_ab(args) -> list[str]:
     lines = []
     for d in decisions:
         head = f"{d['metric']}, {d['variant']} vs {tested['control']}: "
-        sides = (d["control_records"], d["variant_records"])
         difference = args.drop if args.drop is not None else abs(d["effect"] or 0)
-        if not d["control_sd"] or not d["variant_sd"] or not d["looks"] or not difference or not d["planned_records"]:
+        said = f"a difference of {difference:.4g}" + ("" if args.drop is not None else " (the one seen so far)")
+        records = (d["control_records"], d["variant_records"])
+        if not d["control_sd"] or not d["variant_sd"] or not d["looks"] or not difference:
             lines.append(head + "no spread or no difference yet: nothing to plan from")
             continue
-        per_window = sum(sides) / d["looks"]
-        total = records_for_power(difference, (d["control_sd"], d["variant_sd"]),
-                                  (sides[0] / sum(sides), sides[1] / sum(sides)), per_window, tested["alpha_each"],
-                                  tuple(d["planned_records"]), args.power)
-        said = f"a difference of {difference:.4g}" + ("" if args.drop is not None else " (the one seen so far)")
+        total = records_to_decide(difference, (d["control_sd"], d["variant_sd"]), records, d["looks"],
+                                  tested["alpha_each"], d["planned_records"], args.power)
+        per_window = sum(records) / d["looks"]
         if total is None:
-            lines.append(head + f"{said} is not decided with {args.power:.0%} chance within 400 windows of this traffic")
+            lines.append(head + f"{said} is not decided with {args.power:.0%} chance within {MOST_WINDOWS} windows "
+                                "of this traffic")
             continue
         lines.append(head + f"{said} is decided with {args.power:.0%} chance by about {int(total)} records of both "
                             f"variants ({total / per_window:.0f} windows at {per_window:.0f} a window; it has "
-                            f"{sum(sides)}; sequential, each comparison at {tested['alpha_each']:.3g})")
+                            f"{sum(records)}; sequential, each comparison at "
+                            f"{tested['alpha_each']:.3g})")
     return lines
 
 

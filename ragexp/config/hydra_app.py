@@ -56,6 +56,8 @@ def unknown_key_hint(err: BaseException | None, config: str) -> str:
 def places_of(leaf: str, config: str) -> set[str]:
     """Dotted settings named `leaf` in conf/CONFIG.yaml (`monitor.judge_sample`) and in the group
     files (`judge.repeats`), read as YAML without composing anything."""
+    import yaml
+
     from ragexp.base.yaml_text import read_yaml
     from ragexp.config import CONF
 
@@ -68,8 +70,6 @@ def places_of(leaf: str, config: str) -> set[str]:
                 if name == leaf and prefix != "hydra" and not path.startswith("hydra."):
                     found.add(path)
                 walk(value, path)
-
-    import yaml
 
     for file, prefix in [(CONF / f"{config}.yaml", ""), *((f, f.parent.name) for f in sorted(CONF.glob("*/*.yaml")))]:
         try:

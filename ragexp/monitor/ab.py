@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ragexp.base.names import higher_is_worse
 from ragexp.errors import RagexpError
-from ragexp.stats.sequential import Look, Moments, look, records_for_power
+from ragexp.stats import sequential
+from ragexp.stats.sequential import MIN_RECORDS, MOST_WINDOWS, Moments, look
 
 GUARDRAIL_SEVERITY, METRIC_SEVERITY = "CRITICAL", "HIGH"
 LOWER_IS_BETTER = ("error_rate", "latency_mean_ms")
 SRM_P = 0.001  # a sample-ratio mismatch is warned below this p-value
 POWER = 0.8  # the chance at which "more records" is given
-MOST_WINDOWS = 400  # "more records" looks this many windows ahead at most
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,8 @@ class ABTest:
         decision = "no decision yet"
         if decided_at is not None:
             decision = "worse" if (lower > 0) == worse_when_higher else "better"
-        entry = {"variant": variant, "metric": metric, "decision": decision, "guardrail": metric in s.guardrails,
+        entry: dict[str, Any] = {
+                 "variant": variant, "metric": metric, "decision": decision, "guardrail": metric in s.guardrails,
                  "control_value": last.control if last else None, "variant_value": last.variant if last else None,
                  "effect": last.effect if last else None, "lower": lower if math.isfinite(lower) else None,
                  "upper": upper if math.isfinite(upper) else None, "decided_at": decided_at,
@@ -201,24 +203,15 @@ class ABTest:
                  "rate": rate, "planned_records": list(planned) if planned else None,
                  "control_sd": spread(sums[s.control], rate), "variant_sd": spread(sums[variant], rate),
                  "path": path}
-        if plan and decision == "no decision yet" and last is not None and planned is not None:
-            entry["more_records"] = self.more_records(last, sums[s.control], sums[variant], looks, alpha, planned, rate)
+        if plan and decision == "no decision yet" and last is not None and last.effect and entry["control_sd"] \
+                and entry["variant_sd"]:
+            seen = entry["control_records"] + entry["variant_records"]
+            total = sequential.records_to_decide(abs(last.effect), (entry["control_sd"], entry["variant_sd"]),
+                                                 (entry["control_records"], entry["variant_records"]), looks, alpha,
+                                                 planned, POWER)
+            entry["more_records"] = (max(int(total - seen), 0) if total is not None
+                                     else f"more than {int(MOST_WINDOWS * seen / looks - seen)}")
         return entry
-
-    @staticmethod
-    def more_records(last: Look, a: Moments, b: Moments, looks: int, alpha: float, planned: tuple[float, float],
-                     rate: bool) -> int | str | None:
-        """Records (both sides together) the test would likely need beyond those it has, to decide
-        with chance POWER if the true difference were the one seen so far."""
-        sd = (math.sqrt(a.variance(rate)), math.sqrt(b.variance(rate)))
-        if not all(math.isfinite(x) and x > 0 for x in sd) or not last.effect:
-            return None
-        per_window = (a.n + b.n) / looks
-        total = records_for_power(abs(last.effect), sd, (a.n / (a.n + b.n), b.n / (a.n + b.n)), per_window,
-                                  alpha, planned, POWER, MOST_WINDOWS)
-        if total is None:
-            return f"more than {int(MOST_WINDOWS * per_window - a.n - b.n)}"
-        return max(int(total - a.n - b.n), 0)
 
 
 def spread(side: Moments, rate: bool) -> float | None:
@@ -247,7 +240,7 @@ def alerts(result: dict, windows: list[dict]) -> list[dict]:
 
 def interval(d: dict) -> str:
     lo, hi = d["lower"], d["upper"]
-    bounds = "no interval yet (it needs 30 records a side, and some spread)" if lo is None else f"[{lo:+.4g}, {hi:+.4g}]"
+    bounds = f"no interval yet (it needs {MIN_RECORDS} records a side, and some spread)" if lo is None else f"[{lo:+.4g}, {hi:+.4g}]"
     return f"{d['effect']:+.4g} {bounds}" if d["effect"] is not None else bounds
 
 

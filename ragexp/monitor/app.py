@@ -14,7 +14,6 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
 from ragexp.monitor import ab as ab_test
 from ragexp.monitor import alerts as alerting
-from ragexp.monitor.ab import ABSettings
 from ragexp.monitor.report import ab_plot, console, plot, write_json, write_reports
 from ragexp.monitor.tracking import MonitorStore
 from ragexp.config.validation import validate
@@ -67,7 +66,7 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         readers = [LogReader(path, columns, malformed, m.format) for path in input_files(m.input)]
     reader = readers[0]
     described = str(reader.path.resolve()) if len(readers) == 1 else f"{m.input} ({len(readers)} files)"
-    ab = ABSettings.of(OmegaConf.to_container(m.ab, resolve=True) if m.get("ab") else None)
+    ab = ab_test.ABSettings.of(OmegaConf.to_container(m.ab, resolve=True) if m.get("ab") else None)
     summary = Summary(m.window, m.judge_sample, m.seed, m.exact_percentiles_max, ab is not None,
                       ab.since if ab else None)
     rules = alerting.rules_from(OmegaConf.to_container(cfg.alerts, resolve=True) if cfg.get("alerts") else None)

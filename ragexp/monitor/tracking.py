@@ -75,7 +75,7 @@ class MonitorStore:
         `.lower`, `.upper`)."""
         if not self.active:
             return None
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Metric, Param, RunTag
 
         client = self.client()
         experiment = client.get_experiment_by_name(self.tracker.experiment).experiment_id
@@ -94,8 +94,9 @@ class MonitorStore:
             series += [Metric(f"ab.{metric_suffix(d['variant'])}.{d['metric']}.{part}", float(d[key]), at, last)
                        for d in decisions for part, key in (("effect", "effect"), ("lower", "lower"), ("upper", "upper"))
                        if d[key] is not None]
-            for d in decisions:
-                client.set_tag(parent, f"ab.{metric_suffix(d['variant'])}.{d['metric']}", d["decision"])
+            if decisions:
+                client.log_batch(parent, tags=[RunTag(f"ab.{metric_suffix(d['variant'])}.{d['metric']}", d["decision"])
+                                               for d in decisions])
             for start in range(0, len(series), 1000):
                 client.log_batch(parent, metrics=series[start:start + 1000])
             for window in windows:

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 MIN_RECORDS = 30  # observations per side before the first decision
+MOST_WINDOWS = 400  # how far ahead `records_to_decide` looks
 
 
 @dataclass(frozen=True)
@@ -77,14 +79,13 @@ def half_width(variance, tau2, alpha: float):
 
 @dataclass(frozen=True)
 class Look:
-    """The comparison after one window: the difference, its anytime-valid interval, the variance."""
+    """The comparison after one window: the difference and its anytime-valid interval."""
 
     control: float
     variant: float
     effect: float
     lower: float
     upper: float
-    variance: float
     ready: bool  # enough observations on both sides to decide
 
 
@@ -94,11 +95,11 @@ def look(control: Moments, variant: Moments, alpha: float, planned: tuple[float,
     ready = min(control.n, variant.n) >= MIN_RECORDS and math.isfinite(va) and math.isfinite(vb)
     effect = variant.mean - control.mean
     if not ready or va + vb <= 0:
-        return Look(control.mean, variant.mean, effect, -math.inf, math.inf, math.nan, False)
+        return Look(control.mean, variant.mean, effect, -math.inf, math.inf, False)
     v = va / control.n + vb / variant.n
     tau2 = mixture_constant(alpha) * (va / planned[0] + vb / planned[1])
     h = float(half_width(v, tau2, alpha))
-    return Look(control.mean, variant.mean, effect, effect - h, effect + h, v, True)
+    return Look(control.mean, variant.mean, effect, effect - h, effect + h, True)
 
 
 def power(effect: float, sd: tuple[float, float], per_window: tuple[float, float], windows: int, alpha: float,
@@ -120,7 +121,7 @@ def power(effect: float, sd: tuple[float, float], per_window: tuple[float, float
 
 
 def records_for_power(effect: float, sd: tuple[float, float], share: tuple[float, float], per_window: float,
-                      alpha: float, planned: tuple[float, float], target: float = 0.8, most: int = 400,
+                      alpha: float, planned: tuple[float, float], target: float = 0.8, most: int = MOST_WINDOWS,
                       draws: int = 2000, seed: int = 0) -> float | None:
     """The records of both sides together at which the test decides a true difference `effect`
     with chance `target`, when each window brings `per_window` records split by `share`; None
@@ -131,3 +132,16 @@ def records_for_power(effect: float, sd: tuple[float, float], share: tuple[float
     reached = power(effect, sd, sides, most, alpha, planned, draws, seed)
     hit = np.flatnonzero(reached >= target)
     return float((hit[0] + 1) * per_window) if len(hit) else None
+
+
+def records_to_decide(difference: float, sd: tuple[float | None, float | None], records: tuple[int, int], looks: int,
+                      alpha: float, planned: Sequence[float] | None, power_wanted: float) -> float | None:
+    """The records of both sides (from the test's start) at which a comparison that has seen
+    `records` per side over `looks` windows decides a true `difference` with chance
+    `power_wanted`, at that traffic and split; None without a spread on both sides or a look, or
+    beyond MOST_WINDOWS windows."""
+    if not sd[0] or not sd[1] or not looks or not difference or not planned or not sum(records):
+        return None
+    total = sum(records)
+    return records_for_power(difference, (sd[0], sd[1]), (records[0] / total, records[1] / total), total / looks,
+                             alpha, (planned[0], planned[1]), power_wanted)
