@@ -208,3 +208,53 @@ def test_a_runs_printed_link_opens_its_per_question_table(tmp_path, page):
             page.get_by_text(question[:40]).first.wait_for()  # each question is a row of the run's table
         page.screenshot(path=str(tmp_path / "mlflow-ui-evaluation.png"))
     print(f"screenshot: {tmp_path / 'mlflow-ui-evaluation.png'}")
+
+
+def test_a_reviewer_answers_in_the_review_tab_and_calibrate_reads_it(tmp_path, page, monkeypatch):
+    """`calibrate --export N --to mlflow` over an `mlflow server`: the link it prints opens the review
+    queue; a reviewer answers one question there (faithfulness 3, grounded) and the answer is the label
+    `calibrate --labels-from mlflow` reads. Screenshot: mlflow-ui-review.png."""
+    import json
+
+    from conftest import compose
+    from ragexp.calibrate.__main__ import main as calibrate
+    from ragexp.run.pipeline import run as run_pipeline
+    from ragexp.store.trackers import MlflowTracker
+
+    monkeypatch.chdir(tmp_path)
+    cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=6",
+                  f"cache.dir={tmp_path / 'cache'}")
+    result = run_pipeline(cfg, "judged")
+    with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "server") as url:
+        run_id = MlflowTracker("review", url).log_run(result, {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
+        printed = subprocess_out(calibrate, [run_id, "--tracking-uri", url, "--export", "2", "--to", "mlflow"])
+        [link] = [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("answer them in the Review tab: ")]
+        assert link.startswith(f"{url}/#/experiments/") and "selectedQueueId=rq-" in link
+        page.goto(link)
+        page.get_by_role("button", name="Start review").click()
+        numeric = "[data-component-id='mlflow.experiment-review-queue.focused-review.question.numeric']"
+        question = page.locator("div", has=page.get_by_text("faithfulness", exact=True)).filter(has=page.locator(numeric)).last
+        question.locator("input[type=number]").fill("3")
+        page.get_by_text("Grounded", exact=True).click()
+        page.screenshot(path=str(tmp_path / "mlflow-ui-review.png"))
+        page.locator("[data-component-id='mlflow.experiment-review-queue.focused-review.complete']").click()
+        page.get_by_text("1 of 2 reviewed").first.wait_for()
+        out = tmp_path / "report"
+        assert calibrate([run_id, "--tracking-uri", url, "--labels-from", "mlflow", "--out", str(out),
+                          "--resamples", "20", "--no-log"]) == 0
+    rows = {r["metric"]: r for r in json.loads((out / "calibration.json").read_text())["metrics"]}
+    assert rows["faithfulness"]["questions"] == 1 and rows["hallucination"]["questions"] == 1
+    assert any(rows["faithfulness"]["mae"] == pytest.approx(abs(r.judgement.scores["faithfulness"] - 3))
+               for r in result.questions if not r.failed)
+    print(f"screenshot: {tmp_path / 'mlflow-ui-review.png'}")
+
+
+def subprocess_out(main, argv: list[str]) -> str:
+    """What `main(argv)` prints, checking it succeeds."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(argv) == 0
+    return buffer.getvalue()

@@ -11,6 +11,8 @@ from ragexp.config.cli_settings import parse_args
 EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --export 40 --out sheet.csv     # a stratified sheet to label
   python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
+  python -m ragexp.calibrate RUN_ID --export 40 --to mlflow         # a review queue in MLflow's Review tab
+  python -m ragexp.calibrate RUN_ID --labels-from mlflow            # the answers people gave there
   python -m ragexp.calibrate outputs/2026-11-30/10-00-00 --labels labels.jsonl
   python -m ragexp.calibrate multirun/2026-12-02/10-00-00/0 multirun/2026-12-02/10-00-00/1 --labels labels.csv
   python -m ragexp.calibrate --outputs labelled.jsonl               # judge recorded outputs with the default judge
@@ -19,7 +21,10 @@ EPILOG = """examples:
 RUN is an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db) or a
 run folder with questions.json or questions.jsonl. Labels: CSV or JSONL, long (question_id, metric,
 label[, annotator]) or wide (question_id[, annotator] and one column per judge metric), on the
-judge's scale; `hallucination` as 1/0 (yes/no). With labels for part of a run's questions, the
+judge's scale; `hallucination` as 1/0 (yes/no). --export N --to mlflow puts the sample up for
+review in the run's MLflow experiment instead (a review queue, a label schema per judge metric on its
+scale); --labels-from mlflow reads the answers people gave there (human feedback on the run's
+question traces; the judge's own feedback is left out). With labels for part of a run's questions, the
 report gives each labelled metric's mean over the whole run twice: the judge's alone, and
 human-corrected (prediction-powered inference: the judge's mean corrected by its error on the
 labelled questions, with a valid confidence interval). Several RUNs with --labels (variants of a
@@ -42,7 +47,11 @@ def parser() -> argparse.ArgumentParser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--outputs", metavar="FILE", help="labelled recorded outputs to judge and calibrate on")
     what.add_argument("--labels", metavar="FILE", help="human labels to compare the judge with")
+    what.add_argument("--labels-from", choices=["mlflow"],
+                      help="read the labels people gave in MLflow's Review tab (see --to mlflow)")
     what.add_argument("--export", metavar="N", type=int, help="write an annotation sheet of N stratified questions")
+    p.add_argument("--to", choices=["sheet", "mlflow"], default="sheet",
+                   help="--export: a CSV sheet (default) or a review queue in the run's MLflow experiment")
     p.add_argument("--tracking-uri", help="MLflow store of the run")
     p.add_argument("--out", help="report folder (with --labels) or sheet file (with --export)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
@@ -184,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         from ragexp.calibrate import labels as labels_io
         from ragexp.calibrate import source
 
-        if len(args.targets) > 1 and args.labels is not None:
+        if args.to != "sheet" and args.export is None:
+            raise RagexpError("--to goes with --export N")
+        if len(args.targets) > 1 and (args.labels or args.labels_from) is not None:
             return on_variants(args)
         if len(args.targets) != 1:
             raise RagexpError("give one RUN (an MLflow run id or a run folder), several with --labels, or --outputs FILE")
@@ -194,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.export is not None:
             if args.export < 1:
                 raise RagexpError("--export N needs N >= 1")
+            if args.to == "mlflow":
+                return to_review_queue(run, args.export, args.seed)
             sheet = labels_io.export(run, args.export, args.out or f"calibration-sheet-{run.name}.csv", args.seed)
             print(f"wrote {sheet}: {min(args.export, len(run.judged()))} questions to label "
                   f"({', '.join(run.metrics)}, on the judge's scale); fill in, then --labels {sheet}")
@@ -202,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RagexpError("--level must be between 0 and 1, --resamples at least 1")
         from ragexp.calibrate.agreement import measure
 
-        results = measure(run, labels_io.read(args.labels, run), args.resamples, args.seed, args.level)
+        results = measure(run, labels_of(args, run), args.resamples, args.seed, args.level)
     except RagexpError as err:
         print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
         return 2
@@ -221,10 +234,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def labels_of(args, run):
+    """People's labels of `run`: from the --labels file, or with --labels-from mlflow from MLflow's Review tab."""
+    from ragexp.calibrate import labels, review
+
+    return labels.read(args.labels, run) if args.labels is not None else review.read(run)
+
+
+def to_review_queue(run, size: int, seed: int) -> int:
+    """--export N --to mlflow: the sample as a review queue in the run's experiment (ragexp.calibrate.review)."""
+    from ragexp.calibrate import review
+
+    queue = review.export(run, size, seed)
+    print(f"review queue {queue.name!r}: {len(queue.questions)} questions of run {run.name} to label "
+          f"({', '.join(queue.schemas.values())}, on the judge's scale)\n"
+          f"answer them in the Review tab: {queue.link}\n"
+          f"then: python -m ragexp.calibrate {run.run_id} --labels-from mlflow")
+    return 0
+
+
 def on_variants(args) -> int:
     """Several RUNs with --labels: each run's agreement, then which agrees best with people
     (ragexp.calibrate.variants)."""
-    from ragexp.calibrate import labels as labels_io
     from ragexp.calibrate import source, variants
     from ragexp.calibrate.agreement import measure
     from ragexp.errors import RagexpError
@@ -233,7 +264,7 @@ def on_variants(args) -> int:
         if not 0 < args.level < 1 or args.resamples < 1:
             raise RagexpError("--level must be between 0 and 1, --resamples at least 1")
         runs = {target: source.load(target, args.tracking_uri) for target in args.targets}
-        labels = {target: labels_io.read(args.labels, run) for target, run in runs.items()}
+        labels = {target: labels_of(args, run) for target, run in runs.items()}
     except RagexpError as err:
         print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
         return 2

@@ -36,8 +36,8 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
          resamples: int = 10_000, seed: int = 0, out_dir: Path | None = None, plots: bool = True,
          log: bool = True, labels: str | Path | None = None, overwrite: bool = False):
     """Leaderboard + report for `targets` (see ragexp.store.reader.select); returns (leaderboard, files, logged run id).
-    `labels`: human labels for part of the runs' questions (see ragexp.compare.corrected): the report
-    adds each labelled metric's human-corrected mean beside the judge's. A folder that already holds a
+    `labels`: human labels for part of the runs' questions, a file or "mlflow" for the answers people
+    gave in MLflow's Review tab (see ragexp.compare.corrected): the report adds each labelled metric's human-corrected mean beside the judge's. A folder that already holds a
     report (the sweep's own, made at its end) is kept unless `overwrite`: the new report goes to the
     next free folder beside it (report-2, report-3, ...), and is logged under that name."""
     from ragexp.compare import leaderboard, report
@@ -47,7 +47,7 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
     if labels is not None:
         from ragexp.compare import corrected
 
-        board.corrected = corrected.measure([e.run for e in board.entries], corrected.read(labels, selection.runs), level)
+        board.corrected = corrected.measure([e.run for e in board.entries], corrected.people(labels, selection.runs), level)
     folder = Path(out_dir) if out_dir else default_folder(selection)
     if not overwrite:
         folder = free_folder(folder)

@@ -19,6 +19,7 @@ examples:
   python -m ragexp.compare --tracking-uri http://mlflow-host:5000 3f2a...e1
   python -m ragexp.compare --rerun 8e06e8e3ce814ac1b7a5c493ce30bbd1
   python -m ragexp.compare --labels labels.csv      # + human-corrected means (columns run, question_id, <metric>)
+  python -m ragexp.compare --labels-from mlflow     # the same from the labels people gave in MLflow's Review tab
 """
 
 
@@ -42,6 +43,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-log", action="store_true", help="do not log the report to the sweep's parent run")
     p.add_argument("--labels", metavar="FILE", help="human labels for part of the runs' questions (CSV or JSONL with "
                    "a `run` column): adds human-corrected (PPI) means beside the judge's")
+    p.add_argument("--labels-from", choices=["mlflow"],
+                   help="the labels people gave in MLflow's Review tab on the runs' questions (python -m "
+                        "ragexp.calibrate RUN_ID --export N --to mlflow queues them): human-corrected means as --labels")
     p.add_argument("--rerun", metavar="RUN_ID", help="print the command that re-runs this logged run, and exit")
     return p
 
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             print(comment, file=sys.stderr)
             print(command)
             return 0
+        if args.labels and args.labels_from:
+            raise RagexpError("give --labels FILE or --labels-from mlflow, not both")
         if not 0 < args.alpha < 1 or not 0 < args.level < 1 or args.resamples < 1:
             raise RagexpError("--alpha and --level must be between 0 and 1, --resamples at least 1")
         from ragexp.compare import make
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         board, files, logged = make(args.targets, args.tracking_uri, all_runs=args.all_runs, objective=args.objective,
                                     maximize=not args.minimize, level=args.level, alpha=args.alpha,
                                     resamples=args.resamples, seed=args.seed, out_dir=args.out,
-                                    plots=not args.no_plots, log=not args.no_log, labels=args.labels,
+                                    plots=not args.no_plots, log=not args.no_log, labels=args.labels or args.labels_from,
                                     overwrite=args.overwrite)
     except RagexpError as err:
         print(f"ragexp.compare: error: {err}", file=sys.stderr)

@@ -58,6 +58,39 @@ def judge_scores(run: Run, metric: str) -> dict[str, float]:
     return scores
 
 
+FROM_MLFLOW = "mlflow"  # --labels-from mlflow
+
+
+def people(labels: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
+    """run id -> metric -> question id -> people's label (the mean over annotators): from the file
+    `labels`, or with `FROM_MLFLOW` from the answers people gave in MLflow's Review tab on each run's
+    question traces (ragexp.calibrate.review)."""
+    return from_mlflow(runs) if str(labels) == FROM_MLFLOW else read(labels, runs)
+
+
+def from_mlflow(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
+    from ragexp.calibrate.review import human_labels
+
+    found, problems = {}, []
+    for run in runs:
+        questions = set(run.table["question_id"].astype(str)) if run.table is not None else set()
+        labels, trouble = human_labels(run.run_id, run.experiment_id, run_scales(run), questions)
+        problems += [f"run {run.name}: {line}" for line in trouble]
+        given: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for label in labels:
+            given[label.metric][label.question_id].append(label.value)
+        if given:
+            found[run.run_id] = {metric: {q: sum(v) / len(v) for q, v in by_question.items()}
+                                 for metric, by_question in given.items()}
+    if problems:
+        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
+        raise RagexpError(f"--labels-from mlflow: {len(problems)} problems:\n  " + "\n  ".join(shown))
+    if not found:
+        raise RagexpError("--labels-from mlflow: no person has labelled these runs' questions in MLflow yet "
+                          "(python -m ragexp.calibrate RUN_ID --export N --to mlflow puts a run's up for review)")
+    return found
+
+
 def read(path: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
     """run id -> metric -> question id -> people's label (the mean over annotators). Every problem
     (an unknown run or question, a metric the run's judge does not give, a label off its scale) is

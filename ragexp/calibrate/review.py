@@ -1,0 +1,206 @@
+"""People's labels through MLflow's UI: a review queue of a run's questions, and the answers read back.
+
+`python -m ragexp.calibrate RUN --export N --to mlflow` puts a stratified sample of the run's judged
+questions (the sample the CSV sheet holds) up for review in the run's experiment:
+- one label schema per judge metric, named after the metric, on the judge's scale: a number between
+  the scale's ends, and `hallucination` as pass / fail (Hallucinated / Grounded). A schema of that
+  name on another scale (another judge's, in the same experiment) is left alone: the new one is
+  named `metric (low-high)`;
+- one review queue per export, holding the sampled questions' traces: the per-question records
+  the MLflow tracker logs with every run (`ragexp.store.trace_store`).
+Reviewers answer in the experiment's Review tab; each answer is a Feedback on the question's trace,
+named after the schema, from a HUMAN source (the reviewer).
+
+`--labels-from mlflow` (and `python -m ragexp.compare --labels-from mlflow`) reads those answers:
+human feedback only. The judge's own feedback (LLM_JUDGE), ragexp's answer metrics (CODE), the
+expected answers (expectations) and assessments later overridden are left out. Several answers of
+one reviewer to one question keep the latest."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ragexp.calibrate.labels import Label, on_scale, stratified_sample
+from ragexp.calibrate.source import JudgedRun
+from ragexp.errors import RagexpError
+
+QUESTION_TAG = "ragexp.question_id"  # the question a trace records (ragexp.store.trace_store)
+HUMAN = "HUMAN"
+PAGE = 500  # traces a search returns at once (the most an MLflow server gives)
+MAX_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Queue:
+    queue_id: str
+    name: str
+    questions: list[str]  # question ids, in the sample's order
+    schemas: dict[str, str]  # metric -> the name of its label schema
+    link: str  # how to open the experiment's Review tab
+
+
+def question_traces(run_id: str, experiment_id: str) -> dict[str, Any]:
+    """question id -> the TraceInfo (with its assessments) of each question recorded in run `run_id`,
+    in the store MLflow's tracking URI names."""
+    from mlflow.tracing.client import TracingClient
+
+    client, found, token = TracingClient(), {}, None
+    while True:
+        page = client.search_traces(locations=[experiment_id], run_id=run_id, include_spans=False,
+                                    max_results=PAGE, page_token=token)
+        for trace in page:
+            qid = trace.info.tags.get(QUESTION_TAG)
+            if qid is not None:
+                found[str(qid)] = trace.info
+        token = page.token
+        if not token:
+            return found
+
+
+def schema_input(metric: str, scale: tuple[float, float]):
+    from mlflow.genai.label_schemas import InputNumeric, InputPassFail
+
+    if metric == "hallucination":
+        return InputPassFail(positive_label="Hallucinated", negative_label="Grounded")
+    return InputNumeric(min_value=scale[0], max_value=scale[1])
+
+
+def schema_names(metric: str, scale: tuple[float, float]) -> tuple[str, str]:
+    """The names a metric's label schema may have: the metric's, and the one with its scale."""
+    return metric, f"{metric} ({scale[0]:g}-{scale[1]:g})"
+
+
+HALLUCINATION = "Does the answer state anything its context does not support? Hallucinated: yes; Grounded: no."
+
+
+def scale_text(metric: str, scale: tuple[float, float]) -> str:
+    from ragexp.base.names import higher_is_worse
+
+    ends = ("best", "worst") if higher_is_worse(metric) else ("worst", "best")
+    return f"{metric} of the answer, from {scale[0]:g} ({ends[0]}) to {scale[1]:g} ({ends[1]})."
+
+
+def label_schema(metric: str, scale: tuple[float, float], experiment_id: str) -> tuple[str, str]:
+    """(schema id, name) of the label schema of `metric` on `scale` in the experiment: an existing one
+    with the same input, else a new one (named with its scale when the metric's name is taken)."""
+    from mlflow.genai import label_schemas
+
+    wanted = schema_input(metric, scale)
+    existing = {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id, max_results=1000)}
+    for name in schema_names(metric, scale):
+        schema = existing.get(name)
+        if schema is not None and schema.input == wanted:
+            return schema.schema_id, name
+        if schema is None:
+            instruction = (HALLUCINATION if metric == "hallucination" else scale_text(metric, scale)) + \
+                " The retrieved context: View full trace, span retrieve."
+            created = label_schemas.create_label_schema(name, type="feedback", input=wanted, instruction=instruction,
+                                                        enable_comment=True, experiment_id=experiment_id)
+            return created.schema_id, name
+    raise RagexpError(f"label schemas {' and '.join(repr(n) for n in schema_names(metric, scale))} of experiment "
+                      f"{experiment_id} exist with another input than {metric}'s scale {scale[0]:g}-{scale[1]:g}: "
+                      "rename or delete one in the Review tab's questions")
+
+
+def needs_logged(run: JudgedRun) -> tuple[str, str]:
+    if run.run_id is None or run.experiment_id is None:
+        raise RagexpError(f"{run.name}: MLflow's review queues hold a logged run's questions: give the run's MLflow "
+                          "run id (python -m ragexp.track FOLDER logs a run folder and prints it)")
+    return run.run_id, run.experiment_id
+
+
+def export(run: JudgedRun, size: int, seed: int = 0) -> Queue:
+    """A review queue of `size` stratified judged questions of `run` (an MLflow run), with a label schema
+    per judge metric. Only questions recorded as traces can be queued: the sample is drawn among them."""
+    run_id, experiment_id = needs_logged(run)
+    from mlflow.genai import review_queues
+
+    traces = question_traces(run_id, experiment_id)
+    if not traces:
+        raise RagexpError(f"run {run_id} has no per-question record in MLflow to review (it was logged with "
+                          "tracker.question_records=false): log its folder again with python -m ragexp.track FOLDER")
+    table = run.judged()
+    recorded = replace(run, table=table[table["question_id"].astype(str).isin(traces)].reset_index(drop=True))
+    if recorded.table.empty:
+        raise RagexpError(f"run {run_id}: none of its judged questions has a record in MLflow to review")
+    chosen = [str(recorded.table.iloc[i]["question_id"]) for i in stratified_sample(recorded, size, seed)]
+    schemas = {metric: label_schema(metric, run.scales[metric], experiment_id) for metric in run.metrics}
+    name = f"calibrate {run.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    queue = review_queues.create_review_queue(name, queue_type="custom", schema_ids=[i for i, _ in schemas.values()],
+                                              experiment_id=experiment_id)
+    review_queues.add_items_to_review_queue(queue.queue_id, item_ids=[traces[q].trace_id for q in chosen])
+    return Queue(queue.queue_id, name, chosen, {m: n for m, (_, n) in schemas.items()},
+                 review_link(experiment_id, queue.queue_id))
+
+
+def review_link(experiment_id: str, queue_id: str | None = None) -> str:
+    """Where reviewers answer: the experiment's Review tab, on the queue `queue_id` when given (a
+    server's address, or `mlflow ui` over a local store)."""
+    import mlflow
+
+    from ragexp.base.redact import scrub_url
+
+    uri = mlflow.get_tracking_uri()
+    path = f"#/experiments/{experiment_id}/review-queue" + (f"?selectedQueueId={queue_id}" if queue_id else "")
+    if uri.startswith(("http://", "https://")):
+        return f"{scrub_url(uri.rstrip('/'))}/{path}"
+    return f"mlflow ui --backend-store-uri {uri} --port 5000, then open http://127.0.0.1:5000/{path}"
+
+
+def answered_names(experiment_id: str, scales: dict[str, tuple[float, float]]) -> dict[str, str]:
+    """The names people's answers to each judge metric go by -> the metric: the metric's label schema
+    on its scale (see `label_schema`), or the metric's own name where the experiment has no such schema."""
+    from mlflow.genai import label_schemas
+
+    existing = {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id, max_results=1000)}
+    names = {}
+    for metric, scale in scales.items():
+        matching = [n for n in schema_names(metric, scale) if n in existing and existing[n].input == schema_input(metric, scale)]
+        if matching or metric not in existing:
+            names.update({name: metric for name in matching or [metric]})
+    return names
+
+
+def human_labels(run_id: str, experiment_id: str, scales: dict[str, tuple[float, float]],
+                 questions: set[str] | None = None) -> tuple[list[Label], list[str]]:
+    """The people's answers on run `run_id`'s question traces as labels on the judge's `scales`, and the
+    problems found (an answer off the scale), one line each naming the trace, the question and the reviewer.
+    `questions`: the question ids to keep (all when None)."""
+    latest: dict[tuple[str, str, str], tuple[int, Label]] = {}
+    problems, names = [], answered_names(experiment_id, scales)
+    for qid, info in sorted(question_traces(run_id, experiment_id).items()):
+        if questions is not None and qid not in questions:
+            continue
+        for assessment in info.assessments or []:
+            source = assessment.source
+            if (assessment.feedback is None or source is None or str(source.source_type) != HUMAN
+                    or assessment.valid is False or assessment.feedback.error is not None):
+                continue
+            metric = names.get(assessment.name)
+            if metric is None:
+                continue
+            reviewer = source.source_id or "reviewer"
+            try:
+                value = on_scale(assessment.feedback.value, metric, scales[metric])
+            except ValueError as err:
+                problems.append(f"trace {info.trace_id} (question {qid}), {reviewer}'s answer: {err}")
+                continue
+            key, updated = (qid, metric, reviewer), int(assessment.last_update_time_ms or 0)
+            if key not in latest or updated >= latest[key][0]:
+                latest[key] = (updated, Label(qid, metric, reviewer, value))
+    return [label for _, label in latest.values()], problems
+
+
+def read(run: JudgedRun) -> list[Label]:
+    """`--labels-from mlflow`: the people's answers on a logged run's questions (`human_labels`)."""
+    run_id, experiment_id = needs_logged(run)
+    labels, problems = human_labels(run_id, experiment_id, run.scales, set(run.table["question_id"].astype(str)))
+    if problems:
+        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
+        raise RagexpError(f"labels from MLflow: {len(problems)} problems:\n  " + "\n  ".join(shown))
+    if not labels:
+        raise RagexpError(f"run {run_id}: no person has labelled its questions in MLflow yet (python -m ragexp.calibrate "
+                          f"{run_id} --export N --to mlflow puts some up for review; answer them in "
+                          f"{review_link(experiment_id)})")
+    return labels
