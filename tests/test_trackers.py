@@ -1,5 +1,7 @@
 """The MLflow tracker against a real SQLite store."""
+import json
 from pathlib import Path
+
 import pytest
 
 from ragexp.store.trackers import MlflowTracker, artifacts_beside
@@ -39,6 +41,8 @@ def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_stor
     assert local.startswith("MLflow UI: mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000")
     assert local.endswith("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning")
     assert runs_view_link("databricks", "1") == ""
+    shared = runs_view_link("http://127.0.0.1:5000", "3", view="ragexp-1f")  # a sweep's, in its shared view
+    assert shared.endswith("/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=ragexp-1f")
     one_run = runs_view_link("http://127.0.0.1:5000", "3", "abc")  # a single run: its evaluation view
     assert one_run == "MLflow UI: http://127.0.0.1:5000/#/experiments/3/evaluation-runs?selectedRunUuid=abc&compareToRunUuid=abc"
 
@@ -54,11 +58,19 @@ def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_ta
     assert [line for line in proc.stdout.splitlines() if line.startswith("MLflow UI: ")] == [
         f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db --port 5000, "
         f"then open http://127.0.0.1:5000/{evaluation}"]
-    link = f"#/experiments/{run.info.experiment_id}/runs?workflowType=machine_learning"
+    link = f"#/experiments/{run.info.experiment_id}/runs?workflowType=machine_learning&viewStateShareKey="
     sweep = run_app("-m", "retriever=bm25", "dataset.limit=2,3", *HASH, cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr
     assert sum(link in line for line in sweep.stdout.splitlines()) == 1  # once, at the sweep's end, not per job
-    assert sweep.stdout.rstrip().splitlines()[-1].endswith(link)
+    last = sweep.stdout.rstrip().splitlines()[-1]
+    assert link in last
+    # the view it opens: the objective, the swept setting and the key metrics as columns, best first
+    client, _ = mlflow_runs(tmp_path)
+    tags = client.get_experiment(run.info.experiment_id).tags
+    view = json.loads(tags["mlflow.sharedViewState." + last.rsplit("viewStateShareKey=", 1)[1]])
+    assert view["selectedColumns"] == view["columnOrder"] == [
+        "metrics.`overall_score`", "params.`dataset.limit`", "metrics.`hallucination_rate`", "metrics.`avg_faithfulness`"]
+    assert view["orderByKey"] == "metrics.`overall_score`" and view["orderByAsc"] is False
 
 
 def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept(tmp_path, monkeypatch):

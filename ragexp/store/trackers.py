@@ -1,6 +1,7 @@
 """Trackers: where a run's params, metrics and tables go. `tracker=mlflow` (default) or `none`."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -56,8 +57,11 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
 class NoTracker:
     """Logs nothing (results.json and the console summary are still written)."""
 
-    def ui_link(self, run_id: str | None = None) -> str:
+    def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         return ""
+
+    def share_view(self, metrics: list[str], params: list[str]) -> str | None:
+        return None
 
     logs_traces = False  # tracing=on: the run folder's traces.jsonl becomes MLflow traces
 
@@ -93,7 +97,7 @@ class NoTracker:
         pass
 
 
-def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
+def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
     """The line that opens a run's evaluation view (`run_id`: one row per question, with its answer,
     expected answer and assessments) or, for a sweep, the experiment's runs table. MLflow 3.17's UI opens an experiment on
     its GenAI overview unless the URL names a page: `evaluation-runs?selectedRunUuid=RUN&compareToRunUuid=RUN`
@@ -101,14 +105,30 @@ def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = N
     table opens in the page's comparison mode, which a compared run turns on and one run keeps);
     `runs?workflowType=machine_learning` the runs table (its experiment page reads that query
     parameter before the choice it keeps in localStorage). A tracking server serves the UI
-    at its own address; a local store (sqlite:///mlflow.db, ./mlruns) needs `mlflow ui` over it."""
+    at its own address; a local store (sqlite:///mlflow.db, ./mlruns) needs `mlflow ui` over it.
+    `view`: the key of a shared view of the runs table (`MlflowTracker.share_view`) the page opens in."""
     path = (f"#/experiments/{experiment_id}/evaluation-runs?selectedRunUuid={run_id}&compareToRunUuid={run_id}" if run_id
-            else f"#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+            else f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+            + (f"&{VIEW_KEY}={view}" if view else ""))
     if tracking_uri.startswith(("http://", "https://")):
         return f"MLflow UI: {scrub_url(tracking_uri.rstrip('/'))}/{path}"
     if tracking_uri.startswith("databricks"):
         return ""
     return f"MLflow UI: mlflow ui --backend-store-uri {tracking_uri} --port 5000, then open http://127.0.0.1:5000/{path}"
+
+
+VIEW_KEY = "viewStateShareKey"  # the URL parameter naming a shared view of MLflow's runs table
+SHARED_VIEW = "mlflow.sharedViewState."  # + the key: the experiment tag holding the view, as MLflow's Share button keeps it
+
+
+def runs_view(metrics: list[str], params: list[str]) -> str:
+    """A runs-table view as MLflow's UI reads a shared one: the first metric, the params, then the other
+    metrics as columns, in that order, sorted by the first metric, best first (sorting by a metric
+    also lists a sweep's child runs as rows of their own)."""
+    columns = [f"metrics.`{m}`" for m in metrics[:1]] + [f"params.`{p}`" for p in params] + \
+        [f"metrics.`{m}`" for m in metrics[1:]]
+    return json.dumps({"selectedColumns": columns, "columnOrder": columns, "orderByAsc": False, "searchFilter": "",
+                       "orderByKey": f"metrics.`{metrics[0]}`" if metrics else "attributes.start_time"}, sort_keys=True)
 
 
 def process_tags() -> dict[str, str]:
@@ -272,13 +292,25 @@ class MlflowTracker(NoTracker):
 
         return f"mlflow experiment {self.experiment!r} at {scrub_url(mlflow.get_tracking_uri())}"
 
-    def ui_link(self, run_id: str | None = None) -> str:
+    def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         """How to open run `run_id`'s evaluation view in MLflow's UI, or without one the experiment's
-        runs table (empty before anything was logged)."""
+        runs table (empty before anything was logged), in the shared view `view` when given."""
         import mlflow
 
         experiment_id = getattr(self, "_experiment_id", None)
-        return runs_view_link(mlflow.get_tracking_uri(), experiment_id, run_id) if experiment_id else ""
+        return runs_view_link(mlflow.get_tracking_uri(), experiment_id, run_id, view) if experiment_id else ""
+
+    def share_view(self, metrics: list[str], params: list[str]) -> str | None:
+        """The runs table with these metric and param columns (`runs_view`) kept as a shared view of the
+        experiment (an experiment tag, as MLflow's Share button keeps one); returns its key, named after
+        its content (the same columns, the same key)."""
+        experiment_id = getattr(self, "_experiment_id", None)
+        if experiment_id is None:
+            return None
+        view = runs_view(metrics, params)
+        key = "ragexp-" + hashlib.sha256(view.encode()).hexdigest()[:16]
+        self.client().set_experiment_tag(experiment_id, SHARED_VIEW + key, view)
+        return key
 
     def store(self) -> str | None:
         """None for a URI with credentials: it is not written to sweep.json; jobs find it as the launcher did."""

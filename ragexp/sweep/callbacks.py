@@ -108,10 +108,10 @@ class SweepTracking(Callback):
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
-            if race is None:
-                self.leaderboard(sweep_dir)
+            board = self.leaderboard(sweep_dir) if race is None else None
+            view = self.tracker.share_view(*view_columns(board)) if board is not None else None
             if self.tracker.ui_link():
-                print(self.tracker.ui_link())
+                print(self.tracker.ui_link(view=view))
         if race is not None:
             self.race_report(sweep_dir)
         if failures:
@@ -146,8 +146,9 @@ class SweepTracking(Callback):
             log.warning("the race report was not logged to the sweep's run (%s: %s); it is in %s",
                         type(err).__name__, err, report)
 
-    def leaderboard(self, sweep_dir: Path) -> None:
-        """The sweep's comparison report. The sweep is already saved: a failure here is reported, not raised."""
+    def leaderboard(self, sweep_dir: Path):
+        """The sweep's comparison report, and its leaderboard (None when it could not be made: the sweep
+        is already saved, so a failure here is reported, not raised)."""
         try:
             from ragexp.compare import make
             from ragexp.compare.report import leaderboard_table
@@ -159,9 +160,23 @@ class SweepTracking(Callback):
             if board.selection.incomplete:
                 print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
                     f"  failed: {job}" for job in board.selection.failed_jobs))
+            return board
         except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
             log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
                         type(err).__name__, err, self.parent_id)
+            return None
+
+
+KEY_METRICS = ("hallucination_rate", "avg_faithfulness", "mrr")  # beside the objective, the first two it has
+
+
+def view_columns(board) -> tuple[list[str], list[str]]:
+    """The runs-table columns the sweep's printed link opens with: its objective and the key metrics it
+    has; the params that tell its runs apart (a swept component as its class, `retriever._target_`)."""
+    metrics = [board.objective] + [m for m in KEY_METRICS if m in board.metrics and m != board.objective][:2]
+    logged = {key for entry in board.entries for key in entry.run.params}
+    params = [f"{c}._target_" if f"{c}._target_" in logged else c for c in board.param_columns]
+    return metrics, [p for p in params if p in logged]
 
 
 REGRESSION = "regression_p_"  # a job's one-sided p-value of a metric against the gate's baseline (ragexp.metrics.gate)
