@@ -117,6 +117,31 @@ def test_experiment_page_lists_the_sweep_and_the_report_opens(ui_server, page, s
           f"requests to other hosts blocked: {len(page.blocked)}")
 
 
+def test_two_runs_of_a_sweep_compare_question_by_question(ui_server, page, small_sweep, tmp_path):
+    """MLflow's evaluation view comparing two of the sweep's runs pairs their per-question records
+    (by the question, the records' request): one row per question, each run's trace and answer in it."""
+    from mlflow.tracing.client import TracingClient
+
+    import mlflow
+
+    _, parent, children_by_id = logged_sweep(small_sweep.uri)
+    experiment_id = parent.info.experiment_id
+    first, second = sorted(children_by_id)
+    page.goto(f"{ui_server}/#/experiments/{experiment_id}/evaluation-runs?selectedRunUuid={first}&compareToRunUuid={second}")
+    body = wait_for_text(page, "6 of 6")
+    assert "6 of 6" in body and "Comparing" in body
+    mlflow.set_tracking_uri(small_sweep.uri)
+    traces = {run_id: {t.info.request_preview: t.info.trace_id for t in TracingClient().search_traces(
+        locations=[experiment_id], run_id=run_id, include_spans=False, max_results=50)} for run_id in (first, second)}
+    assert set(traces[first]) == set(traces[second]) and len(traces[first]) == 6
+    for request in traces[first]:  # a question's row holds both runs' traces
+        row = page.locator(".ag-row, [role=row]", has_text=traces[first][request]).first
+        row.wait_for()
+        assert traces[second][request] in row.inner_text()
+    page.screenshot(path=str(tmp_path / "mlflow-ui-compare.png"))
+    print(f"screenshot: {tmp_path / 'mlflow-ui-compare.png'}")
+
+
 @pytest.fixture(scope="module")
 def traced_sweep(tmp_path_factory):
     """A small sweep run with tracing=on (3 questions per job), in its own store."""
