@@ -118,3 +118,25 @@ def test_a_dry_run_is_refused_since_mlflow_sends_the_requests(server, tmp_path, 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RagexpError, match="dry_run: judge 'mlflow-gpt-4o-mini' sends its requests through MLflow"):
         ragexp.evaluate(rows(1), overrides=overrides(server, "dry_run=true"), output_dir=tmp_path / "run")
+
+
+def test_a_judge_mlflow_run_is_calibrated_on_its_scorers_metrics(server, tmp_path, monkeypatch):
+    """calibrate reads the scorers' metrics (0-1) from the run's settings: people's labels compared
+    with them, and a label off 0-1 refused."""
+    import ragexp
+    from ragexp.calibrate.__main__ import main as calibrate
+
+    monkeypatch.setenv(TEST_KEY_ENV, "sk-test")
+    monkeypatch.chdir(tmp_path)
+    server.chat = verdicts
+    ragexp.evaluate(rows(), overrides=overrides(server, "judge.scorers=[RelevanceToQuery,Correctness]",
+                                                f"cache.dir={tmp_path / 'cache'}"), output_dir=tmp_path / "run")
+    people = {"port-0": 0, "port-1": 1, "port-2": 1, "port-3": 1}  # the judge said 0, 1, 0, 1
+    labels = tmp_path / "labels.csv"
+    labels.write_text("question_id,correctness\n" + "".join(f"{q},{v}\n" for q, v in people.items()))
+    assert calibrate([str(tmp_path / "run"), "--labels", str(labels), "--out", str(tmp_path / "c"), "--resamples", "20"]) == 0
+    [row] = json.loads((tmp_path / "c" / "calibration.json").read_text())["metrics"]
+    assert row["metric"] == "correctness" and row["scale"] == "0-1" and row["questions"] == 4
+    assert row["mae"] == pytest.approx(0.25)  # one of four disagrees
+    labels.write_text("question_id,correctness\nport-0,7\n")
+    assert calibrate([str(tmp_path / "run"), "--labels", str(labels), "--out", str(tmp_path / "d")]) == 2

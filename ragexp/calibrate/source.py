@@ -52,7 +52,9 @@ def judge_scales(target: str | None, where: str, config: dict | None = None) -> 
         judge = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         raise RagexpError(f"{where}: judge {target!r} is not a class of this ragexp version") from None
-    scales = {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
+    configured = getattr(judge, "configured_scales", None)  # a judge whose metrics its settings name (judge=mlflow)
+    given = configured((config or {}).get("judge") or {}) if configured else getattr(judge, "scales", {})
+    scales = {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(given).items()}
     return {**scales, **rubric_scales((config or {}).get("rubric"), where)}
 
 

@@ -11,6 +11,7 @@ over judges or weights). Metrics: the judge's scores on its scale, and `hallucin
 true/false, yes/no)."""
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,7 +38,9 @@ class CorrectedMean:
 
 def run_scales(run: Run) -> dict[str, tuple[float, float]]:
     """The judge metrics' scales (from the run's `judge._target_`), and hallucination on 0-1."""
-    scales = judge_scales(run.params.get("judge._target_"), f"run {run.name} ({run.run_id[:8]})")
+    scorers = run.params.get("judge.scorers")  # judge=mlflow: its metrics are the scorers it names (a JSON list)
+    config = {"judge": {"scorers": json.loads(scorers)}} if scorers else None
+    scales = judge_scales(run.params.get("judge._target_"), f"run {run.name} ({run.run_id[:8]})", config)
     return {**scales, "hallucination": (0.0, 1.0)}
 
 

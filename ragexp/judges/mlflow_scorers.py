@@ -67,6 +67,13 @@ class MlflowScorersJudge(Judge):
         self._inside = 0  # calls under way
         self._saved: dict[str, str | None] = {}  # the environment before the first
 
+    @staticmethod
+    def configured_scales(node: dict) -> dict[str, tuple[float, float]]:
+        """The metrics and scales a run's `judge` settings give (for calibrate and compare --labels,
+        which read a logged run's config): each scorer named in `scorers`, on 0-1."""
+        specs = node.get("scorers") or []
+        return {scorer_of(spec, i, "openai:/model").name: (0.0, 1.0) for i, spec in enumerate(specs)}
+
     @property
     def concurrency(self) -> int:
         return int(self.endpoint.max_concurrency)
