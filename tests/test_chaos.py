@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HASH, cli_env, mlflow_runs
+from ragexp.calibrate.review import question_traces
 from ragexp.store.run_folder import OWNER
 
 CHUNKERS = ("recursive", "sentence", "token", "fixed")
@@ -71,3 +72,7 @@ def test_eight_runs_and_two_sweeps_started_together_keep_to_their_own(tmp_path, 
             [run] = [r for r in jobs if r.info.run_name == meta["name"]]
             assert run.data.metrics["overall_score"] == pytest.approx(values["overall_score"])
             assert run.data.metrics["mrr"] == pytest.approx(values["mrr"])
+            # its per-question records (light traces, on by default): one per question of its own folder
+            asked = [json.loads(line)["question_id"] for line in (folder / "questions.jsonl").read_text().splitlines()]
+            recorded = question_traces(run.info.run_id, run.info.experiment_id)
+            assert sorted(recorded) == sorted(asked), f"run {run.info.run_name}: its question records differ"
