@@ -240,7 +240,7 @@ def test_a_reviewer_answers_in_the_review_tab_and_calibrate_reads_it(tmp_path, p
     result = run_pipeline(cfg, "judged")
     with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "server") as url:
         run_id = MlflowTracker("review", url).log_run(result, {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
-        printed = subprocess_out(calibrate, [run_id, "--tracking-uri", url, "--export", "2", "--to", "mlflow"])
+        printed = printed_by(calibrate, [run_id, "--tracking-uri", url, "--export", "2", "--to", "mlflow"])
         [link] = [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("answer them in the Review tab: ")]
         assert link.startswith(f"{url}/#/experiments/") and "selectedQueueId=rq-" in link
         page.goto(link)
@@ -262,7 +262,7 @@ def test_a_reviewer_answers_in_the_review_tab_and_calibrate_reads_it(tmp_path, p
     print(f"screenshot: {tmp_path / 'mlflow-ui-review.png'}")
 
 
-def subprocess_out(main, argv: list[str]) -> str:
+def printed_by(main, argv: list[str]) -> str:
     """What `main(argv)` prints, checking it succeeds."""
     import contextlib
     import io

@@ -26,6 +26,12 @@ INFO = ("question_id", "annotator", "kind", "type", "question", "context", "expe
 MAX_SHOWN = 20
 
 
+def listed(what: str, problems: list[str]) -> str:
+    """One message for all the `problems` found in `what`, the first MAX_SHOWN of them a line each."""
+    shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
+    return f"{what}: {len(problems)} problems:\n  " + "\n  ".join(shown)
+
+
 @dataclass(frozen=True)
 class Label:
     question_id: str
@@ -91,8 +97,7 @@ def read(path: str | Path, run: JudgedRun) -> list[Label]:
                 continue
             labels.append(Label(qid, metric, annotator, number_value))
     if problems:
-        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
-        raise RagexpError(f"labels: {len(problems)} problems:\n  " + "\n  ".join(shown))
+        raise RagexpError(listed("labels", problems))
     if not labels:
         raise RagexpError(f"labels: {path} holds no label (fill in the metric columns of the sheet)")
     return labels

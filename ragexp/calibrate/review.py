@@ -21,14 +21,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ragexp.calibrate.labels import Label, on_scale, stratified_sample
+from ragexp.calibrate.labels import Label, listed, on_scale, stratified_sample
 from ragexp.calibrate.source import JudgedRun
 from ragexp.errors import RagexpError
 
 QUESTION_TAG = "ragexp.question_id"  # the question a trace records (ragexp.store.trace_store)
 HUMAN = "HUMAN"
 PAGE = 500  # traces a search returns at once (the most an MLflow server gives)
-MAX_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -81,13 +80,20 @@ def scale_text(metric: str, scale: tuple[float, float]) -> str:
     return f"{metric} of the answer, from {scale[0]:g} ({ends[0]}) to {scale[1]:g} ({ends[1]})."
 
 
-def label_schema(metric: str, scale: tuple[float, float], experiment_id: str) -> tuple[str, str]:
-    """(schema id, name) of the label schema of `metric` on `scale` in the experiment: an existing one
-    with the same input, else a new one (named with its scale when the metric's name is taken)."""
+def schemas_of(experiment_id: str) -> dict[str, Any]:
+    """The experiment's label schemas by name."""
+    from mlflow.genai import label_schemas
+
+    return {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id, max_results=1000)}
+
+
+def label_schema(metric: str, scale: tuple[float, float], experiment_id: str, existing: dict[str, Any]) -> tuple[str, str]:
+    """(schema id, name) of the label schema of `metric` on `scale` in the experiment (`existing`: its
+    schemas by name): an existing one with the same input, else a new one (named with its scale when
+    the metric's name is taken)."""
     from mlflow.genai import label_schemas
 
     wanted = schema_input(metric, scale)
-    existing = {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id, max_results=1000)}
     for name in schema_names(metric, scale):
         schema = existing.get(name)
         if schema is not None and schema.input == wanted:
@@ -125,7 +131,8 @@ def export(run: JudgedRun, size: int, seed: int = 0) -> Queue:
     if recorded.table.empty:
         raise RagexpError(f"run {run_id}: none of its judged questions has a record in MLflow to review")
     chosen = [str(recorded.table.iloc[i]["question_id"]) for i in stratified_sample(recorded, size, seed)]
-    schemas = {metric: label_schema(metric, run.scales[metric], experiment_id) for metric in run.metrics}
+    existing = schemas_of(experiment_id)
+    schemas = {metric: label_schema(metric, run.scales[metric], experiment_id, existing) for metric in run.metrics}
     name = f"calibrate {run.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
     queue = review_queues.create_review_queue(name, queue_type="custom", schema_ids=[i for i, _ in schemas.values()],
                                               experiment_id=experiment_id)
@@ -139,21 +146,16 @@ def review_link(experiment_id: str, queue_id: str | None = None) -> str:
     server's address, or `mlflow ui` over a local store)."""
     import mlflow
 
-    from ragexp.base.redact import scrub_url
+    from ragexp.store.trackers import ui_address
 
-    uri = mlflow.get_tracking_uri()
     path = f"#/experiments/{experiment_id}/review-queue" + (f"?selectedQueueId={queue_id}" if queue_id else "")
-    if uri.startswith(("http://", "https://")):
-        return f"{scrub_url(uri.rstrip('/'))}/{path}"
-    return f"mlflow ui --backend-store-uri {uri} --port 5000, then open http://127.0.0.1:5000/{path}"
+    return ui_address(mlflow.get_tracking_uri(), path)
 
 
 def answered_names(experiment_id: str, scales: dict[str, tuple[float, float]]) -> dict[str, str]:
     """The names people's answers to each judge metric go by -> the metric: the metric's label schema
     on its scale (see `label_schema`), or the metric's own name where the experiment has no such schema."""
-    from mlflow.genai import label_schemas
-
-    existing = {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id, max_results=1000)}
+    existing = schemas_of(experiment_id)
     names = {}
     for metric, scale in scales.items():
         matching = [n for n in schema_names(metric, scale) if n in existing and existing[n].input == schema_input(metric, scale)]
@@ -197,8 +199,7 @@ def read(run: JudgedRun) -> list[Label]:
     run_id, experiment_id = needs_logged(run)
     labels, problems = human_labels(run_id, experiment_id, run.scales, set(run.table["question_id"].astype(str)))
     if problems:
-        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
-        raise RagexpError(f"labels from MLflow: {len(problems)} problems:\n  " + "\n  ".join(shown))
+        raise RagexpError(listed("labels from MLflow", problems))
     if not labels:
         raise RagexpError(f"run {run_id}: no person has labelled its questions in MLflow yet (python -m ragexp.calibrate "
                           f"{run_id} --export N --to mlflow puts some up for review; answer them in "

@@ -37,9 +37,10 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
          log: bool = True, labels: str | Path | None = None, overwrite: bool = False):
     """Leaderboard + report for `targets` (see ragexp.store.reader.select); returns (leaderboard, files, logged run id).
     `labels`: human labels for part of the runs' questions, a file or "mlflow" for the answers people
-    gave in MLflow's Review tab (see ragexp.compare.corrected): the report adds each labelled metric's human-corrected mean beside the judge's. A folder that already holds a
-    report (the sweep's own, made at its end) is kept unless `overwrite`: the new report goes to the
-    next free folder beside it (report-2, report-3, ...), and is logged under that name."""
+    gave in MLflow's Review tab (see ragexp.compare.corrected): the report adds each labelled
+    metric's human-corrected mean beside the judge's. A folder that already holds a report (the
+    sweep's own, made at its end) is kept unless `overwrite`: the new report goes to the next free
+    folder beside it (report-2, report-3, ...), and is logged under that name."""
     from ragexp.compare import leaderboard, report
 
     selection = reader.select(list(targets or []), tracking_uri, all_runs=all_runs)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.calibrate.labels import INFO, MAX_SHOWN, on_scale, rows
+from ragexp.calibrate.labels import INFO, listed, on_scale, rows
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.store.reader import Run
 from ragexp.errors import RagexpError
@@ -86,8 +86,7 @@ def from_mlflow(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
             found[run.run_id] = {metric: {q: sum(v) / len(v) for q, v in by_question.items()}
                                  for metric, by_question in given.items()}
     if problems:
-        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
-        raise RagexpError(f"--labels-from mlflow: {len(problems)} problems:\n  " + "\n  ".join(shown))
+        raise RagexpError(listed("--labels-from mlflow", problems))
     if not found:
         raise RagexpError("--labels-from mlflow: no person has labelled these runs' questions in MLflow yet "
                           "(python -m ragexp.calibrate RUN_ID --export N --to mlflow puts a run's up for review)")
@@ -141,8 +140,7 @@ def read(path: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, flo
                     continue
                 given[run.run_id][metric][qid].append(number_value)
     if problems:
-        shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
-        raise RagexpError(f"--labels: {len(problems)} problems:\n  " + "\n  ".join(shown))
+        raise RagexpError(listed("--labels", problems))
     if not given:
         raise RagexpError(f"--labels: {path} holds no label")
     return {run_id: {metric: {q: sum(v) / len(v) for q, v in labels.items()} for metric, labels in metrics.items()}

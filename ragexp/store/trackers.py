@@ -110,11 +110,18 @@ def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = N
     path = (f"#/experiments/{experiment_id}/evaluation-runs?selectedRunUuid={run_id}&compareToRunUuid={run_id}" if run_id
             else f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
             + (f"&{VIEW_KEY}={view}" if view else ""))
+    address = ui_address(tracking_uri, path)
+    return f"MLflow UI: {address}" if address else ""
+
+
+def ui_address(tracking_uri: str, path: str) -> str:
+    """Where MLflow's UI shows `path` (a `#/...` page) of the store `tracking_uri`: a tracking server's
+    own address, or `mlflow ui` over a local store; "" on Databricks."""
     if tracking_uri.startswith(("http://", "https://")):
-        return f"MLflow UI: {scrub_url(tracking_uri.rstrip('/'))}/{path}"
+        return f"{scrub_url(tracking_uri.rstrip('/'))}/{path}"
     if tracking_uri.startswith("databricks"):
         return ""
-    return f"MLflow UI: mlflow ui --backend-store-uri {tracking_uri} --port 5000, then open http://127.0.0.1:5000/{path}"
+    return f"mlflow ui --backend-store-uri {tracking_uri} --port 5000, then open http://127.0.0.1:5000/{path}"
 
 
 VIEW_KEY = "viewStateShareKey"  # the URL parameter naming a shared view of MLflow's runs table

@@ -108,8 +108,7 @@ class SweepTracking(Callback):
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
         if getattr(self, "parent_id", None):
             self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
-            board = self.leaderboard(sweep_dir) if race is None else None
-            view = self.tracker.share_view(*view_columns(board)) if board is not None else None
+            view = self.leaderboard(sweep_dir) if race is None else None
             if self.tracker.ui_link():
                 print(self.tracker.ui_link(view=view))
         if race is not None:
@@ -146,9 +145,10 @@ class SweepTracking(Callback):
             log.warning("the race report was not logged to the sweep's run (%s: %s); it is in %s",
                         type(err).__name__, err, report)
 
-    def leaderboard(self, sweep_dir: Path):
-        """The sweep's comparison report, and its leaderboard (None when it could not be made: the sweep
-        is already saved, so a failure here is reported, not raised)."""
+    def leaderboard(self, sweep_dir: Path) -> str | None:
+        """The sweep's comparison report, and the key of the runs-table view its printed link opens
+        (`view_columns`; None when the report could not be made: the sweep is already saved, so a
+        failure here is reported, not raised)."""
         try:
             from ragexp.compare import make
             from ragexp.compare.report import leaderboard_table
@@ -160,7 +160,7 @@ class SweepTracking(Callback):
             if board.selection.incomplete:
                 print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
                     f"  failed: {job}" for job in board.selection.failed_jobs))
-            return board
+            return self.tracker.share_view(*view_columns(board))
         except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
             log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
                         type(err).__name__, err, self.parent_id)
