@@ -199,9 +199,10 @@ def test_experiment_opens_on_the_sweeps_traces_and_a_run_lists_its_traces(traced
 
 
 def test_a_runs_printed_link_opens_its_per_question_table(tmp_path, page):
-    """A default single run (no tracing=on): the link it prints opens MLflow's evaluation view of the
-    run, listing its questions with their answers, the expected answers and the judge's assessments,
-    without a click. Screenshot: mlflow-ui-evaluation.png."""
+    """A default single run (no tracing=on): the link it prints opens the run's per-question table in
+    MLflow (its Traces tab) without a click: its questions as rows, the expected answers, and the
+    judge's scores as columns with their averages, in view without scrolling; a question's
+    assessments show the judge's rationale. Screenshots: mlflow-ui-evaluation.png, mlflow-ui-rationale.png."""
     import json
 
     from conftest import HASH, run_app
@@ -210,17 +211,30 @@ def test_a_runs_printed_link_opens_its_per_question_table(tmp_path, page):
     assert proc.returncode == 0, proc.stderr
     [printed] = [line.rsplit("http://127.0.0.1:5000/", 1)[1] for line in proc.stdout.splitlines()
                  if line.startswith("MLflow UI: ")]
-    assert "/evaluation-runs?selectedRunUuid=" in printed
-    questions = [json.loads(line)["question"] for line in
-                 next(tmp_path.glob("outputs/*/*/questions.jsonl")).read_text().splitlines()]
+    assert printed.endswith("/traces") and "/runs/" in printed
+    records = [json.loads(line) for line in next(tmp_path.glob("outputs/*/*/questions.jsonl")).read_text().splitlines()]
     with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "server", artifacts=False) as url:
         page.goto(f"{url}/{printed}")
         body = wait_for_text(page, "5 of 5")
-        assert "5 of 5" in body and "Assessments" in body and "Expectations" in body
-        for question in questions:
-            page.get_by_text(question[:40]).first.wait_for()  # each question is a row of the run's table
+        assert "5 of 5" in body and "Assessments" in body and "Expected output" in body
+        for record in records:
+            page.get_by_text(record["question"][:40]).first.wait_for()  # each question is a row of the run's table
+        metrics = {m.lower() for m in (*records[0]["judge_scores"], *records[0]["answer_metrics"], "hallucination")}
+        in_view = {h.inner_text().splitlines()[0].lower(): h.inner_text() for h in page.locator("[role=columnheader]").all()
+                   if h.inner_text() and (box := h.bounding_box()) and box["x"] + box["width"] <= 1800}
+        scores = {name: text for name, text in in_view.items() if name in metrics}
+        assert len(scores) >= 4 and sum("AVG" in text for text in scores.values()) >= 3, in_view  # in view as it opens
         page.screenshot(path=str(tmp_path / "mlflow-ui-evaluation.png"))
-    print(f"screenshot: {tmp_path / 'mlflow-ui-evaluation.png'}")
+
+        page.get_by_text(records[0]["question"][:40]).first.click()  # the question's record, its assessments
+        page.get_by_role("button", name="Assess").first.click()
+        card = page.locator("div", has=page.get_by_text("faithfulness", exact=True)).filter(
+            has=page.locator("[data-component-id='shared.model-trace-explorer.toggle-assessment-expanded']")).last
+        card.locator("[data-component-id='shared.model-trace-explorer.toggle-assessment-expanded']").first.click()
+        page.get_by_text("Rationale", exact=True).first.wait_for()
+        assert " ".join(card.inner_text().split()).count(" ".join(records[0]["reasoning"].split())) == 1
+        page.screenshot(path=str(tmp_path / "mlflow-ui-rationale.png"))
+    print(f"screenshots: {tmp_path / 'mlflow-ui-evaluation.png'}, {tmp_path / 'mlflow-ui-rationale.png'}")
 
 
 def test_a_reviewer_answers_in_the_review_tab_and_calibrate_reads_it(tmp_path, page, monkeypatch):

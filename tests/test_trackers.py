@@ -44,7 +44,7 @@ def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_stor
     shared = runs_view_link("http://127.0.0.1:5000", "3", view="ragexp-1f")  # a sweep's, in its shared view
     assert shared.endswith("/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=ragexp-1f")
     one_run = runs_view_link("http://127.0.0.1:5000", "3", "abc")  # a single run: its evaluation view
-    assert one_run == "MLflow UI: http://127.0.0.1:5000/#/experiments/3/evaluation-runs?selectedRunUuid=abc&compareToRunUuid=abc"
+    assert one_run == "MLflow UI: http://127.0.0.1:5000/#/experiments/3/runs/abc/traces"
 
 
 def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_table(tmp_path):
@@ -53,8 +53,7 @@ def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_ta
     proc = run_app("dataset.limit=3", "retriever=bm25", *HASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     _, [run] = mlflow_runs(tmp_path)
-    evaluation = (f"#/experiments/{run.info.experiment_id}/evaluation-runs?selectedRunUuid={run.info.run_id}"
-                  f"&compareToRunUuid={run.info.run_id}")
+    evaluation = f"#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}/traces"
     assert [line for line in proc.stdout.splitlines() if line.startswith("MLflow UI: ")] == [
         f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db --port 5000, "
         f"then open http://127.0.0.1:5000/{evaluation}"]

@@ -100,14 +100,14 @@ class NoTracker:
 def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
     """The line that opens a run's evaluation view (`run_id`: one row per question, with its answer,
     expected answer and assessments) or, for a sweep, the experiment's runs table. MLflow 3.17's UI opens an experiment on
-    its GenAI overview unless the URL names a page: `evaluation-runs?selectedRunUuid=RUN&compareToRunUuid=RUN`
-    opens one run's per-question table (`selectedRunUuid` alone only ticks the run in the list: the
-    table opens in the page's comparison mode, which a compared run turns on and one run keeps);
-    `runs?workflowType=machine_learning` the runs table (its experiment page reads that query
+    its GenAI overview unless the URL names a page: `runs/RUN/traces` is the run's Traces tab, its questions
+    as rows with the judge's scores as columns and their averages above them (MLflow shows the first
+    assessments up to ten columns in all, the others are one click away in *Columns*; clicking a row
+    shows the judge's rationale); `runs?workflowType=machine_learning` the runs table (its experiment page reads that query
     parameter before the choice it keeps in localStorage). A tracking server serves the UI
     at its own address; a local store (sqlite:///mlflow.db, ./mlruns) needs `mlflow ui` over it.
     `view`: the key of a shared view of the runs table (`MlflowTracker.share_view`) the page opens in."""
-    path = (f"#/experiments/{experiment_id}/evaluation-runs?selectedRunUuid={run_id}&compareToRunUuid={run_id}" if run_id
+    path = (f"#/experiments/{experiment_id}/runs/{run_id}/traces" if run_id
             else f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
             + (f"&{VIEW_KEY}={view}" if view else ""))
     address = ui_address(tracking_uri, path)
