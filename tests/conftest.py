@@ -170,6 +170,18 @@ def mlflow_server(backend_uri: str, folder: Path, port: int | None = None, artif
         log.close()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("server", marks=pytest.mark.process)])
+def mlflow_store(request, tmp_path):
+    """A real MLflow store, as a team has one: a SQLite file, or an `mlflow server` over one (its
+    artifacts served by it); yields the tracking URI."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    if request.param == "sqlite":
+        yield uri
+    else:
+        with mlflow_server(uri, tmp_path / "server") as url:
+            yield url
+
+
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """`python -m ragexp ARGS` in `cwd`, as a user would run it, in a subprocess."""
     return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, env=cli_env(env),

@@ -1,4 +1,4 @@
-"""People's labels through MLflow's review queues (ragexp.calibrate.review), on a real SQLite store:
+"""People's labels through MLflow's review queues (ragexp.calibrate.review), on a real store (SQLite, and `mlflow server`):
 `--export N --to mlflow` queues a run's sampled question traces with a label schema per judge metric;
 reviewers' answers (human Feedback on those traces, as the Review tab writes them) come back through
 `--labels-from mlflow`, the judge's own feedback left out."""
@@ -14,14 +14,14 @@ JUDGE = "ragexp.judges.offline.OfflineJudge"
 
 
 @pytest.fixture
-def logged(tmp_path, monkeypatch):
+def logged(mlflow_store, tmp_path, monkeypatch):
     """(store uri, run id, the run's judged results, the id of the same run logged again) of a small run
     logged with its question records."""
     monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
     from ragexp.run.pipeline import run as run_pipeline
     from ragexp.store.trackers import MlflowTracker
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store
     cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=8",
                   f"cache.dir={tmp_path / 'cache'}")
     result = run_pipeline(cfg, "judged")

@@ -1,4 +1,4 @@
-"""dataset=mlflow reads an MLflow evaluation dataset from a real SQLite store: inputs, recorded outputs and
+"""dataset=mlflow reads an MLflow evaluation dataset from a real store (SQLite, and `mlflow server`): inputs, recorded outputs and
 expectations mapped onto ragexp's fields; a missing dataset, a changed one and a store that keeps none
 are one line naming the setting."""
 import pytest
@@ -22,11 +22,11 @@ RECORDS = [
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
+def store(mlflow_store, monkeypatch):
     import mlflow
     from mlflow.genai import datasets
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     mlflow.set_tracking_uri(uri)
     datasets.create_dataset(name="quarry-qa").merge_records(RECORDS)

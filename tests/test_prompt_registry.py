@@ -1,5 +1,5 @@
 """Prompt settings given as prompts:/NAME/VERSION or prompts:/NAME@ALIAS are read from MLflow's
-prompt registry (a real SQLite store): the template with MLflow's {{variables}} as ragexp's fields,
+prompt registry (a real store: SQLite, and `mlflow server`): the template with MLflow's {{variables}} as ragexp's fields,
 the version an alias pointed to recorded in prompts_used, a variable the setting lacks and a prompt
 the registry lacks refused with one line naming the setting."""
 import pytest
@@ -21,10 +21,10 @@ def judge_args(server) -> list[str]:
 
 
 @pytest.fixture
-def registry(tmp_path, monkeypatch):
+def registry(mlflow_store, monkeypatch):
     import mlflow
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv(TEST_KEY_ENV, "test-key")
     mlflow.set_tracking_uri(uri)

@@ -1,5 +1,5 @@
 """ragexp's judges as MLflow scorers: mlflow.genai.evaluate with them gives, per question and on
-average, the values a ragexp run gives on the same outputs (a real SQLite store)."""
+average, the values a ragexp run gives on the same outputs (a real store: SQLite, and `mlflow server`)."""
 import pytest
 
 from ragexp import evaluate
@@ -14,12 +14,12 @@ ROWS = [
 ]
 
 
-def test_mlflow_genai_evaluate_with_ragexp_scorers_gives_ragexp_values(tmp_path, monkeypatch):
+def test_mlflow_genai_evaluate_with_ragexp_scorers_gives_ragexp_values(mlflow_store, tmp_path, monkeypatch):
     import mlflow
 
     monkeypatch.chdir(tmp_path)  # MLflow's default experiment keeps its artifacts in ./mlruns
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(mlflow_store)
     data = [{"inputs": {"question": q}, "outputs": {"response": a, "retrieved_contexts": c},
              "expectations": {"expected_response": r}} for q, a, c, r in ROWS]
     scorers = judge_scorers("offline", FAST)
