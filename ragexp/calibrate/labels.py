@@ -21,7 +21,7 @@ import numpy as np
 from ragexp.calibrate.source import JudgedRun
 from ragexp.errors import RagexpError
 
-INFO = ("question_id", "annotator", "kind", "type", "question", "context", "expected_answer", "generated_answer",
+INFO = ("question_id", "run", "annotator", "kind", "type", "question", "context", "expected_answer", "generated_answer",
         "metric", "label", "score_band", "notes")
 MAX_SHOWN = 20
 
@@ -38,6 +38,7 @@ class Label:
     metric: str
     annotator: str
     value: float
+    run: str = ""  # the run it labels, when a file labels several (compare --labels)
 
 
 def rows(path: Path):
@@ -60,13 +61,40 @@ def rows(path: Path):
             yield reader.line_num, row
 
 
+@dataclass(frozen=True)
+class Labelled:
+    """What a labels file may label: one run's questions, and its judge's metrics on their scales.
+    `judge`: how a message names that judge; `names`: what a `run` column may call the run (its id,
+    the id's first 8 characters, its name; none: a `run` column is not read)."""
+
+    key: str
+    name: str
+    questions: frozenset[str]
+    scales: dict[str, tuple[float, float]]
+    judge: str
+    names: tuple[str, ...] = ()
+
+
 def read(path: str | Path, run: JudgedRun) -> list[Label]:
+    """`calibrate --labels FILE`: the labels of the run's questions (`from_file`)."""
+    return from_file(path, [Labelled(run.run_id or "", run.name, frozenset(run.table["question_id"].astype(str)),
+                                     run.scales, f"judge {run.judge!r}")])
+
+
+def from_file(path: str | Path, targets: list[Labelled], what: str = "labels") -> list[Label]:
+    """The one reader of a labels file (calibrate, compare --labels, a cascade's people): every label
+    of the `targets`' questions on their scales, each a `Label` of its target's run (`key`); a row
+    naming no run labels every target's question. Every problem (an unknown run, question or metric,
+    a label off its scale or not a number) is reported with file:line, all at once."""
     path = Path(path)
     if not path.is_file():
-        raise RagexpError(f"labels: {path} is not a file (give a CSV or JSONL file of labels)")
+        raise RagexpError(f"{what}: {path} is not a file (give a CSV or JSONL file of labels)")
     if path.suffix.lower() not in (".csv", ".jsonl"):
-        raise RagexpError(f"labels: {path} must end in .csv or .jsonl")
-    known = set(run.table["question_id"].astype(str))
+        raise RagexpError(f"{what}: {path} must end in .csv or .jsonl")
+    by_name: dict[str, list[Labelled]] = {}
+    for target in targets:
+        for name in dict.fromkeys(target.names):
+            by_name.setdefault(name, []).append(target)
     labels, problems = [], []
     for number, row in rows(path):
         where = f"{path}:{number}"
@@ -82,25 +110,39 @@ def read(path: str | Path, run: JudgedRun) -> list[Label]:
         if not qid:
             problems.append(f"{where}: no question_id")
             continue
-        if qid not in known:
-            problems.append(f"{where}: question {qid!r} is not in run {run.name}")
+        name = str(row.get("run") or "").strip() if by_name else ""
+        chosen = by_name.get(name, []) if name else targets
+        if name and len(chosen) != 1:
+            problems.append(f"{where}: run {name!r} is " + ("not one of the compared runs" if not chosen
+                                                            else "the name of several runs: give its id"))
             continue
-        for metric, value in given:
-            if metric not in run.scales:
-                problems.append(f"{where}: metric {metric!r} is not a metric of judge {run.judge!r} "
-                                f"({', '.join(run.scales)})")
+        for target in chosen:
+            if qid not in target.questions:
+                problems.append(f"{where}: question {qid!r} is not in run {target.name}")
                 continue
-            try:
-                number_value = on_scale(value, metric, run.scales[metric])
-            except ValueError as err:
-                problems.append(f"{where}: {err}")
-                continue
-            labels.append(Label(qid, metric, annotator, number_value))
+            for metric, value in given:
+                if metric not in target.scales:
+                    problems.append(f"{where}: metric {metric!r} is not a metric of {target.judge} "
+                                    f"({', '.join(target.scales)})")
+                    continue
+                try:
+                    labels.append(Label(qid, metric, annotator, on_scale(value, metric, target.scales[metric]), target.key))
+                except ValueError as err:
+                    problems.append(f"{where}: {err}")
     if problems:
-        raise RagexpError(listed("labels", problems))
+        raise RagexpError(listed(what, problems))
     if not labels:
-        raise RagexpError(f"labels: {path} holds no label (fill in the metric columns of the sheet)")
+        raise RagexpError(f"{what}: {path} holds no label (fill in the metric columns of the sheet)")
     return labels
+
+
+def means(labels: list[Label]) -> dict[str, dict[str, dict[str, float]]]:
+    """run -> metric -> question id -> the label (the mean over annotators)."""
+    given: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for label in labels:
+        given.setdefault(label.run, {}).setdefault(label.metric, {}).setdefault(label.question_id, []).append(label.value)
+    return {run: {metric: {q: sum(v) / len(v) for q, v in by_question.items()} for metric, by_question in metrics.items()}
+            for run, metrics in given.items()}
 
 
 YES, NO = {"true", "yes", "y"}, {"false", "no", "n"}

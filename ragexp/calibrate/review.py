@@ -190,7 +190,7 @@ def human_labels(run_id: str, experiment_id: str, scales: dict[str, tuple[float,
                 continue
             key, updated = (qid, metric, reviewer), int(assessment.last_update_time_ms or 0)
             if key not in latest or updated >= latest[key][0]:
-                latest[key] = (updated, Label(qid, metric, reviewer, value))
+                latest[key] = (updated, Label(qid, metric, reviewer, value, run_id))
     return [label for _, label in latest.values()], problems
 
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.calibrate.labels import INFO, listed, on_scale, rows
+from ragexp.calibrate.labels import Labelled, from_file, listed, means
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.store.reader import Run
 from ragexp.errors import RagexpError
@@ -74,77 +73,27 @@ def people(labels: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str,
 def from_mlflow(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
     from ragexp.calibrate.review import human_labels
 
-    found, problems = {}, []
+    found, problems = [], []
     for run in runs:
         questions = set(run.table["question_id"].astype(str)) if run.table is not None else set()
         labels, trouble = human_labels(run.run_id, run.experiment_id, run_scales(run), questions)
         problems += [f"run {run.name}: {line}" for line in trouble]
-        given: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for label in labels:
-            given[label.metric][label.question_id].append(label.value)
-        if given:
-            found[run.run_id] = {metric: {q: sum(v) / len(v) for q, v in by_question.items()}
-                                 for metric, by_question in given.items()}
+        found += labels
     if problems:
         raise RagexpError(listed("--labels-from mlflow", problems))
     if not found:
         raise RagexpError("--labels-from mlflow: no person has labelled these runs' questions in MLflow yet "
                           "(python -m ragexp.calibrate RUN_ID --export N --to mlflow puts a run's up for review)")
-    return found
+    return means(found)
 
 
 def read(path: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
-    """run id -> metric -> question id -> people's label (the mean over annotators). Every problem
-    (an unknown run or question, a metric the run's judge does not give, a label off its scale) is
-    reported with file:line, all at once."""
-    path = Path(path)
-    if not path.is_file() or path.suffix.lower() not in (".csv", ".jsonl"):
-        raise RagexpError(f"--labels: {path} is not a .csv or .jsonl file")
-    by_name: dict[str, list[Run]] = defaultdict(list)
-    for run in runs:
-        for key in {run.run_id, run.run_id[:8], run.name}:
-            by_name[key].append(run)
-    scales = {run.run_id: run_scales(run) for run in runs}
-    questions = {run.run_id: set(run.table["question_id"].astype(str)) if run.table is not None else set() for run in runs}
-    given: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    problems = []
-    for number, row in rows(path):
-        where = f"{path}:{number}"
-        name = str(row.get("run") or "").strip()
-        targets = by_name.get(name, []) if name else runs
-        if name and len(targets) != 1:
-            problems.append(f"{where}: run {name!r} is " + ("not one of the compared runs" if not targets
-                                                            else "the name of several runs: give its id"))
-            continue
-        qid = str(row.get("question_id") or "").strip()
-        if "metric" in row and "label" in row:
-            cells = [(str(row.get("metric") or "").strip(), row.get("label"))]
-        else:
-            cells = [(c, v) for c, v in row.items() if c not in (*INFO, "run") and c is not None]
-        cells = [(m, v) for m, v in cells if v is not None and str(v).strip() != ""]
-        if not cells:
-            continue
-        for run in targets:
-            if qid not in questions[run.run_id]:
-                problems.append(f"{where}: question {qid!r} is not in run {run.name}")
-                continue
-            for metric, value in cells:
-                if metric not in scales[run.run_id]:
-                    problems.append(f"{where}: {metric!r} is not a metric of run {run.name}'s judge "
-                                    f"({', '.join(scales[run.run_id])})")
-                    continue
-                try:
-                    number_value = on_scale(value, metric, scales[run.run_id][metric])
-                except ValueError as err:
-                    problems.append(f"{where}: {err}")
-                    continue
-                given[run.run_id][metric][qid].append(number_value)
-    if problems:
-        raise RagexpError(listed("--labels", problems))
-    if not given:
-        raise RagexpError(f"--labels: {path} holds no label")
-    return {run_id: {metric: {q: sum(v) / len(v) for q, v in labels.items()} for metric, labels in metrics.items()}
-            for run_id, metrics in given.items()}
+    """run id -> metric -> question id -> people's label (the mean over annotators), from the file
+    `path` (ragexp.calibrate.labels.from_file: every problem reported with file:line, all at once)."""
+    targets = [Labelled(run.run_id, run.name, frozenset(run.table["question_id"].astype(str)) if run.table is not None
+                        else frozenset(), run_scales(run), f"run {run.name}'s judge", (run.run_id, run.run_id[:8], run.name))
+               for run in runs]
+    return means(from_file(path, targets, "--labels"))
 
 
 def measure(runs: list[Run], labels: dict[str, dict[str, dict[str, float]]], level: float = 0.95) -> list[CorrectedMean]:
