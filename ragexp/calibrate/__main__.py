@@ -13,6 +13,7 @@ EPILOG = """examples:
   python -m ragexp.calibrate RUN_ID --labels sheet.csv              # the same sheet, filled in
   python -m ragexp.calibrate RUN_ID --export 40 --to mlflow         # a review queue in MLflow's Review tab
   python -m ragexp.calibrate RUN_ID --labels-from mlflow            # the answers people gave there
+  python -m ragexp.calibrate RUN_ID --export drawn --to mlflow      # a judge=cascade run's drawn questions, for people
   python -m ragexp.calibrate outputs/2026-11-30/10-00-00 --labels labels.jsonl
   python -m ragexp.calibrate multirun/2026-12-02/10-00-00/0 multirun/2026-12-02/10-00-00/1 --labels labels.csv
   python -m ragexp.calibrate --outputs labelled.jsonl               # judge recorded outputs with the default judge
@@ -35,8 +36,24 @@ retrieved_contexts, response) with labels as further columns (a judge metric, ha
 yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
 label gets the threshold that maximises balanced accuracy on a tuning part, checked on a held-out part
 (printed as an override only when it beats the current setting there; --holdout 0: in-sample figures).
+--export drawn: the questions a judge=cascade run with people's labels (judge@judge.expensive=people)
+drew and nobody has labelled yet; the rerun reads their labels (judge.expensive.labels=FILE, or
+=mlflow with judge.expensive.run=RUN_ID). A cascade run's agreement is its cheap judge's.
 FILE is read as dataset=outputs reads it (also .tsv and .parquet), its settings as overrides:
 dataset.columns.question=prompt, dataset.preset=mlflow, dataset.on_error=skip."""
+
+
+DRAWN = "drawn"
+
+
+def export_size(text: str) -> int | str:
+    """--export's value: a number of questions, or `drawn`."""
+    if text == DRAWN:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number of questions nor {DRAWN}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,7 +66,9 @@ def parser() -> argparse.ArgumentParser:
     what.add_argument("--labels", metavar="FILE", help="human labels to compare the judge with")
     what.add_argument("--labels-from", choices=["mlflow"],
                       help="read the labels people gave in MLflow's Review tab (see --to mlflow)")
-    what.add_argument("--export", metavar="N", type=int, help="write an annotation sheet of N stratified questions")
+    what.add_argument("--export", metavar="N", type=export_size,
+                      help="write an annotation sheet of N stratified questions, or of the questions a judge=cascade "
+                           "run drew for people's labels (drawn)")
     p.add_argument("--to", choices=["sheet", "mlflow"], default="sheet",
                    help="--export: a CSV sheet (default) or a review queue in the run's MLflow experiment")
     p.add_argument("--tracking-uri", help="MLflow store of the run")
@@ -203,12 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         if not run.metrics:
             raise RagexpError(f"run {run.name}: the table has no score column of judge {run.judge!r}")
         if args.export is not None:
-            if args.export < 1:
+            chosen = drawn(run) if args.export == DRAWN else None
+            size = len(chosen) if chosen is not None else int(args.export)
+            if size < 1:
                 raise RagexpError("--export N needs N >= 1")
             if args.to == "mlflow":
-                return to_review_queue(run, args.export, args.seed)
-            sheet = labels_io.export(run, args.export, args.out or f"calibration-sheet-{run.name}.csv", args.seed)
-            print(f"wrote {sheet}: {min(args.export, len(run.judged()))} questions to label "
+                return to_review_queue(run, size, args.seed, chosen)
+            sheet = labels_io.export(run, size, args.out or f"calibration-sheet-{run.name}.csv", args.seed, chosen)
+            print(f"wrote {sheet}: {min(size, len(run.judged()))} questions to label "
                   f"({', '.join(run.metrics)}, on the judge's scale); fill in, then --labels {sheet}")
             return 0
         if not 0 < args.level < 1 or args.resamples < 1:
@@ -241,15 +262,32 @@ def labels_of(args, run):
     return labels.read(args.labels, run) if args.labels is not None else review.read(run)
 
 
-def to_review_queue(run, size: int, seed: int) -> int:
-    """--export N --to mlflow: the sample as a review queue in the run's experiment (ragexp.calibrate.review)."""
+def drawn(run) -> list[str]:
+    """--export drawn: the questions a judge=cascade run drew for people's labels that have none yet."""
+    from ragexp.errors import RagexpError
+    from ragexp.judges.people import WANTED
+
+    if "judged_by" not in run.table:
+        raise RagexpError(f"--export drawn: run {run.name} is not a judge=cascade run (it drew no question)")
+    chosen = [str(q) for q, by in zip(run.table["question_id"], run.table["judged_by"]) if by == WANTED]
+    if not chosen:
+        raise RagexpError(f"--export drawn: run {run.name} has no drawn question waiting for a label (its expensive "
+                          "judge is not judge@judge.expensive=people, or every drawn question has one)")
+    return chosen
+
+
+def to_review_queue(run, size: int, seed: int, chosen: list[str] | None = None) -> int:
+    """--export N --to mlflow: the sample (or the questions `chosen`) as a review queue in the run's
+    experiment (ragexp.calibrate.review)."""
     from ragexp.calibrate import review
 
-    queue = review.export(run, size, seed)
+    queue = review.export(run, size, seed, chosen)
+    then = (f"python -m ragexp ... judge.expensive.labels=mlflow judge.expensive.run={run.run_id} (the same command "
+            "as the run's)" if chosen is not None else f"python -m ragexp.calibrate {run.run_id} --labels-from mlflow")
     print(f"review queue {queue.name!r}: {len(queue.questions)} questions of run {run.name} to label "
           f"({', '.join(queue.schemas.values())}, on the judge's scale)\n"
           f"answer them in the Review tab: {queue.link}\n"
-          f"then: python -m ragexp.calibrate {run.run_id} --labels-from mlflow")
+          f"then: {then}")
     return 0
 
 

@@ -211,8 +211,9 @@ def stratified_sample(run: JudgedRun, size: int, seed: int = 0) -> list[int]:
     return sorted(chosen)
 
 
-def export(run: JudgedRun, size: int, path: str | Path, seed: int = 0) -> Path:
-    """A CSV sheet of a stratified sample: what the judge saw and one empty column per metric."""
+def export(run: JudgedRun, size: int, path: str | Path, seed: int = 0, chosen: list[str] | None = None) -> Path:
+    """A CSV sheet of a stratified sample (or of the questions `chosen`): what the judge saw and one
+    empty column per metric."""
     table = run.judged().reset_index(drop=True)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,7 +223,8 @@ def export(run: JudgedRun, size: int, path: str | Path, seed: int = 0) -> Path:
         writer = csv.writer(handle)
         writer.writerow(["question_id", "annotator", "kind", "score_band", "question", "context",
                          "expected_answer", "generated_answer", *metrics])
-        for i in stratified_sample(run, size, seed):
+        ids = table["question_id"].astype(str)
+        for i in stratified_sample(run, size, seed) if chosen is None else [i for i, q in enumerate(ids) if q in set(chosen)]:
             row = table.iloc[i]
             chunks = json.loads(row["retrieved_chunks"]) if isinstance(row.get("retrieved_chunks"), str) else []
             context = "\n\n".join(f"[Doc {n}] {text}" for n, text in enumerate(chunks, start=1))

@@ -116,9 +116,10 @@ def needs_logged(run: JudgedRun) -> tuple[str, str]:
     return run.run_id, run.experiment_id
 
 
-def export(run: JudgedRun, size: int, seed: int = 0) -> Queue:
-    """A review queue of `size` stratified judged questions of `run` (an MLflow run), with a label schema
-    per judge metric. Only questions recorded as traces can be queued: the sample is drawn among them."""
+def export(run: JudgedRun, size: int, seed: int = 0, chosen: list[str] | None = None) -> Queue:
+    """A review queue of `size` stratified judged questions of `run` (an MLflow run), or of the questions
+    `chosen`, with a label schema per judge metric. Only questions recorded as traces can be queued: the
+    sample is drawn among them."""
     run_id, experiment_id = needs_logged(run)
     from mlflow.genai import review_queues
 
@@ -130,7 +131,11 @@ def export(run: JudgedRun, size: int, seed: int = 0) -> Queue:
     recorded = replace(run, table=table[table["question_id"].astype(str).isin(traces)].reset_index(drop=True))
     if recorded.table.empty:
         raise RagexpError(f"run {run_id}: none of its judged questions has a record in MLflow to review")
-    chosen = [str(recorded.table.iloc[i]["question_id"]) for i in stratified_sample(recorded, size, seed)]
+    if chosen is None:
+        chosen = [str(recorded.table.iloc[i]["question_id"]) for i in stratified_sample(recorded, size, seed)]
+    elif unrecorded := [q for q in chosen if q not in traces]:
+        raise RagexpError(f"run {run_id}: {len(unrecorded)} of the questions to queue have no record in MLflow "
+                          f"(first: {unrecorded[0]}): log its folder again with python -m ragexp.track FOLDER")
     existing = schemas_of(experiment_id)
     schemas = {metric: label_schema(metric, run.scales[metric], experiment_id, existing) for metric in run.metrics}
     name = f"calibrate {run.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"

@@ -116,11 +116,22 @@ def with_hallucination(run: JudgedRun) -> JudgedRun:
     return run
 
 
+def cheap_scores(run: JudgedRun) -> JudgedRun:
+    """A judge=cascade run's table with each metric's cheap score (`<metric>_cheap`) where its
+    column holds the question's term of the corrected mean, not a score: people's labels are then
+    compared with the cheap judge's scores."""
+    if "judged_by" in run.table:
+        for metric in [*run.scales, "hallucination"]:
+            if f"{metric}_cheap" in run.table:
+                run.table[metric] = run.table[f"{metric}_cheap"]
+    return run
+
+
 def load(target: str, tracking_uri: str | None = None) -> JudgedRun:
     """`target`: a run folder, or an MLflow run id."""
     path = Path(target)
     if path.is_dir():
-        return with_hallucination(from_folder(path))
+        return with_hallucination(cheap_scores(from_folder(path)))
     if RUN_ID.match(target):
-        return with_hallucination(from_mlflow(target, tracking_uri))
+        return with_hallucination(cheap_scores(from_mlflow(target, tracking_uri)))
     raise RagexpError(f"{target}: neither a run folder nor an MLflow run id (32 hex digits)")

@@ -78,6 +78,8 @@ def components(cfg: DictConfig) -> Components:
     metric_set.require(gate.retrieval_metrics())
     system = build(cfg.system) if "system" in cfg else PipelineSystem()
     loader, judge = build(cfg.dataset), build(cfg.judge)
+    if getattr(judge, "only_in_cascade", None):  # a judge of a cascade's sample alone: what to choose instead
+        raise RagexpError(judge.only_in_cascade)
     if isinstance(weights, JudgesWeights):  # weights=judge: the judge's own
         weights = weights.of(judge)
     chunker, retriever, generator = (build(cfg.chunker), build(cfg.retriever), build(cfg.generator)) if system.own \

@@ -38,6 +38,8 @@ class CascadeJudge(Judge):
             if hasattr(part, "endpoint"):
                 part.config_key = key  # type: ignore[attr-defined]  # an LLM judge: its errors name judge.expensive.endpoint
         self.sample, self.floor, self.seed, self.tune = float(sample), float(floor), seed, tune
+        if hasattr(expensive, "adopt"):  # people's labels: on the cheap judge's metrics and scales
+            expensive.adopt(cheap)
         if cheap.name == expensive.name and type(cheap) is type(expensive):
             raise RagexpError(f"judge.expensive: it is the same judge as judge.cheap ({cheap.name!r}); a cascade "
                               "corrects a cheap judge by a better one: choose another judge.expensive")
@@ -59,6 +61,15 @@ class CascadeJudge(Judge):
         self.weights = dict(getattr(expensive, "weights", {}) or getattr(cheap, "weights", {}) or {})
         self.flags_hallucination = cheap.flags_hallucination or expensive.flags_hallucination
         self.name = name or f"cascade-{cheap.name}-{expensive.name}"
+
+    @staticmethod
+    def configured_scales(node: dict) -> dict[str, tuple[float, float]]:
+        """The metrics and scales of a logged cascade run (for calibrate and compare --labels, which read
+        its config): the cheap judge's, whose scores of every question are its table's `<metric>_cheap`."""
+        from ragexp.calibrate.source import judge_scales
+
+        cheap = dict(node.get("cheap") or {})
+        return judge_scales(cheap.get("_target_"), "judge.cheap", {"judge": cheap})
 
     def budget(self, questions: int) -> float:
         """The expected number of expensive judgements among `questions` judged by the cheap judge."""

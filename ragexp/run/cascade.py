@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.judges.cascade import CascadeJudge
+from ragexp.judges.people import FROM_MLFLOW, WANTED, PeopleJudge
 from ragexp.stats.ppi import coordinated_uniform, inclusion_probabilities, ppi_terms, t_value
-from ragexp.types import Judgement, QuestionResult
+from ragexp.types import Judgement, QuestionResult, RunResult
 
 HALLUCINATION = "hallucination"
 
@@ -33,20 +35,25 @@ def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[Ques
     uncertainty = [judge.uncertainty(cheap[i].judgement) for i in judged]  # type: ignore[arg-type]  # judged
     pi = inclusion_probabilities(uncertainty, min(budget, len(judged)), judge.least_chance(len(judged)))
     drawn = [i for i, p in zip(judged, pi) if coordinated_uniform(cheap[i].question.qid, judge.seed) < p]
-    expensive = map_concurrently(partial(judge_answer, work, judge.expensive, settings["expensive"]),
-                                 [replace(cheap[i], judgement=None) for i in drawn], concurrency(judge.expensive),
-                                 "judging (expensive)")
+    unjudged = [replace(cheap[i], judgement=None) for i in drawn]
+    said: list[str] = []
+    if isinstance(judge.expensive, PeopleJudge):  # read, not asked: no cache, no concurrency
+        expensive, said = labelled_by_people(judge.expensive, unjudged, {r.question.qid for r in cheap})
+    else:
+        expensive = map_concurrently(partial(judge_answer, work, judge.expensive, settings["expensive"]), unjudged,
+                                     concurrency(judge.expensive), "judging (expensive)")
     labels = {i: r.judgement for i, r in zip(drawn, expensive) if r.judgement is not None and not r.failure}
-    failed = [r.failure for r in expensive if r.judgement is None or r.failure]
+    failed = [r.failure for r in expensive if (r.judgement is None or r.failure) and r.failure != NO_LABEL]
     chance = dict(zip(judged, pi))
     scored = corrected_scores(judge, [cheap[i].judgement for i in judged],  # type: ignore[misc]  # judged
                               [labels.get(i) for i in judged], np.asarray(pi), judge.tune)
     out = list(cheap)
+    unlabelled = {i for i, r in zip(drawn, expensive) if r.failure == NO_LABEL}
     for n, i in enumerate(judged):
-        out[i] = replace(cheap[i], judgement=joined(judge, cheap[i].judgement, labels.get(i), scored[n], chance[i]))  # type: ignore[arg-type]
-    spread = {m: float(np.nanstd(values(list(labels.values()), m), ddof=1)) if len(labels) > 1 else float("nan")
-              for m in judge.corrected}
-    return out, notes(judge, scored, len(judged), len(drawn), len(labels), failed, budget, spread)
+        out[i] = replace(cheap[i], judgement=joined(judge, cheap[i].judgement, labels.get(i), scored[n], chance[i],  # type: ignore[arg-type]
+                                                     i in unlabelled))
+    given = {m: v[~np.isnan(v)] for m in judge.corrected if (v := values(list(labels.values()), m)) is not None}
+    return out, notes(judge, scored, len(judged), len(drawn), len(labels), failed, budget, given) + said
 
 
 def values(judgements, metric: str) -> np.ndarray:
@@ -92,8 +99,57 @@ def corrected_scores(judge: CascadeJudge, cheap: list[Judgement], expensive: lis
     return terms
 
 
+def labelled_by_people(people: PeopleJudge, drawn: list[QuestionResult], questions: set[str]
+                       ) -> tuple[list[QuestionResult], list[str]]:
+    """The drawn questions with the judgement people's labels give them, or the failure `NO_LABEL`;
+    and the notes that say how many are labelled, what is left to label and what is not used."""
+    given = people.given(questions)
+    out = [replace(r, judgement=people.judgement(given[r.question.qid])) if r.question.qid in given
+           else replace(r, failure=NO_LABEL) for r in drawn]
+    wanted = sum(r.failure == NO_LABEL for r in out)
+    unused = len(set(given) - {r.question.qid for r in drawn})
+    said = [f"judge=cascade: people's labels ({people.where()}"
+            + (", no such file yet" if not given and not Path(people.labels).exists() and people.labels != FROM_MLFLOW else "")
+            + f"): {len(drawn) - wanted} of the {len(drawn)} drawn questions labelled"]
+    if wanted:
+        said.append(f"judge=cascade: {wanted} drawn questions have no label yet: they are in the run folder's "
+                    f"{WANTED_SHEET}; fill it in and pass it as judge.expensive.labels (a rerun draws the same questions; "
+                    "until then the estimate leaves them out, as if they were like the labelled ones)")
+    if unused:
+        said.append(f"judge=cascade: {unused} labelled questions were not drawn and are not used (an estimate "
+                    "corrects with the drawn questions only, whose chance of being drawn is known)")
+    return out, said
+
+
+WANTED_SHEET = "labels_wanted.csv"
+
+
+def write_wanted(result: RunResult, folder: Path) -> Path | None:
+    """The drawn questions people have not labelled yet as a sheet to fill in, `labels_wanted.csv` in
+    the run folder: what the judge saw and an empty column per metric of the cheap judge (a labels
+    file as `judge.expensive.labels` reads it)."""
+    import csv
+
+    wanted = [r for r in result.questions if r.judgement is not None and r.judgement.details.get("judged_by") == WANTED]
+    if not wanted:
+        return None
+    metrics = [key[: -len("_cheap")] for key in wanted[0].judgement.scores if key.endswith("_cheap")]  # type: ignore[union-attr]
+    path = folder / WANTED_SHEET
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question_id", "annotator", "question", "context", "expected_answer", "generated_answer", *metrics])
+        for r in wanted:
+            context = "\n\n".join(f"[Doc {n}] {h.chunk.text}" for n, h in enumerate(r.hits, start=1))
+            writer.writerow([r.question.qid, "", r.question.text, context, " | ".join(r.question.answers),
+                             r.answer.text if r.answer else "", *[""] * len(metrics)])
+    return path
+
+
+NO_LABEL = "no label yet"  # a drawn question people have not labelled: listed in the run folder's labels_wanted.csv
+
+
 def joined(judge: CascadeJudge, cheap: Judgement, expensive: Judgement | None, terms: dict[str, float],
-           probability: float) -> Judgement:
+           probability: float, wanted: bool = False) -> Judgement:
     scores = {m: v for m, v in terms.items() if m != HALLUCINATION}
     scores.update({f"{m}_cheap": v for m, v in cheap.scores.items()})
     if expensive is not None:
@@ -101,7 +157,7 @@ def joined(judge: CascadeJudge, cheap: Judgement, expensive: Judgement | None, t
     for side, j in (("cheap", cheap), ("expensive", expensive)):
         if j is not None and j.hallucination is not None:
             scores[f"hallucination_{side}"] = float(j.hallucination)
-    details = {"judged_by": "cheap+expensive" if expensive is not None else "cheap",
+    details = {"judged_by": "cheap+expensive" if expensive is not None else WANTED if wanted else "cheap",
                "inclusion_probability": round(probability, 6),
                **{f"cheap_{k}": v for k, v in cheap.details.items()},
                **({f"expensive_{k}": v for k, v in expensive.details.items()} if expensive is not None else {})}
@@ -110,31 +166,37 @@ def joined(judge: CascadeJudge, cheap: Judgement, expensive: Judgement | None, t
 
 
 def notes(judge: CascadeJudge, terms: list[dict[str, float]], judged: int, drawn: int, labelled: int,
-          failed: list[str], budget: float, spread: dict[str, float], level: float = 0.95) -> list[str]:
+          failed: list[str], budget: float, given: dict[str, np.ndarray], level: float = 0.95) -> list[str]:
     """What the run's corrected means rest on: the sample, its failures, each corrected metric's
     CI and effective sample size (how many expensive judgements of uniformly drawn questions would
-    give as narrow an interval alone: their spread squared over the estimate's variance)."""
+    give as narrow an interval alone: their spread squared over the estimate's variance). `given`:
+    each metric's expensive values (a metric people left unlabelled has fewer than the judgements)."""
+    corrected = [m for m in judge.corrected if len(given.get(m, ())) > 1]
     lines = [f"judge=cascade: {judge.cheap.name} judged {judged} questions, {judge.expensive.name} {labelled} of them "
-             f"(drawn {drawn}, {budget:g} expected; where {judge.cheap.name} is least sure, each with a known chance); "
-             f"avg_<metric> of {', '.join(judge.corrected)} is the cheap mean corrected by them, "
-             f"<metric>_cheap and <metric>_expensive beside it (the latter over the drawn questions, unweighted)"]
+             f"(drawn {drawn}, {budget:g} expected; where {judge.cheap.name} is least sure, each with a known chance)"
+             + (f"; avg_<metric> of {', '.join(corrected)} is the cheap mean corrected by them, <metric>_cheap and "
+                "<metric>_expensive beside it (the latter over the drawn questions, unweighted)" if corrected else "")]
     if judge.expensive_only:
         lines.append(f"judge=cascade: {', '.join(judge.expensive_only)}: from the expensive judgements alone "
                      "(inverse-probability weighted), the cheap judge gives none")
     if labelled < 2:
         lines.append(f"judge=cascade: {labelled} expensive judgement(s): too few to correct with; avg_<metric> is the "
                      f"cheap judge's, uncorrected (raise judge.sample)")
+    elif len(corrected) < len(judge.corrected):
+        lines.append(f"judge=cascade: {', '.join(m for m in judge.corrected if m not in corrected)}: fewer than 2 "
+                     "expensive values, so the cheap judge's mean, uncorrected")
     if failed:
         lines.append(f"judge=cascade: {len(failed)} of {drawn} expensive judgements failed and are left out of the "
                      f"correction (first: {failed[0]}); the estimate assumes they are no different from the others")
-    for metric in judge.corrected:
+    for metric in corrected:
         column = np.array([t[metric] for t in terms if metric in t])
-        if len(column) > 1 and labelled > 1:
+        count, spread = len(given[metric]), float(np.std(given[metric], ddof=1))
+        if len(column) > 1:
             error = column.std(ddof=1) / np.sqrt(len(column))
-            half = float(t_value(level, labelled - 1)) * error
-            known = error > 0 and spread[metric] > 0  # NaN (one label) and 0 (all alike) say nothing
-            effective = f", effective sample size {spread[metric] ** 2 / error ** 2:.0f}" if known else ""
+            half = float(t_value(level, count - 1)) * error
+            known = error > 0 and spread > 0  # 0 (all alike) says nothing
+            effective = f", effective sample size {spread ** 2 / error ** 2:.0f}" if known else ""
             lines.append(f"judge=cascade: avg_{metric} {column.mean():.3f} [{column.mean() - half:.3f}, "
-                         f"{column.mean() + half:.3f}] ({level:.0%} CI over {len(column)} questions, {labelled} "
+                         f"{column.mean() + half:.3f}] ({level:.0%} CI over {len(column)} questions, {count} "
                          f"expensive{effective})")
     return lines

@@ -20,6 +20,7 @@ from ragexp.config.validation import validate
 from ragexp.errors import UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.embedding_map import draw
+from ragexp.run.cascade import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
@@ -157,6 +158,7 @@ class Job:
         result = run(self.cfg, self.name, pictures)
         failure = run_failure(result, share)
         results_file = write_results(result, folder, self.started, failure, self.tags)
+        write_wanted(result, folder)  # judge=cascade with people's labels: the drawn questions left to label
         if pictures.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
             mode = self.cfg.get("embedding_map", EMBEDDING_MAP)
             drawn = mode is True or (mode == "auto" and not self.swept)

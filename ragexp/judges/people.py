@@ -1,0 +1,99 @@
+"""People's labels as a judge: the expensive judge of a cascade (`judge=cascade
+judge@judge.expensive=people judge.expensive.labels=FILE`), when people, not an LLM, judge the
+questions the cascade draws. Their labels are read, not asked for: from a labels file (the sheet a
+cascade run writes, `labels_wanted.csv`, filled in; or any file `python -m ragexp.calibrate`
+reads) or, with `labels=mlflow`, from the answers reviewers gave in MLflow's Review tab on the
+question records of run `run` (ragexp.calibrate.review). Each label is on the cheap judge's scale
+of its metric (`hallucination`: yes/no); several annotators' labels of one question are averaged."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from ragexp.errors import RagexpError
+from ragexp.judges.contract import Judge
+from ragexp.types import Answer, Hit, Judgement, Question
+
+FROM_MLFLOW = "mlflow"
+HALLUCINATION = "hallucination"
+WANTED = "cheap; drawn, no label yet"  # the judged_by of a drawn question people have not labelled yet
+
+
+class PeopleJudge(Judge):
+    """`labels`: a CSV or JSONL labels file (question_id and a column per metric, or question_id,
+    metric, label; an `annotator` column optional), or `mlflow` with `run` the MLflow run whose
+    question records people labelled (on the store `tracking_uri`, default: MLflow's own). A file
+    that does not exist yet holds no label: a first run then lists what to label."""
+
+    kind = "people"
+    only_in_cascade = ("judge=people: people's labels judge the sample of a cascade: judge=cascade "
+                       "judge@judge.expensive=people judge.expensive.labels=FILE")
+
+    def __init__(self, labels: str | None = None, run: str | None = None, tracking_uri: str | None = None,
+                 name: str = "people"):
+        if not labels:
+            raise RagexpError("judge.expensive.labels: name people's labels: a CSV or JSONL file (one that does not "
+                              "exist yet is where a first run's drawn questions go to be labelled), or mlflow")
+        self.labels, self.run, self.tracking_uri, self.name = str(labels), run, tracking_uri, name
+        if self.labels == FROM_MLFLOW and not run:
+            raise RagexpError("judge.expensive.run: labels=mlflow reads the labels people gave on a run's question "
+                              "records in MLflow: name that run (judge.expensive.run=RUN_ID)")
+        self.metrics: tuple[str, ...] = ()
+        self.scales: dict[str, tuple[float, float]] = {}
+        self.needs_reference: tuple[str, ...] = ()
+        self.scorecard: dict[str, str] = {}
+        self.flags_hallucination = True
+
+    def adopt(self, cheap: Judge) -> None:
+        """People label the cheap judge's metrics, on its scales."""
+        self.metrics, self.scales = tuple(cheap.metrics), dict(cheap.scales)
+        self.needs_reference = tuple(cheap.needs_reference)
+        self.flags_hallucination = cheap.flags_hallucination
+
+    def where(self) -> str:
+        return f"MLflow run {self.run}'s reviews" if self.labels == FROM_MLFLOW else self.labels
+
+    def given(self, questions: set[str]) -> dict[str, dict[str, float]]:
+        """question id -> metric -> people's label (the mean over annotators), of these questions; a
+        label of another question, off its scale or of a metric the cheap judge lacks stops the run
+        with one message listing them all (file:line, or the trace and the reviewer)."""
+        from ragexp.calibrate.labels import Labelled, from_file, listed, means
+
+        scales = {**self.scales, **({HALLUCINATION: (0.0, 1.0)} if self.flags_hallucination else {})}
+        if self.labels == FROM_MLFLOW:
+            labels, problems = self.reviewed(scales, questions)
+            if problems:
+                raise RagexpError(listed("judge.expensive: labels from MLflow", problems))
+        elif not Path(self.labels).exists():
+            return {}
+        else:
+            labels = from_file(self.labels, [Labelled("", "this run", frozenset(questions), scales,
+                                                      "the cascade's cheap judge")], "judge.expensive.labels")
+        by_question: dict[str, dict[str, float]] = {}
+        for metric, values in means(labels).get(labels[0].run if labels else "", {}).items():
+            for qid, value in values.items():
+                by_question.setdefault(qid, {})[metric] = value
+        return by_question
+
+    def reviewed(self, scales: dict[str, tuple[float, float]], questions: set[str]):
+        import mlflow
+
+        from ragexp.calibrate.review import human_labels
+
+        if self.tracking_uri:
+            mlflow.set_tracking_uri(self.tracking_uri)
+        try:
+            experiment_id = mlflow.MlflowClient().get_run(self.run).info.experiment_id
+        except mlflow.exceptions.MlflowException:
+            raise RagexpError(f"judge.expensive.run: no run {self.run} in the MLflow store at "
+                              f"{mlflow.get_tracking_uri()} (set judge.expensive.tracking_uri)") from None
+        return human_labels(str(self.run), experiment_id, scales, questions)
+
+    def judgement(self, labels: dict[str, float]) -> Judgement:
+        """A question's labels as the judgement people gave it."""
+        flag = labels.get(HALLUCINATION)
+        return Judgement(self.name, {m: v for m, v in labels.items() if m != HALLUCINATION},
+                         None if flag is None else flag >= 0.5, "people's label", {})
+
+    def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
+        raise RagexpError(self.only_in_cascade)
