@@ -22,11 +22,12 @@ def hallucination(rng, n):
 
 SCENARIOS = {"one_to_ten (N=500, n=60, truth 5.5)": (one_to_ten, 5.5, 500, 60),
              "hallucination (N=400, n=80, truth 0.2)": (hallucination, 0.2, 400, 80),
-             "hallucination (N=400, n=20, truth 0.2)": (hallucination, 0.2, 400, 20)}
+             "hallucination (N=400, n=20, truth 0.2)": (hallucination, 0.2, 400, 20),
+             "hallucination (N=200, n=10, truth 0.2)": (hallucination, 0.2, 200, 10)}
 
 
 def measure(work_dir: Path | None = None, args=None, seeds: int = 2000) -> dict:
-    from ragexp.stats.ppi import judge_only, ppi, t_value
+    from ragexp.stats.ppi import judge_only, ppi, ppi_sampled, t_value
 
     t_value(0.95, 10)  # scipy imported before anything is timed
     figures = {}
@@ -38,9 +39,24 @@ def measure(work_dir: Path | None = None, args=None, seeds: int = 2000) -> dict:
         alone, alone_half = judge_only(judge)
         figures[name] = {"seeds": seeds, "ppi_coverage": round(float(np.mean(np.abs(corrected - truth) <= half)), 4),
                          "ppi_mean_width": round(float(np.mean(2 * half)), 4),
+                         **cascade_form(judge, people, labelled, truth, ppi_sampled),
                          "judge_only_coverage": round(float(np.mean(np.abs(alone - truth) <= alone_half)), 4),
                          "judge_only_mean": round(float(np.mean(alone)), 4),
                          "ms_for_all_seeds": round(seconds * 1000, 2)}
+    return figures
+
+
+def cascade_form(judge, people, labelled: int, truth: float, ppi_sampled) -> dict:
+    """The same labels through the cascade's form of the estimate (each question's chance n/N, its
+    CI that of independent draws), plain and tuned: why people's labels keep the fixed-size CI."""
+    drawn = np.zeros(judge.shape, dtype=bool)
+    drawn[:, :labelled] = True
+    labels = np.where(drawn, people, np.nan)
+    figures = {}
+    for form, tune in (("cascade_plain", False), ("cascade_tuned", True)):
+        estimate, half, _ = ppi_sampled(judge, labels, drawn, labelled / judge.shape[1], tune=tune)
+        figures[f"{form}_coverage"] = round(float(np.mean(np.abs(estimate - truth) <= half)), 4)
+        figures[f"{form}_mean_width"] = round(float(np.mean(2 * half)), 4)
     return figures
 
 

@@ -6,7 +6,8 @@ covers the all-labelled mean in >= 93% of 1,000 replicates at samples of 5, 10 a
 import numpy as np
 import pytest
 
-from ragexp.stats.ppi import coordinated_uniform, estimates, inclusion_probabilities, judge_only, ppi, ppi_sampled
+from ragexp.stats.ppi import (coordinated_uniform, estimates, inclusion_probabilities, judge_only, ppi, ppi_sampled,
+                              ppi_terms)
 
 SEEDS = range(400)
 
@@ -57,6 +58,21 @@ def test_the_corrected_mean_is_the_judge_mean_minus_the_mean_labelled_difference
     assert corrected.estimate == pytest.approx(7.0 - ((8 - 6) + (6 - 5)) / 2)
     assert corrected.low < corrected.estimate < corrected.high
     assert estimates(judge, {"a": 6.0})[1] is None  # one label: no interval can be made
+
+
+def test_people_chosen_labels_are_the_cascades_estimator_with_equal_chances_and_no_tuning():
+    """One estimator: compare --labels and calibrate (`estimates`) give the cascade's corrected mean
+    (`ppi_terms`) with every question's chance n/N and the plain line; only the CI differs, that of
+    exactly n labels instead of independent draws."""
+    rng = np.random.default_rng(3)
+    people = rng.integers(1, 11, size=40).astype(float)
+    judge = np.clip(people + 1.5 + rng.normal(0, 1.2, size=40), 1, 10)
+    labelled = np.zeros(40, dtype=bool)
+    labelled[rng.choice(40, size=9, replace=False)] = True
+    _, corrected = estimates({f"q{i}": f for i, f in enumerate(judge)},
+                             {f"q{i}": y for i, y in enumerate(people) if labelled[i]})
+    terms, _ = ppi_terms(judge, np.where(labelled, people, np.nan), labelled, 9 / 40, tune=False)
+    assert corrected is not None and corrected.estimate == pytest.approx(terms.mean())
 
 
 def test_with_every_question_labelled_it_is_the_peoples_mean_and_its_usual_ci():
