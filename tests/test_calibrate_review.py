@@ -53,7 +53,7 @@ def test_export_queues_the_sampled_questions_with_a_schema_per_metric(logged, ca
     from mlflow.genai import label_schemas
     from mlflow.genai.label_schemas import InputNumeric, InputPassFail
 
-    from ragexp.calibrate.review import question_traces
+    from ragexp.store.reviews import question_traces
 
     uri, run_id, judged, _ = logged
     assert main([run_id, "--tracking-uri", uri, "--export", "5", "--to", "mlflow"]) == 0
@@ -75,7 +75,7 @@ def test_export_queues_the_sampled_questions_with_a_schema_per_metric(logged, ca
 def test_answers_come_back_as_labels_and_the_judges_feedback_does_not(logged, tmp_path):
     import mlflow
 
-    from ragexp.calibrate.review import question_traces
+    from ragexp.store.reviews import question_traces
 
     uri, run_id, judged, _ = logged
     assert main([run_id, "--tracking-uri", uri, "--export", "4", "--to", "mlflow"]) == 0

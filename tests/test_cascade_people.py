@@ -93,7 +93,7 @@ def test_reviewers_answers_in_mlflow_are_the_labels(tmp_path, monkeypatch):
     from mlflow.genai import review_queues
 
     from ragexp.calibrate.__main__ import main as calibrate
-    from ragexp.calibrate.review import question_traces
+    from ragexp.store.reviews import question_traces
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HASH, cli_env, mlflow_runs
-from ragexp.calibrate.review import question_traces
+from ragexp.store.reviews import question_traces
 from ragexp.store.run_folder import OWNER
 
 CHUNKERS = ("recursive", "sentence", "token", "fixed")

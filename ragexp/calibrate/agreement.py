@@ -22,7 +22,7 @@ from itertools import combinations
 import numpy as np
 
 from ragexp.base.names import higher_is_worse
-from ragexp.calibrate.labels import Label
+from ragexp.store.labels import Label
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.calibrate.source import JudgedRun
 from ragexp.stats.inference import Interval, percentile_interval

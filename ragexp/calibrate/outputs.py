@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragexp.calibrate.labels import Label, label_value
+from ragexp.store.labels import Label, label_value
 from ragexp.calibrate.source import JudgedRun
 from ragexp.config.compose import compose as compose_config
 from ragexp.errors import QuestionFailed, RagexpError

@@ -52,6 +52,10 @@ def judge_scales(target: str | None, where: str, config: dict | None = None) -> 
         judge = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         raise RagexpError(f"{where}: judge {target!r} is not a class of this ragexp version") from None
+    part = getattr(judge, "scored_by", None)  # judge=cascade: its scores of every question are its cheap judge's
+    if part:
+        node = dict(((config or {}).get("judge") or {}).get(part) or {})
+        return judge_scales(node.get("_target_"), f"{where} (judge.{part})", {**(config or {}), "judge": node})
     configured = getattr(judge, "configured_scales", None)  # a judge whose metrics its settings name (judge=mlflow)
     given = configured((config or {}).get("judge") or {}) if configured else getattr(judge, "scales", {})
     scales = {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(given).items()}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragexp.calibrate.labels import Label
+from ragexp.store.labels import Label
 from ragexp.calibrate.source import JudgedRun
 
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.calibrate.labels import Labelled, from_file, listed, means
+from ragexp.store.labels import Labelled, from_file, listed, means
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.store.reader import Run
 from ragexp.errors import RagexpError
@@ -38,7 +38,9 @@ class CorrectedMean:
 def run_scales(run: Run) -> dict[str, tuple[float, float]]:
     """The judge metrics' scales (from the run's `judge._target_`), and hallucination on 0-1."""
     scorers = run.params.get("judge.scorers")  # judge=mlflow: its metrics are the scorers it names (a JSON list)
-    config = {"judge": {"scorers": json.loads(scorers)}} if scorers else None
+    cheap = run.params.get("judge.cheap._target_")  # judge=cascade: its cheap judge's
+    config = {"judge": {"scorers": json.loads(scorers)}} if scorers else \
+        {"judge": {"cheap": {"_target_": cheap}}} if cheap else None
     scales = judge_scales(run.params.get("judge._target_"), f"run {run.name} ({run.run_id[:8]})", config)
     return {**scales, "hallucination": (0.0, 1.0)}
 
@@ -46,6 +48,8 @@ def run_scales(run: Run) -> dict[str, tuple[float, float]]:
 def judge_scores(run: Run, metric: str) -> dict[str, float]:
     """question id -> the judge's score of `metric` (hallucination: 1/0), judged questions only."""
     table = run.table
+    if table is not None and "judged_by" in table and f"{metric}_cheap" in table:
+        metric = f"{metric}_cheap"  # judge=cascade: its column holds each question's term of the estimate
     if table is None or metric not in table:
         return {}
     judged = table[table["status"] == "judged"] if "status" in table else table
@@ -71,7 +75,7 @@ def people(labels: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str,
 
 
 def from_mlflow(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
-    from ragexp.calibrate.review import human_labels
+    from ragexp.store.reviews import human_labels
 
     found, problems = [], []
     for run in runs:
@@ -89,7 +93,7 @@ def from_mlflow(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
 
 def read(path: str | Path, runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
     """run id -> metric -> question id -> people's label (the mean over annotators), from the file
-    `path` (ragexp.calibrate.labels.from_file: every problem reported with file:line, all at once)."""
+    `path` (ragexp.store.labels.from_file: every problem reported with file:line, all at once)."""
     targets = [Labelled(run.run_id, run.name, frozenset(run.table["question_id"].astype(str)) if run.table is not None
                         else frozenset(), run_scales(run), f"run {run.name}'s judge", (run.run_id, run.run_id[:8], run.name))
                for run in runs]

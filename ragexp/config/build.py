@@ -130,8 +130,10 @@ def rubric_beside(cfg: DictConfig, judge: Judge) -> Judge | None:
     if cfg.get("rubric") is None or isinstance(judge, RubricJudge):
         return None
     if isinstance(judge, CascadeJudge):
+        if isinstance(judge.expensive, RubricJudge) or isinstance(judge.cheap, RubricJudge):
+            return None  # the rubric is one of the cascade's judges
         raise RagexpError("rubric: a rubric beside judge=cascade is not supported; choose the rubric as one of its "
-                          "judges (judge/expensive=rubric) or drop rubric=")
+                          "judges (judge@judge.expensive=rubric judge.pairs={CRITERION: CHEAP_METRIC}) or drop rubric=")
     rubric = RubricJudge(build(cfg.rubric), getattr(judge, "endpoint", None))
     clash = [m for m in rubric.metrics if m in judge.metrics]
     if clash:

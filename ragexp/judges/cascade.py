@@ -25,14 +25,18 @@ class CascadeJudge(Judge):
     expensive judgements on the same questions wherever their probabilities allow. `tune`: PPI++'s
     power tuning of how far the cheap judge is trusted (false: the plain correction).
 
-    Metrics of both judges (same name, same scale) are corrected; metrics of the expensive judge
-    only are estimated from its sample alone (inverse-probability weighted); metrics of the cheap
-    judge only stay the cheap judge's."""
+    Metrics of both judges (same name, same scale) are corrected; `pairs` pairs more, an expensive
+    judge's metric with the cheap judge's metric that predicts it (a rubric's `grounded` with the
+    offline `faithfulness`; on two scales, a line fitted between them: `tune` must be on). Other
+    metrics of the expensive judge are estimated from its sample alone (inverse-probability
+    weighted); other metrics of the cheap judge stay the cheap judge's."""
 
     kind = "cascade"
+    scored_by = "cheap"  # a logged run's scores of every question are its cheap judge's (`<metric>_cheap`)
 
     def __init__(self, cheap: Judge, expensive: Judge, sample: PositiveFloat = 0.1, floor: Fraction = 0.5,
-                 seed: NonNegativeInt = 0, tune: bool = True, name: str | None = None):
+                 seed: NonNegativeInt = 0, tune: bool = True, pairs: dict[str, str] | None = None,
+                 name: str | None = None):
         self.cheap, self.expensive = cheap, expensive
         for key, part in (("judge.cheap", cheap), ("judge.expensive", expensive)):
             if hasattr(part, "endpoint"):
@@ -43,18 +47,11 @@ class CascadeJudge(Judge):
         if cheap.name == expensive.name and type(cheap) is type(expensive):
             raise RagexpError(f"judge.expensive: it is the same judge as judge.cheap ({cheap.name!r}); a cascade "
                               "corrects a cheap judge by a better one: choose another judge.expensive")
-        self.corrected = tuple(m for m in cheap.metrics if m in expensive.metrics)
-        if not self.corrected:
-            raise RagexpError(f"judge.expensive: judge {expensive.name!r} ({', '.join(expensive.metrics)}) has no metric "
-                              f"in common with judge.cheap {cheap.name!r} ({', '.join(cheap.metrics)}): nothing to correct")
-        apart = [m for m in self.corrected if tuple(cheap.scales.get(m, ())) != tuple(expensive.scales.get(m, ()))]
-        if apart:
-            m = apart[0]
-            raise RagexpError(f"judge.expensive: {m} is on {expensive.scales.get(m)} for {expensive.name!r} and on "
-                              f"{cheap.scales.get(m)} for {cheap.name!r}: a cascade corrects a metric on one scale")
-        self.expensive_only = tuple(m for m in expensive.metrics if m not in cheap.metrics)
-        self.cheap_only = tuple(m for m in cheap.metrics if m not in expensive.metrics)
-        self.metrics = (*cheap.metrics, *self.expensive_only)
+        self.predictors = predictors(cheap, expensive, dict(pairs or {}), tune)
+        self.corrected = tuple(self.predictors)  # the expensive judge's metrics, each predicted by a cheap one
+        self.expensive_only = tuple(m for m in expensive.metrics if m not in self.predictors)
+        self.cheap_only = tuple(m for m in cheap.metrics if m not in self.predictors)
+        self.metrics = (*cheap.metrics, *(m for m in expensive.metrics if m not in cheap.metrics))
         self.scales = {**expensive.scales, **cheap.scales}
         self.needs_reference = tuple(dict.fromkeys((*cheap.needs_reference, *expensive.needs_reference)))
         self.scorecard: dict[str, str] = {}  # its per-question values are terms of an estimate, not scores
@@ -62,14 +59,10 @@ class CascadeJudge(Judge):
         self.flags_hallucination = cheap.flags_hallucination or expensive.flags_hallucination
         self.name = name or f"cascade-{cheap.name}-{expensive.name}"
 
-    @staticmethod
-    def configured_scales(node: dict) -> dict[str, tuple[float, float]]:
-        """The metrics and scales of a logged cascade run (for calibrate and compare --labels, which read
-        its config): the cheap judge's, whose scores of every question are its table's `<metric>_cheap`."""
-        from ragexp.calibrate.source import judge_scales
-
-        cheap = dict(node.get("cheap") or {})
-        return judge_scales(cheap.get("_target_"), "judge.cheap", {"judge": cheap})
+    def pairing(self, metric: str) -> str:
+        """How `metric`'s estimate was made, for the notes: `faithfulness` or `grounded from faithfulness`."""
+        source = self.predictors.get(metric, metric)
+        return metric if source == metric else f"{metric} (from the cheap {source})"
 
     def budget(self, questions: int) -> float:
         """The expected number of expensive judgements among `questions` judged by the cheap judge."""
@@ -105,3 +98,30 @@ class CascadeJudge(Judge):
     def expected(self, questions: int) -> int:
         """The expensive judgements to expect of `questions` (for a dry run's estimate)."""
         return min(questions, math.ceil(self.budget(questions)))
+
+
+def predictors(cheap: Judge, expensive: Judge, pairs: dict[str, str], tune: bool) -> dict[str, str]:
+    """Each expensive metric the cascade corrects -> the cheap metric that predicts it: those of one name
+    (on one scale), and the `pairs` given (judge.pairs={expensive metric: cheap metric})."""
+    for metric, source in pairs.items():
+        if metric not in expensive.metrics:
+            raise RagexpError(f"judge.pairs.{metric}: judge {expensive.name!r} gives no {metric!r} "
+                              f"(it gives {', '.join(expensive.metrics)})")
+        if source not in cheap.metrics:
+            raise RagexpError(f"judge.pairs.{metric}: judge {cheap.name!r} gives no {source!r} "
+                              f"(it gives {', '.join(cheap.metrics)})")
+        scales = tuple(expensive.scales.get(metric, ())), tuple(cheap.scales.get(source, ()))
+        if scales[0] != scales[1] and not tune:
+            raise RagexpError(f"judge.pairs.{metric}: {metric} is on {scales[0]} and {source} on {scales[1]}: the line "
+                              "between two scales is fitted with judge.tune=true")
+    same = {m: m for m in cheap.metrics if m in expensive.metrics and m not in pairs}
+    if not same and not pairs:
+        raise RagexpError(f"judge.expensive: judge {expensive.name!r} ({', '.join(expensive.metrics)}) has no metric "
+                          f"in common with judge.cheap {cheap.name!r} ({', '.join(cheap.metrics)}): nothing to correct; "
+                          "pair them: judge.pairs={EXPENSIVE_METRIC: CHEAP_METRIC}")
+    apart = [m for m in same if tuple(cheap.scales.get(m, ())) != tuple(expensive.scales.get(m, ()))]
+    if apart:
+        m = apart[0]
+        raise RagexpError(f"judge.expensive: {m} is on {expensive.scales.get(m)} for {expensive.name!r} and on "
+                          f"{cheap.scales.get(m)} for {cheap.name!r}: a cascade corrects a metric on one scale")
+    return {**same, **pairs}

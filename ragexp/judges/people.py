@@ -31,13 +31,7 @@ class PeopleJudge(Judge):
 
     def __init__(self, labels: str | None = None, run: str | None = None, tracking_uri: str | None = None,
                  name: str = "people"):
-        if not labels:
-            raise RagexpError("judge.expensive.labels: name people's labels: a CSV or JSONL file (one that does not "
-                              "exist yet is where a first run's drawn questions go to be labelled), or mlflow")
-        self.labels, self.run, self.tracking_uri, self.name = str(labels), run, tracking_uri, name
-        if self.labels == FROM_MLFLOW and not run:
-            raise RagexpError("judge.expensive.run: labels=mlflow reads the labels people gave on a run's question "
-                              "records in MLflow: name that run (judge.expensive.run=RUN_ID)")
+        self.labels, self.run, self.tracking_uri, self.name = str(labels or ""), run, tracking_uri, name
         self.metrics: tuple[str, ...] = ()
         self.scales: dict[str, tuple[float, float]] = {}
         self.needs_reference: tuple[str, ...] = ()
@@ -45,7 +39,13 @@ class PeopleJudge(Judge):
         self.flags_hallucination = True
 
     def adopt(self, cheap: Judge) -> None:
-        """People label the cheap judge's metrics, on its scales."""
+        """People label the cheap judge's metrics, on its scales (checked as the cascade is built)."""
+        if not self.labels:
+            raise RagexpError("judge.expensive.labels: name people's labels: a CSV or JSONL file (one that does not "
+                              "exist yet is where a first run's drawn questions go to be labelled), or mlflow")
+        if self.labels == FROM_MLFLOW and not self.run:
+            raise RagexpError("judge.expensive.run: labels=mlflow reads the labels people gave on a run's question "
+                              "records in MLflow: name that run (judge.expensive.run=RUN_ID)")
         self.metrics, self.scales = tuple(cheap.metrics), dict(cheap.scales)
         self.needs_reference = tuple(cheap.needs_reference)
         self.flags_hallucination = cheap.flags_hallucination
@@ -57,7 +57,7 @@ class PeopleJudge(Judge):
         """question id -> metric -> people's label (the mean over annotators), of these questions; a
         label of another question, off its scale or of a metric the cheap judge lacks stops the run
         with one message listing them all (file:line, or the trace and the reviewer)."""
-        from ragexp.calibrate.labels import Labelled, from_file, listed, means
+        from ragexp.store.labels import Labelled, from_file, listed, means
 
         scales = {**self.scales, **({HALLUCINATION: (0.0, 1.0)} if self.flags_hallucination else {})}
         if self.labels == FROM_MLFLOW:
@@ -78,7 +78,7 @@ class PeopleJudge(Judge):
     def reviewed(self, scales: dict[str, tuple[float, float]], questions: set[str]):
         import mlflow
 
-        from ragexp.calibrate.review import human_labels
+        from ragexp.store.reviews import human_labels
 
         if self.tracking_uri:
             mlflow.set_tracking_uri(self.tracking_uri)

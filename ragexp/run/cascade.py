@@ -76,7 +76,8 @@ def corrected_scores(judge: CascadeJudge, cheap: list[Judgement], expensive: lis
     terms: list[dict[str, float]] = [{} for _ in cheap]
     both = [*judge.corrected, *([HALLUCINATION] if judge.cheap.flags_hallucination and judge.expensive.flags_hallucination else [])]
     for metric in (*both, *judge.expensive_only, *judge.cheap_only):
-        f = values(cheap, metric) if metric not in judge.expensive_only else np.zeros(len(cheap))
+        f = values(cheap, judge.predictors.get(metric, metric)) if metric not in judge.expensive_only \
+            else np.zeros(len(cheap))
         y = values(expensive, metric)
         if metric in judge.expensive_only:  # over the questions the expensive judge could give it to
             keep = np.ones(len(cheap), dtype=bool)
@@ -174,7 +175,7 @@ def notes(judge: CascadeJudge, terms: list[dict[str, float]], judged: int, drawn
     corrected = [m for m in judge.corrected if len(given.get(m, ())) > 1]
     lines = [f"judge=cascade: {judge.cheap.name} judged {judged} questions, {judge.expensive.name} {labelled} of them "
              f"(drawn {drawn}, {budget:g} expected; where {judge.cheap.name} is least sure, each with a known chance)"
-             + (f"; avg_<metric> of {', '.join(corrected)} is the cheap mean corrected by them, <metric>_cheap and "
+             + (f"; avg_<metric> of {', '.join(map(judge.pairing, corrected))} is the cheap mean corrected by them, <metric>_cheap and "
                 "<metric>_expensive beside it (the latter over the drawn questions, unweighted)" if corrected else "")]
     if judge.expensive_only:
         lines.append(f"judge=cascade: {', '.join(judge.expensive_only)}: from the expensive judgements alone "
