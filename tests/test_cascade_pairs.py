@@ -16,14 +16,14 @@ criteria:
   on_topic:
     type: python
     instructions: The answer keeps to the question.
-    function: team_checks:on_topic
+    function: cascade_pair_checks:on_topic
     scale: 1-5
 """
 
 
 @pytest.fixture
 def rubric_conf(tmp_path, monkeypatch):
-    (tmp_path / "team_checks.py").write_text(
+    (tmp_path / "cascade_pair_checks.py").write_text(
         "def on_topic(question, contexts, answer, reference, row):\n    return 1 if 'Bananas' in answer else 5\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "conf" / "rubric").mkdir(parents=True)

@@ -6,8 +6,7 @@ covers the all-labelled mean in >= 93% of 1,000 replicates at samples of 5, 10 a
 import numpy as np
 import pytest
 
-from ragexp.stats.ppi import (coordinated_uniform, estimates, inclusion_probabilities, judge_only, ppi, ppi_sampled,
-                              ppi_terms)
+from ragexp.stats.ppi import coordinated_uniform, estimates, inclusion_probabilities, judge_only, ppi_sampled
 
 SEEDS = range(400)
 
@@ -40,7 +39,10 @@ def hallucination(rng, n):
 ])
 def test_the_corrected_ci_covers_the_truth_about_95_percent_of_the_time(draw, truth, questions, labelled):
     judge_all, judge_labelled, people_labelled = replicates(draw, questions, labelled)
-    corrected, half = ppi(judge_all, judge_labelled, people_labelled, 0.95)
+    drawn = np.arange(questions) < labelled  # people's labels: each question with the chance n/N
+    people = np.where(drawn, np.pad(people_labelled, ((0, 0), (0, questions - labelled))), np.nan)
+    corrected, half, _ = ppi_sampled(judge_all, people, np.broadcast_to(drawn, judge_all.shape), labelled / questions,
+                                     0.95, tune=False)
     covered = np.mean(np.abs(corrected - truth) <= half)
     alone, alone_half = judge_only(judge_all, 0.95)
     covered_alone = np.mean(np.abs(alone - truth) <= alone_half)
@@ -60,26 +62,11 @@ def test_the_corrected_mean_is_the_judge_mean_minus_the_mean_labelled_difference
     assert estimates(judge, {"a": 6.0})[1] is None  # one label: no interval can be made
 
 
-def test_people_chosen_labels_are_the_cascades_estimator_with_equal_chances_and_no_tuning():
-    """One estimator: compare --labels and calibrate (`estimates`) give the cascade's corrected mean
-    (`ppi_terms`) with every question's chance n/N and the plain line; only the CI differs, that of
-    exactly n labels instead of independent draws."""
-    rng = np.random.default_rng(3)
-    people = rng.integers(1, 11, size=40).astype(float)
-    judge = np.clip(people + 1.5 + rng.normal(0, 1.2, size=40), 1, 10)
-    labelled = np.zeros(40, dtype=bool)
-    labelled[rng.choice(40, size=9, replace=False)] = True
-    _, corrected = estimates({f"q{i}": f for i, f in enumerate(judge)},
-                             {f"q{i}": y for i, y in enumerate(people) if labelled[i]})
-    terms, _ = ppi_terms(judge, np.where(labelled, people, np.nan), labelled, 9 / 40, tune=False)
-    assert corrected is not None and corrected.estimate == pytest.approx(terms.mean())
-
-
 def test_with_every_question_labelled_it_is_the_peoples_mean_and_its_usual_ci():
     rng = np.random.default_rng(7)
     people = rng.integers(1, 11, size=50).astype(float)
     judge = np.clip(people + 2 + rng.normal(0, 1, size=50), 1, 10)
-    corrected, half = ppi(judge, judge, people)
+    corrected, half, _ = ppi_sampled(judge, people, np.ones(50, dtype=bool), 1.0, tune=False)
     assert corrected == pytest.approx(people.mean())
     assert half == pytest.approx(2.009575 * people.std(ddof=1) / np.sqrt(50), rel=1e-5)  # Student t, 49 df
 
