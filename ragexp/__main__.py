@@ -14,6 +14,9 @@ def hydra_main() -> None:
     from ragexp.config.overrides import for_hydra
 
     sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
+    from ragexp.store.log_ahead import discard, start_early
+
+    start_early(sys.argv[1:])  # MLflow imported in a process of its own while Hydra composes and the run works
     register_plugins()
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
@@ -28,6 +31,7 @@ def hydra_main() -> None:
         from ragexp.sweep.composed import release
 
         release()  # a sweep's shared compositions, however it ended
+        discard()  # a logging helper no job took (the command stopped before its job)
 
 
 def register_plugins() -> None:

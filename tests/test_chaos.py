@@ -59,7 +59,7 @@ def test_eight_runs_and_two_sweeps_started_together_keep_to_their_own(tmp_path, 
     assert len(runs) == len(SINGLES) + 3 * len(SWEEPS) and all(r.info.status == "FINISHED" for r in runs)
     by_pid: dict[int, list] = {}
     for run in runs:
-        by_pid.setdefault(int(run.data.tags["ragexp.pid"]), []).append(run)
+        by_pid.setdefault(int(run.data.tags.get("ragexp.job_pid", run.data.tags["ragexp.pid"])), []).append(run)
     for proc, settings in procs:
         mine = by_pid[proc.pid]
         jobs = [r for r in mine if "mlflow.parentRunId" in r.data.tags or len(mine) == 1]

@@ -82,7 +82,8 @@ def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept
     import mlflow
 
     from conftest import HASH, run_app
-    from ragexp.base.processes import started, this_process
+    from ragexp.base.processes import alive, started, this_process
+    from ragexp.store.trackers import logger_of
 
     monkeypatch.chdir(tmp_path)  # the experiment's artifacts go to ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -108,7 +109,9 @@ def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept
         logged_lines = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.glob("outputs/*/*/*.log"))
         assert f"left RUNNING by process {done.stdout.strip()} on" in logged_lines
         [logged] = [r for r in client.search_runs([experiment]) if r.info.run_name.startswith("sample-")]
-        assert logged.info.status == "FINISHED" and logged.data.tags["ragexp.pid"] == str(me["pid"])
+        # the process that logged it (a helper the job started: ragexp.store.log_ahead), ended since
+        assert logged.info.status == "FINISHED" and not alive(logger_of(logged.data.tags))
+        assert logged.data.tags["ragexp.host"] == me["host"] and logged.data.tags["ragexp.pid"] != str(me["pid"])
     finally:
         sleeper.kill()
         sleeper.wait()

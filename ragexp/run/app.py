@@ -21,6 +21,7 @@ from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserC
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job, TrackingFailed
 from ragexp.store.run_folder import AUDIT_FILES, FAILURE_FILE, read_sweep
+from ragexp.store.log_ahead import LoggedAhead
 from ragexp.run.report import summary
 
 log = logging.getLogger("ragexp")
@@ -71,7 +72,7 @@ def execute(cfg: DictConfig) -> float | None:
         sweep = sweep_info()
         hydra = HydraConfig.get()
         job = Job(cfg, hydra.runtime.choices, swept=swept_values(sweep), tracking_uri=sweep.get("tracking_uri"),
-                  parent_id=sweep.get("parent_run_id"), tags=job_tags(sweep))
+                  parent_id=sweep.get("parent_run_id"), tags=job_tags(sweep), ahead=not multirun)
         outcome = job.run(Path(hydra.runtime.output_dir))
         if isinstance(outcome, Estimate):  # dry_run=true: nothing judged, nothing to log
             print(outcome.summary())
@@ -107,6 +108,9 @@ def execute(cfg: DictConfig) -> float | None:
             raise
         log.exception("job failed")
         return record_failed_job(cfg, job, sweep, f"{type(err).__name__}: {err}", RUN_FAILED)
+    finally:
+        if job is not None and isinstance(job.tracker, LoggedAhead):
+            job.tracker.close()  # its helper process, when the job ended before logging
     if failure:
         print(f"ragexp: error: {failure}", file=sys.stderr)
         if not multirun:

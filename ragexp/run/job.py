@@ -24,7 +24,8 @@ from ragexp.run.cascade import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
-from ragexp.store.trackers import write_config
+from ragexp.store.log_ahead import LoggedAhead, discard
+from ragexp.store.trackers import MlflowTracker, write_config
 from ragexp.types import RunResult
 
 OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named
@@ -131,6 +132,7 @@ class Job:
     tags: dict[str, str] = field(default_factory=dict)
     tracker: Any = None
     started: float = field(default_factory=time.time)
+    ahead: bool = False  # a single run from the command line: its MLflow store made ready while it works
 
     def run(self, folder: Path) -> Outcome | Estimate:
         """Checks every setting (every problem reported at once, before any work), names the run
@@ -153,7 +155,12 @@ class Job:
         self.tracker.use_store(self.tracking_uri)
         self.name = run_name(self.cfg, self.choices, self.swept, self.name)
         if OmegaConf.select(self.cfg, "llm.dry_run", default=False):
+            discard()
             return estimate(self.cfg, self.name)
+        if self.ahead and type(self.tracker) is MlflowTracker:  # MLflow imported in a process of its own meanwhile
+            self.tracker = LoggedAhead(self.tracker)
+        else:
+            discard()  # a helper started with the command, not needed
         pictures: dict = {}
         result = run(self.cfg, self.name, pictures)
         failure = run_failure(result, share)

@@ -74,6 +74,7 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
             "gate": result.gate.name if result.gate is not None else None,
             "work": result.counters, "timings_s": result.timings, "failure": failure,
             "started": started, "job_time_s": round(time.time() - started, 2) if started else None,
+            "process": this_process(),  # the job's (a helper may log the folder: ragexp.store.log_ahead)
             **({"tags": tags} if tags else {})}
     (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
     return path

@@ -432,6 +432,8 @@ class MlflowTracker(NoTracker):
                 **{f"target.{key}": status for key, status in (meta.get("statuses") or {}).items()}}
         if meta.get("gate"):
             tags["gate"] = meta["gate"]
+        if meta.get("process"):  # the job's process, beside the one logging it (ragexp.pid)
+            tags["ragexp.job_pid"] = str(meta["process"]["pid"])
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
         failure = meta.get("failure")

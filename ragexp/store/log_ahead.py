@@ -1,0 +1,177 @@
+"""A single run's MLflow logging, made ready while the run works: `ahead(tracker)` starts a process
+of its own (`python -m ragexp.store.log_ahead`) that imports MLflow and opens the store (about 2 s
+on a laptop, most of what logging a run costs) while the job evaluates, then waits for the run
+folder and logs it as `MlflowTracker.log_folder` would, in that process. The job's own process
+never imports MLflow. Its log lines come back with the answer and are logged in the job's log.
+
+If the process cannot start, dies or does not answer, the job logs the folder itself, as without
+it; an error of the store (a server gone away, a bad URI) comes back as the same error it would
+have raised in the job. The protocol is one JSON line each way: the tracker's settings, then
+`{"folder", "parent_id"}`; the answer `{"run_id", "where", "link", "logs"}` or `{"error", "kind"}`.
+A closed input (the job ended without a folder to log) ends the process without logging."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ragexp.errors import RagexpError, StoreUnreachable
+
+log = logging.getLogger(__name__)
+ERRORS = {"RagexpError": RagexpError, "StoreUnreachable": StoreUnreachable}
+
+
+EARLY: list[subprocess.Popen] = []  # a helper started as the command began (`start_early`), not yet given a tracker
+
+
+def helper() -> subprocess.Popen | None:
+    """A new helper process (it imports MLflow at once), or None when none can start."""
+    try:
+        return subprocess.Popen([sys.executable, "-m", "ragexp.store.log_ahead"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    except OSError as err:
+        log.debug("logging ahead: no helper process (%s); the job logs its folder itself", err)
+        return None
+
+
+def start_early(argv: list[str]) -> None:
+    """A single run of `python -m ragexp` that may log to MLflow starts its helper before Hydra composes
+    its config: a short run (a warm stage cache) is over before MLflow is imported otherwise. A run
+    that turns out not to log ends it unused (`discard`)."""
+    options = {a.split("=", 1)[0] for a in argv if a.startswith("-")}
+    if options & {"-m", "--multirun", "-h", "--help", "--hydra-help", "--info", "-c", "--cfg", "--shell-completion"}:
+        return
+    if any(a.startswith(("tracker=", "hydra.mode=")) and a != "tracker=mlflow" for a in argv) or "dry_run=true" in argv:
+        return
+    process = helper()
+    if process is not None:
+        EARLY.append(process)
+
+
+def discard() -> None:
+    """The early helper, unused: its input closed, it ends without touching a store."""
+    while EARLY:
+        ended(EARLY.pop())
+
+
+def ended(process: subprocess.Popen) -> None:
+    try:
+        process.communicate("", timeout=30)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        process.kill()
+
+
+class LoggedAhead:
+    """An MlflowTracker whose store a helper process opens ahead of the logging (see the module)."""
+
+    logs_traces = True
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.answer: dict = {}
+        settings = {"experiment": tracker.experiment, "tracking_uri": tracker.tracking_uri,
+                    "question_records": tracker.question_records}
+        self.process = EARLY.pop() if EARLY else helper()
+        discard()
+        try:
+            if self.process is not None:
+                self.process.stdin.write(json.dumps(settings) + "\n")  # type: ignore[union-attr]
+                self.process.stdin.flush()  # type: ignore[union-attr]
+        except OSError as err:  # it died already
+            log.debug("logging ahead: the helper is gone (%s); the job logs its folder itself", err)
+            self.process = None
+
+    def __getattr__(self, name: str):  # what the helper does not serve, the tracker does (in this process)
+        return getattr(self.tracker, name)
+
+    def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
+        answer = self.asked({"folder": str(Path(folder).resolve()), "parent_id": parent_id})
+        if answer is None:  # no helper, or it died: as without one
+            return self.tracker.log_folder(folder, parent_id)
+        for level, name, message in answer.get("logs", []):
+            logging.getLogger(name).log(level, "%s", message)
+        if "error" in answer:  # as the job would have raised it: its class, or one of the same name
+            kind = answer.get("kind") or "Exception"
+            raise ERRORS.get(kind, type(kind, (Exception,), {}))(answer["error"])
+        self.answer = answer
+        return answer["run_id"]
+
+    def asked(self, request: dict) -> dict | None:
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        try:
+            reply, _ = process.communicate(json.dumps(request) + "\n")
+            return json.loads(reply.strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError) as err:
+            log.debug("logging ahead: the helper gave no answer (%s); the job logs its folder itself", err)
+            return None
+
+    def where(self) -> str:
+        return self.answer.get("where") or self.tracker.where()
+
+    def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
+        if self.answer.get("run_id") == run_id and view is None:
+            return self.answer.get("link", "")
+        return self.tracker.ui_link(run_id, view)
+
+    def close(self) -> None:
+        """Ends the helper without logging (the job had nothing to log)."""
+        process, self.process = self.process, None
+        if process is not None:
+            ended(process)
+
+
+class Collected(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records: list[tuple[int, str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.levelno, record.name, record.getMessage()))
+
+
+def serve() -> None:
+    """The helper: the tracker's settings, the store opened, then one folder logged."""
+    from ragexp.store.trackers import MlflowTracker
+
+    import mlflow
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - imported now, while the job works
+
+    from ragexp.store.sqlite_store import database_of
+
+    collected = Collected()
+    logging.getLogger("ragexp").addHandler(collected)
+    logging.getLogger("ragexp").setLevel(logging.INFO)
+    settings = sys.stdin.readline()
+    if not settings.strip():
+        return  # the command did not log after all
+    tracker = MlflowTracker(**json.loads(settings))
+
+    database = database_of(tracker.tracking_uri or mlflow.get_tracking_uri())
+    opening = None
+    if database is not None and database.is_file():  # a store that exists: opened now; a new one only if the job logs
+        try:
+            tracker.client()
+        except Exception as err:  # noqa: BLE001 - said when the folder is asked for, as the job would say it
+            opening = err
+    line = sys.stdin.readline()
+    if not line.strip():
+        return  # the job ended without a folder to log
+    request = json.loads(line)
+    try:
+        if opening is not None:
+            raise opening
+        run_id = tracker.log_folder(Path(request["folder"]), request.get("parent_id"))
+        answer = {"run_id": run_id, "where": tracker.where(), "link": tracker.ui_link(run_id)}
+    except Exception as err:  # noqa: BLE001 - the job raises it again, as if it had logged itself
+        answer = {"error": str(err), "kind": type(err).__name__}
+    print(json.dumps({**answer, "logs": collected.records}), flush=True)
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,70 @@
+"""A single run's MLflow logging made ready while the run works (ragexp.store.log_ahead): the job's
+process never imports MLflow, a helper process logs the folder; when the helper is gone the job
+logs itself; a helper started with the command and not needed ends unused."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HASH, cli_env
+from ragexp.store import log_ahead
+
+
+@pytest.mark.process
+def test_the_jobs_process_never_imports_mlflow_and_the_run_is_logged(tmp_path):
+    import mlflow
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ragexp", *HASH, "retriever=bm25", "dataset.limit=3"],
+                          cwd=tmp_path, capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "torch" not in imported and not any(name.split(".")[0] == "mlflow" for name in imported)
+    [run] = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_runs(["1"])
+    assert run.info.status == "FINISHED" and run.data.tags["ragexp.job_pid"] == str(proc_pid(tmp_path))
+    assert run.data.tags["ragexp.pid"] != run.data.tags["ragexp.job_pid"]  # logged by the helper
+    assert f"run {run.info.run_id}" in proc.stdout and f"/runs/{run.info.run_id}/traces" in proc.stdout
+
+
+def proc_pid(folder) -> int:
+    import json
+
+    [meta] = [json.loads(p.read_text()) for p in folder.glob("outputs/*/*/run.json")]
+    return meta["process"]["pid"]
+
+
+def test_without_its_helper_the_job_logs_the_folder_itself(tmp_path, monkeypatch):
+    from conftest import compose
+    from ragexp.run.pipeline import run as run_pipeline
+    from ragexp.store.run_folder import write_results
+    from ragexp.store.trackers import MlflowTracker, write_config
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = run_pipeline(compose(*HASH, "retriever=bm25", "dataset.limit=2", f"cache.dir={tmp_path / 'cache'}"), "x")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    write_results(result, folder)
+    write_config(folder, {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
+    ahead = log_ahead.LoggedAhead(MlflowTracker("ahead", uri))
+    ahead.process.kill()  # the helper died
+    ahead.process.wait()
+    run_id = ahead.log_folder(folder)
+    import mlflow
+
+    assert mlflow.MlflowClient(uri).get_run(run_id).info.status == "FINISHED"
+    assert ahead.ui_link(run_id).endswith(f"/runs/{run_id}/traces")
+
+
+@pytest.mark.parametrize("argv, starts", [
+    (["retriever=bm25"], True),
+    (["-m", "retriever=bm25,dense"], False),
+    (["tracker=none"], False),
+    (["--help"], False),
+    (["dry_run=true"], False),
+])
+def test_a_helper_starts_with_a_single_run_that_may_log_and_ends_unused(argv, starts):
+    log_ahead.start_early(argv)
+    started = list(log_ahead.EARLY)
+    assert bool(started) is starts
+    log_ahead.discard()
+    assert not log_ahead.EARLY and all(p.returncode is not None for p in started)  # ended, nothing logged
