@@ -68,3 +68,37 @@ def test_a_helper_starts_with_a_single_run_that_may_log_and_ends_unused(argv, st
     assert bool(started) is starts
     log_ahead.discard()
     assert not log_ahead.EARLY and all(p.returncode is not None for p in started)  # ended, nothing logged
+
+
+@pytest.mark.process
+def test_the_helper_ends_with_the_jobs_process():
+    """SIGKILL to the job's process ends its helper too: one job, killed as one (a run the helper was
+    logging stays RUNNING for the next command to close, tests/test_kill9.py)."""
+    import os
+    import signal
+    import time
+
+    script = ("import subprocess, time; from ragexp.store import log_ahead; log_ahead.start_early([]); "
+              "helper = log_ahead.EARLY[0]; keeper = subprocess.Popen(['sleep', '60'], pass_fds=(helper.stdin.fileno(),)); "
+              "print(helper.pid, keeper.pid, flush=True); time.sleep(60)")
+    job = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=cli_env())
+    helper, keeper = map(int, job.stdout.readline().split())  # keeper: holds the helper's input open (no EOF)
+    try:
+        time.sleep(0.5)
+        os.kill(job.pid, signal.SIGKILL)
+        job.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "Z" not in state(helper):
+            time.sleep(0.05)
+        assert "Z" in state(helper)  # ended by its watch on the job, not by an end of its input
+    finally:
+        os.kill(keeper, signal.SIGKILL)
+
+
+def state(pid: int) -> str:
+    """A process's state letter (Z: ended, its parent not yet told)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

@@ -22,6 +22,7 @@ from ragexp.errors import RagexpError, StoreUnreachable
 
 log = logging.getLogger(__name__)
 ERRORS = {"RagexpError": RagexpError, "StoreUnreachable": StoreUnreachable}
+JOB = "RAGEXP_LOGGING_FOR"  # the job's pid, in the helper's environment
 
 
 EARLY: list[subprocess.Popen] = []  # a helper started as the command began (`start_early`), not yet given a tracker
@@ -32,7 +33,7 @@ def helper() -> subprocess.Popen | None:
     try:
         return subprocess.Popen([sys.executable, "-m", "ragexp.store.log_ahead"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), JOB: str(os.getpid())})
     except OSError as err:
         log.debug("logging ahead: no helper process (%s); the job logs its folder itself", err)
         return None
@@ -135,8 +136,25 @@ class Collected(logging.Handler):
         self.records.append((record.levelno, record.name, record.getMessage()))
 
 
+def with_the_job(interval_s: float = 0.05) -> None:
+    """The helper is part of the job: if the job's process dies (SIGKILL), it ends at once too, as if
+    one process had been killed (a run it was logging stays RUNNING, for the next command to close)."""
+    import threading
+    import time
+
+    job = int(os.environ.get(JOB) or os.getppid())  # the job's pid as it said it (it may be gone already)
+
+    def watch() -> None:
+        while os.getppid() == job:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="job-watch").start()
+
+
 def serve() -> None:
     """The helper: the tracker's settings, the store opened, then one folder logged."""
+    with_the_job()
     from ragexp.store.trackers import MlflowTracker
 
     import mlflow
