@@ -3,7 +3,7 @@ judge@judge.expensive=people judge.expensive.labels=FILE`), when people, not an 
 questions the cascade draws. Their labels are read, not asked for: from a labels file (the sheet a
 cascade run writes, `labels_wanted.csv`, filled in; or any file `python -m ragexp.calibrate`
 reads) or, with `labels=mlflow`, from the answers reviewers gave in MLflow's Review tab on the
-question records of run `run` (ragexp.calibrate.review). Each label is on the cheap judge's scale
+question records of run `run` (ragexp.store.reviews). Each label is on the cheap judge's scale
 of its metric (`hallucination`: yes/no); several annotators' labels of one question are averaged."""
 from __future__ import annotations
 

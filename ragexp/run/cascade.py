@@ -20,6 +20,8 @@ from ragexp.stats.ppi import coordinated_uniform, inclusion_probabilities, ppi_t
 from ragexp.types import Judgement, QuestionResult, RunResult
 
 HALLUCINATION = "hallucination"
+NO_LABEL = "no label yet"  # a drawn question people have not labelled: listed in the run folder's WANTED_SHEET
+WANTED_SHEET = "labels_wanted.csv"
 
 
 def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[QuestionResult], judge_answer
@@ -52,7 +54,8 @@ def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[Ques
     for n, i in enumerate(judged):
         out[i] = replace(cheap[i], judgement=joined(judge, cheap[i].judgement, labels.get(i), scored[n], chance[i],  # type: ignore[arg-type]
                                                      i in unlabelled))
-    given = {m: v[~np.isnan(v)] for m in judge.corrected if (v := values(list(labels.values()), m)) is not None}
+    expensive_values = {m: values(list(labels.values()), m) for m in judge.corrected}
+    given = {m: v[~np.isnan(v)] for m, v in expensive_values.items()}
     return out, notes(judge, scored, len(judged), len(drawn), len(labels), failed, budget, given) + said
 
 
@@ -122,9 +125,6 @@ def labelled_by_people(people: PeopleJudge, drawn: list[QuestionResult], questio
     return out, said
 
 
-WANTED_SHEET = "labels_wanted.csv"
-
-
 def write_wanted(result: RunResult, folder: Path) -> Path | None:
     """The drawn questions people have not labelled yet as a sheet to fill in, `labels_wanted.csv` in
     the run folder: what the judge saw and an empty column per metric of the cheap judge (a labels
@@ -144,9 +144,6 @@ def write_wanted(result: RunResult, folder: Path) -> Path | None:
             writer.writerow([r.question.qid, "", r.question.text, context, " | ".join(r.question.answers),
                              r.answer.text if r.answer else "", *[""] * len(metrics)])
     return path
-
-
-NO_LABEL = "no label yet"  # a drawn question people have not labelled: listed in the run folder's labels_wanted.csv
 
 
 def joined(judge: CascadeJudge, cheap: Judgement, expensive: Judgement | None, terms: dict[str, float],
