@@ -8,7 +8,7 @@ If the process cannot start, dies or does not answer, the job logs the folder it
 it; an error of the store (a server gone away, a bad URI) comes back as the same error it would
 have raised in the job. The protocol is one JSON line each way: the tracker's settings, then
 `{"folder", "parent_id"}`; the answer `{"run_id", "where", "link", "logs"}` or `{"error", "kind"}`.
-A closed input (the job ended without a folder to log) ends the process without logging."""
+A closed input ends the process without logging; a job that ends without a folder to log stops it."""
 from __future__ import annotations
 
 import json
@@ -54,16 +54,19 @@ def start_early(argv: list[str]) -> None:
 
 
 def discard() -> None:
-    """The early helper, unused: its input closed, it ends without touching a store."""
+    """The early helper, unused: stopped at once (it has imported, not logged: no store touched)."""
     while EARLY:
         ended(EARLY.pop())
 
 
 def ended(process: subprocess.Popen) -> None:
+    """A helper stopped without waiting for its imports to end (an error message is not held back by
+    them): killed, and reaped."""
+    process.kill()
     try:
-        process.communicate("", timeout=30)
+        process.communicate(timeout=30)
     except (OSError, ValueError, subprocess.TimeoutExpired):
-        process.kill()
+        pass
 
 
 class LoggedAhead:
@@ -121,7 +124,8 @@ class LoggedAhead:
         return self.tracker.ui_link(run_id, view)
 
     def close(self) -> None:
-        """Ends the helper without logging (the job had nothing to log)."""
+        """Ends the helper without logging (the job ended before it had a folder to log; a store
+        the helper was opening is left as the next command's opening would find it)."""
         process, self.process = self.process, None
         if process is not None:
             ended(process)
