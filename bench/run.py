@@ -11,6 +11,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   with the same model (goal: <= 1.5), and that run's peak memory (RSS);
 - help: wall time of `python -m ragexp --help` (goal: <= 0.15 s, the median of 5);
 - embedding_map: what embedding_map.png adds to a default run on the sample (goal: <= 2 s);
+- logging: what logging to MLflow adds to a default run on the sample, cached stages and an existing
+  SQLite store, the medians of 5 runs each way (goal: <= 1 s);
 - judges: judge=llm and judge=triad against a local OpenAI-protocol server with 200 ms latency at
   concurrency 1, 8, 16, 32: judged questions/s (goal for llm: >= 80% of concurrency / latency),
   mean requests in flight, CPU ms per judged question, the first request's delay
@@ -185,6 +187,27 @@ def help_time(work_dir: Path) -> dict:
     return {"best_s": round(min(times), 3), "median_s": round(sorted(times)[2], 3)}
 
 
+def logging_cost(work_dir: Path, repeats: int = 5) -> dict:
+    """What logging to MLflow adds to a single default run on the bundled sample: its stages cached
+    and its SQLite store made by a first run, then `repeats` runs logged to MLflow and as many with
+    tracker=none, alternating; the medians and their difference (goal: <= 1 s)."""
+    folder = work_dir / "logging"
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    subprocess.run([sys.executable, "-m", "ragexp"], cwd=folder, capture_output=True, check=True, env=env)
+    times: dict[str, list[float]] = {"mlflow": [], "none": []}
+    for _ in range(repeats):
+        for tracker in times:
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "ragexp", f"tracker={tracker}"], cwd=folder, capture_output=True,
+                           check=True, env=env)
+            times[tracker].append(round(time.perf_counter() - started, 2))
+    median = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    return {"mlflow_s": times["mlflow"], "none_s": times["none"], "median_mlflow_s": median["mlflow"],
+            "median_none_s": median["none"], "added_s": round(median["mlflow"] - median["none"], 2)}
+
+
 def embedding_map_cost(work_dir: Path) -> dict:
     """What the embedding map adds to a default run on the bundled sample: the same run (its stages
     cached by a first run, tracker=none) with embedding_map=false and =auto, 3 times each, alternating."""
@@ -311,6 +334,7 @@ def tracing_cost(work_dir: Path, questions: int = 200) -> dict:
 GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench/run.py GROUP ...`)
     "help": lambda work_dir, args: help_time(work_dir),
     "embedding_map": lambda work_dir, args: embedding_map_cost(work_dir),
+    "logging": lambda work_dir, args: logging_cost(work_dir),
     "sweep": lambda work_dir, args: sweep(work_dir, args.limit),
     "judges": lambda work_dir, args: judges(work_dir, args.code),
     "full_run": lambda work_dir, args: full_run_vs_embedding(),
@@ -462,6 +486,8 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     ("pipeline / embedding", get("full_run", "ratio", show=str), "<= 1.5"),
     ("peak RSS of that run", get("full_run", show=lambda f: f"{f['peak_rss_mb']} MB"), ""),
     ("python -m ragexp --help", get("help", show=lambda h: f"{h['best_s']} s (median {h['median_s']} s)"), "<= 0.15 s"),
+    ("MLflow logging's cost on a default run (sample, cached stages, existing store)", get("logging", show=lambda m: (
+        f"+{m['added_s']} s ({m['median_none_s']} -> {m['median_mlflow_s']} s, medians of {len(m['none_s'])})")), "<= 1 s"),
     ("the embedding map's cost on a default run (sample, cached stages)", get("embedding_map", show=lambda m: (
         f"+{m['added_s']} s ({m['off_s']} -> {m['on_s']} s, medians of 3)")), "<= 2 s"),
     *judge_rows("llm"),
