@@ -123,3 +123,14 @@ def test_reviewers_answers_in_mlflow_are_the_labels(tmp_path, monkeypatch):
     assert all(labelled.at[qid, "faithfulness_expensive"] == person(row)[0] for qid, row in sheet.items())
     assert any("people's labels (MLflow run" in n and f"{len(sheet)} of the {len(sheet)} drawn" in n
                for n in again.result.notes)
+
+
+def test_a_dry_run_says_how_many_labels_people_would_be_asked_for(tmp_path):
+    from conftest import HASH, run_app
+
+    proc = run_app("judge=cascade", "judge@judge.expensive=people", "judge.expensive.labels=labels.csv",
+                   "judge.sample=0.25", "dry_run=true", *HASH, "retriever=bm25", "dataset.limit=20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "total           0 requests" in proc.stdout  # people are no endpoint
+    assert "people's labels: about 5 of the 20 questions" in proc.stdout
+    assert not (tmp_path / "labels.csv").exists() and not list(tmp_path.glob("outputs/*/*/labels_wanted.csv"))

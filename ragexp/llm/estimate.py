@@ -42,6 +42,7 @@ class Estimate:
     questions: int
     roles: tuple[RoleEstimate, ...]
     budget_usd: float | None = None
+    notes: tuple[str, ...] = ()  # what the run would ask of others than endpoints (people's labels)
 
     @property
     def requests(self) -> int:
@@ -66,4 +67,5 @@ class Estimate:
         if self.budget_usd is not None:
             verdict = "within" if self.cost_usd <= self.budget_usd else "above"
             lines.append(f"  budget_usd={self.budget_usd:g}: the estimate is {verdict} it")
+        lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)

@@ -17,6 +17,7 @@ from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.cascade import CascadeJudge
+from ragexp.judges.people import PeopleJudge
 from ragexp.judges.contract import Judge
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
@@ -89,7 +90,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         else:  # recorded outputs, your function or your service: (answer, contexts) per question
             results = system_answers(c, work, dataset, notes, name)
         if isinstance(results, Estimate):
-            return results
+            return with_people(c, len(dataset.questions), results)
 
         beside = (c.rubric, c.settings["rubric"]) if c.rubric is not None else None
         if isinstance(c.judge, CascadeJudge):  # the cheap judge on all, the expensive on a sample: ragexp.run.cascade
@@ -203,6 +204,18 @@ def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str]
     if c.llm.dry_run:
         return c.llm.estimate(name, dataset.questions, [r.hits for r in results], role_questions=sampled(c, dataset))
     return results
+
+
+def with_people(c: Components, questions: int, estimate: Estimate) -> Estimate:
+    """A dry run of a cascade with people's labels: how many labels it would ask people for (no request)."""
+    from dataclasses import replace as replaced
+
+    judge = c.judge
+    if not isinstance(judge, CascadeJudge) or not isinstance(judge.expensive, PeopleJudge):
+        return estimate
+    return replaced(estimate, notes=(f"people's labels: about {judge.expected(questions)} of the {questions} questions, "
+                                     "drawn where the cheap judge is unsure (no request; a run lists those without a "
+                                     "label in its folder's labels_wanted.csv)",))
 
 
 def sampled(c: Components, dataset: Dataset) -> dict[str, set[str]] | None:
