@@ -70,8 +70,9 @@ def export(run: JudgedRun, size: int, path: str | Path, seed: int = 0, chosen: l
         writer = csv.writer(handle)
         writer.writerow(["question_id", "annotator", "kind", "score_band", "question", "context",
                          "expected_answer", "generated_answer", *metrics])
-        ids = table["question_id"].astype(str)
-        for i in stratified_sample(run, size, seed) if chosen is None else [i for i, q in enumerate(ids) if q in set(chosen)]:
+        wanted = set(chosen or ())
+        for i in stratified_sample(run, size, seed) if chosen is None else \
+                [i for i, q in enumerate(table["question_id"].astype(str)) if q in wanted]:
             row = table.iloc[i]
             chunks = json.loads(row["retrieved_chunks"]) if isinstance(row.get("retrieved_chunks"), str) else []
             context = "\n\n".join(f"[Doc {n}] {text}" for n, text in enumerate(chunks, start=1))

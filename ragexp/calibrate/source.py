@@ -120,14 +120,20 @@ def with_hallucination(run: JudgedRun) -> JudgedRun:
     return run
 
 
+def score_column(table, metric: str) -> str:
+    """The column of a run's table that holds the judge's score of `metric`: itself, or in a
+    judge=cascade run (whose `metric` column holds each question's term of the corrected mean, not a
+    score) the cheap judge's `<metric>_cheap`."""
+    cheap = f"{metric}_cheap"
+    return cheap if "judged_by" in table and cheap in table else metric
+
+
 def cheap_scores(run: JudgedRun) -> JudgedRun:
-    """A judge=cascade run's table with each metric's cheap score (`<metric>_cheap`) where its
-    column holds the question's term of the corrected mean, not a score: people's labels are then
-    compared with the cheap judge's scores."""
-    if "judged_by" in run.table:
-        for metric in [*run.scales, "hallucination"]:
-            if f"{metric}_cheap" in run.table:
-                run.table[metric] = run.table[f"{metric}_cheap"]
+    """A run's table with each metric's column holding the judge's scores (`score_column`): people's
+    labels of a cascade run are compared with its cheap judge's scores."""
+    for metric in [*run.scales, "hallucination"]:
+        if (column := score_column(run.table, metric)) != metric:
+            run.table[metric] = run.table[column]
     return run
 
 

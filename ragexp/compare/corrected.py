@@ -20,7 +20,7 @@ from ragexp.store.labels import Labelled, from_file, listed, means
 from ragexp.stats.ppi import MeanEstimate, estimates
 from ragexp.store.reader import Run
 from ragexp.errors import RagexpError
-from ragexp.calibrate.source import judge_scales
+from ragexp.calibrate.source import judge_scales, score_column
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,10 @@ def run_scales(run: Run) -> dict[str, tuple[float, float]]:
 def judge_scores(run: Run, metric: str) -> dict[str, float]:
     """question id -> the judge's score of `metric` (hallucination: 1/0), judged questions only."""
     table = run.table
-    if table is not None and "judged_by" in table and f"{metric}_cheap" in table:
-        metric = f"{metric}_cheap"  # judge=cascade: its column holds each question's term of the estimate
-    if table is None or metric not in table:
+    if table is None:
+        return {}
+    metric = score_column(table, metric)  # judge=cascade: its cheap judge's
+    if metric not in table:
         return {}
     judged = table[table["status"] == "judged"] if "status" in table else table
     scores = {}

@@ -51,7 +51,9 @@ class PeopleJudge(Judge):
         self.flags_hallucination = cheap.flags_hallucination
 
     def where(self) -> str:
-        return f"MLflow run {self.run}'s reviews" if self.labels == FROM_MLFLOW else self.labels
+        if self.labels == FROM_MLFLOW:
+            return f"MLflow run {self.run}'s reviews"
+        return self.labels if Path(self.labels).exists() else f"{self.labels}, no such file yet"
 
     def given(self, questions: set[str]) -> dict[str, dict[str, float]]:
         """question id -> metric -> people's label (the mean over annotators), of these questions; a

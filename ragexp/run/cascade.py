@@ -15,7 +15,7 @@ import numpy as np
 
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.judges.cascade import CascadeJudge
-from ragexp.judges.people import FROM_MLFLOW, WANTED, PeopleJudge
+from ragexp.judges.people import WANTED, PeopleJudge
 from ragexp.stats.ppi import coordinated_uniform, inclusion_probabilities, ppi_terms, t_value
 from ragexp.types import Judgement, QuestionResult, RunResult
 
@@ -112,9 +112,8 @@ def labelled_by_people(people: PeopleJudge, drawn: list[QuestionResult], questio
            else replace(r, failure=NO_LABEL) for r in drawn]
     wanted = sum(r.failure == NO_LABEL for r in out)
     unused = len(set(given) - {r.question.qid for r in drawn})
-    said = [f"judge=cascade: people's labels ({people.where()}"
-            + (", no such file yet" if not given and not Path(people.labels).exists() and people.labels != FROM_MLFLOW else "")
-            + f"): {len(drawn) - wanted} of the {len(drawn)} drawn questions labelled"]
+    said = [f"judge=cascade: people's labels ({people.where()}): {len(drawn) - wanted} of the {len(drawn)} drawn "
+            "questions labelled"]
     if wanted:
         said.append(f"judge=cascade: {wanted} drawn questions have no label yet: they are in the run folder's "
                     f"{WANTED_SHEET}; fill it in and pass it as judge.expensive.labels (a rerun draws the same questions; "

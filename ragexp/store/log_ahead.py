@@ -74,8 +74,6 @@ def ended(process: subprocess.Popen) -> None:
 class LoggedAhead:
     """An MlflowTracker whose store a helper process opens ahead of the logging (see the module)."""
 
-    logs_traces = True
-
     def __init__(self, tracker):
         self.tracker = tracker
         self.answer: dict = {}
