@@ -335,13 +335,14 @@ def mlflow_tables_from_a_template(tmp_path_factory):
         yield
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def repository_stays_clean():
-    """Tests write under tmp_path only: no run folder, store or cache appears in the repository."""
+    """Tests write under tmp_path only: no run folder, store or cache appears in the repository. Checked
+    after each test, so that the failure names the test that wrote it."""
     before = {p.name for p in ROOT.iterdir()}
     yield
     appeared = sorted(p.name for p in ROOT.iterdir() if p.name not in before and p.name in RUN_LEFTOVERS)
-    assert not appeared, f"a test wrote {appeared} into {ROOT}; write under tmp_path"
+    assert not appeared, f"this test wrote {appeared} into {ROOT}; write under tmp_path"
 
 
 @pytest.fixture

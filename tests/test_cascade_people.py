@@ -17,6 +17,12 @@ ROWS = [{"id": f"q{i}", "question": f"Which port does service {i} listen on?",
          "reference": f"Port {7000 + i}."} for i in range(20)]
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    """A run without cache.dir keeps its cache in the working folder: here, tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
 def people_args(labels, *more: str) -> list[str]:
     return ["judge=cascade", "judge@judge.expensive=people", f"judge.expensive.labels={labels}",
             "embedder@scoring_embedder=hash", "judge.sample=0.4", "judge.tune=false", *more]

@@ -131,6 +131,8 @@ def inclusion_probabilities(uncertainty, budget: float, floor: float = 0.0) -> n
     pi = np.full(n, floor)
     free = np.ones(n, dtype=bool)  # not yet at 1
     for _ in range(n):
+        if not free.any():  # every question is labelled for sure (a budget of N)
+            return pi
         left = budget - pi[~free].sum() - floor * free.sum()  # what the free questions share above the floor
         share = np.where(free, floor + left * weights / weights[free].sum(), pi)
         over = free & (share >= 1.0)
