@@ -207,6 +207,16 @@ class OfflineJudge(Judge):
                                           self.question_fit_margin)
         return [(claim, replace(found, in_question=reading))]
 
+    def texts_to_embed(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[str]:
+        """What `judge` embeds for this answer (ragexp.run.judging.embed_ahead embeds it for many
+        answers at once): the question, the context's and the answer's sentences, and a short
+        answer said with its question."""
+        answer_sentences = split_sentences(answer.text)
+        with_question = [f"{question.text} {s}" for s in answer_sentences[:1] if len(answer_sentences) == 1
+                         and short_answers.said(question.text, s, self.short_answer_words)]
+        return [question.text, *(s for hit in hits for s in split_sentences(hit.chunk.text)), *answer_sentences,
+                *with_question]
+
     def supports(self, evidence: ClaimEvidence) -> bool:
         """A short answer read with its question is supported as that reading says (see
         `in_its_question`); another claim when it is verbatim context text (see `verbatim`); or a context

@@ -8,13 +8,12 @@ the cheap score (`<metric>_cheap`) and, when drawn, the expensive one (`<metric>
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.judges.cascade import CascadeJudge
+from ragexp.run.judging import judge_all
 from ragexp.judges.people import WANTED, PeopleJudge
 from ragexp.stats.ppi import coordinated_uniform, inclusion_probabilities, ppi_terms, t_value
 from ragexp.types import Judgement, QuestionResult, RunResult
@@ -24,13 +23,12 @@ NO_LABEL = "no label yet"  # a drawn question people have not labelled: listed i
 WANTED_SHEET = "labels_wanted.csv"
 
 
-def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[QuestionResult], judge_answer
+def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[QuestionResult]
                    ) -> tuple[list[QuestionResult], list[str]]:
     """The results judged by the cascade, and the notes that say what was corrected with what."""
     answered = [r for r in results if r.answer is not None]
     budget = judge.budget(len(answered)) if answered else 0.0  # a bad sample stops the run before any judging
-    cheap = map_concurrently(partial(judge_answer, work, judge.cheap, settings["cheap"]), results,
-                             concurrency(judge.cheap), "judging (cheap)")
+    cheap = judge_all(work, judge.cheap, settings["cheap"], results, label="judging (cheap)")
     judged = [i for i, r in enumerate(cheap) if r.judgement is not None]
     if not judged:
         return cheap, []
@@ -42,8 +40,7 @@ def cascade_judged(judge: CascadeJudge, settings: dict, work, results: list[Ques
     if isinstance(judge.expensive, PeopleJudge):  # read, not asked: no cache, no concurrency
         expensive, said = labelled_by_people(judge.expensive, unjudged, {r.question.qid for r in cheap})
     else:
-        expensive = map_concurrently(partial(judge_answer, work, judge.expensive, settings["expensive"]), unjudged,
-                                     concurrency(judge.expensive), "judging (expensive)")
+        expensive = judge_all(work, judge.expensive, settings["expensive"], unjudged, label="judging (expensive)")
     labels = {i: r.judgement for i, r in zip(drawn, expensive) if r.judgement is not None and not r.failure}
     failed = [r.failure for r in expensive if (r.judgement is None or r.failure) and r.failure != NO_LABEL]
     chance = dict(zip(judged, pi))

@@ -28,7 +28,7 @@ from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, s
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
 from ragexp.run.cascade import cascade_judged
-from ragexp.run.judging import context, judge_answer
+from ragexp.run.judging import context, judge_all
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
@@ -94,14 +94,12 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
 
         beside = (c.rubric, c.settings["rubric"]) if c.rubric is not None else None
         if isinstance(c.judge, CascadeJudge):  # the cheap judge on all, the expensive on a sample: ragexp.run.cascade
-            results, drawn_on = work.stage("judging", None, cascade_judged, c.judge, c.settings["judge"], work, results,
-                                           judge_answer)
+            results, drawn_on = work.stage("judging", None, cascade_judged, c.judge, c.settings["judge"], work, results)
             notes += drawn_on
             for note in drawn_on:
                 log.info(note)
         else:
-            judge = partial(judge_answer, work, c.judge, c.settings["judge"], beside=beside)
-            results = work.stage("judging", None, map_concurrently, judge, results, concurrency(c.judge), "judging")
+            results = work.stage("judging", None, judge_all, work, c.judge, c.settings["judge"], results, beside)
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
         if drawn is not None and cfg.get("embedding_map") is not False and c.system.own:

@@ -63,6 +63,10 @@ class Work:
             span["attributes"]["ragexp.cache"] = "miss" if computed else "hit"
         return value
 
+    def holds(self, name: str, key: str) -> bool:
+        """Whether `cached(name, key, ...)` would be served from the stage cache (its entry exists)."""
+        return self.cache.holds(self.STORED_AS[name], key, self.cached)  # stored under Work's code, as `cached` stores
+
     def span(self, qid: str, name: str, span_type: str, inputs):
         """A traced span of question `qid` around a block (a no-op when tracing is off)."""
         return self.traces.span(qid, name, span_type, inputs) if self.traces is not None else nullcontext()

@@ -255,6 +255,15 @@ class StageCache:
                 except OSError:
                     pass
 
+    @staticmethod
+    def stored_key(key: str, compute: Callable) -> str:
+        """The entry's key: the caller's key and the stage's own code (`stage_code_hash(compute)`)."""
+        return hashlib.sha256(f"{key}\0{stage_code_hash(compute)}".encode()).hexdigest()
+
+    def holds(self, stage: str, key: str, compute: Callable) -> bool:
+        """Whether an entry for (stage, key) of `compute`'s code is stored (not whether it is readable)."""
+        return self.enabled and self.path(stage, self.stored_key(key, compute)).is_file()
+
     def cached(self, stage: str, key: str, compute: Callable[[], Any], expect: Callable[[Any], str | None] | None = None,
                keep: Callable[[Any], bool] | None = None) -> Any:
         """The stored value for (stage, key), else `compute()`, stored unless `keep(value)` says
@@ -262,7 +271,7 @@ class StageCache:
         key also holds the stage's own code (`stage_code_hash(compute)`). `expect(value)` says what
         is wrong with a stored value (a well-formed entry of the wrong type, a score off its
         scale), or None: such an entry is counted unreadable and computed again, never used."""
-        key = hashlib.sha256(f"{key}\0{stage_code_hash(compute)}".encode()).hexdigest()
+        key = self.stored_key(key, compute)
         value = self.get(stage, key)
         wrong = expect(value) if value is not None and expect is not None else None
         if wrong:
