@@ -11,10 +11,12 @@ from ragexp.errors import RagexpError
 from ragexp.base.digests import folder_digest
 from ragexp.base.settings import PositiveInt
 from ragexp.components.embedders.base import Embedder
+from ragexp.base.threads import passive_waiting
 
 
 @lru_cache(maxsize=4)
 def load_sentence_transformer(path: str, device: str):
+    passive_waiting()  # before torch starts its threads
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as transformers_logging
 
@@ -28,7 +30,7 @@ class SentenceTransformerEmbedder(Embedder):
     with PyTorch (`torch`) or, exported once into the cache folder, with ONNX Runtime (`onnx`,
     `onnx-int8`) or OpenVINO (`openvino`): see `ragexp.components.embedders.backends`."""
 
-    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 64,
+    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 16,
                  device: str = "cpu", backend: Backend = "torch"):
         self.model_path = model_path
         self.name = name
