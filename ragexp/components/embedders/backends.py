@@ -24,6 +24,7 @@ import numpy as np
 
 from ragexp.base.digests import file_digest
 from ragexp.errors import RagexpError
+from ragexp.base.threads import passive_waiting
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ def _process_dir() -> str:
 def export_onnx(model_path: str, target: Path) -> None:
     """The transformer of the sentence-transformers model at `model_path` as ONNX (fp32) at `target`
     (written to a temporary file, then renamed: several processes may export at once)."""
+    passive_waiting()  # before torch starts its threads
     import torch
     from transformers import AutoModel
 

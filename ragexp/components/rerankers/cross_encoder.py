@@ -13,6 +13,7 @@ from ragexp.types import Hit, Question
 from ragexp.base.digests import folder_digest
 from ragexp.base.settings import PositiveInt
 from ragexp.components.rerankers.base import Reranker, ranked
+from ragexp.base.threads import passive_waiting
 
 
 def cross_encoder_problem(path: str) -> str | None:
@@ -58,6 +59,7 @@ def package_folder(package: str) -> str:
 
 @lru_cache(maxsize=2)
 def load_cross_encoder(folder: str, device: str, max_length: int | None):
+    passive_waiting()  # before torch starts its threads
     from sentence_transformers import CrossEncoder
     from transformers.utils import logging as transformers_logging
 
