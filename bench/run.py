@@ -30,6 +30,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   0 ms local service and system=python, ms per question of the answering stage;
 - short_answers (bench/short_answers.py): the offline judges on labelled short answers ("Port 7070."),
   held out: false alarms on supported ones (goal <= 0.05), recall of unsupported ones (goal >= 0.90);
+- cheap_judge (bench/cheap_judge.py): the default offline judge on 100 recorded HotpotQA rows with
+  paraphrased answers, cold caches: rows/s of its judging stage (goal: >= 10), also at a load of 2x the cores;
 - ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
@@ -350,6 +352,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "rubric": lambda work_dir, args: __import__("rubric").measure(work_dir, args),
     "cascade": lambda work_dir, args: __import__("cascade").measure(work_dir, args),
     "short_answers": lambda work_dir, args: __import__("short_answers").measure(work_dir, args),
+    "cheap_judge": lambda work_dir, args: __import__("cheap_judge").measure(work_dir, args),
     "decisions": lambda work_dir, args: __import__("decisions").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
     "grids": lambda work_dir, args: {**kept(args.out, "grids"), "after": __import__("grids").measure(work_dir, args)},
@@ -508,6 +511,11 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
         f"{g['over_basic']}x ({g['wall_s']} / {g['basic_wall_s']} s)")), "<= 0.75x"),
     ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (
         f"{d['triad_over_two_round_trips']}x ({d['triad_8_judging_s']} / {d['two_round_trips_s']} s)")), "<= 1.15x"),
+    ("the default offline judge, 100 paraphrased HotpotQA rows of 5 paragraphs, cold caches: judging rows/s (whole command)",
+     get("cheap_judge", show=lambda c: "; ".join(
+         f"{label} {c[key]['judging_rows_per_s']} ({c[key]['rows_per_s']}; load {c[key]['load_1min']})"
+         for key, label in (("before", "before"), ("as_is", "now"), ("at_load_2x_cores", "now at a load of 2x the cores"))
+         if key in c)), ">= 10"),
     ("short answers held out, judge=offline: false alarms / recall", get("short_answers", "offline", "all", show=lambda a: (
         f"{a['false_alarms']} / {a['recall']} ({a['supported']} supported, {a['unsupported']} not)")), "<= 0.05 / >= 0.90"),
     ("monitor A/B, A/A streams read after each of 30 windows: any wrong decision, per metric (worst) / all 4 corrected",
