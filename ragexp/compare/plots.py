@@ -89,7 +89,7 @@ def metrics_plot(board: Leaderboard):
     fig = figure(4.2 * columns + 1.5, rows * (0.32 * n + 1.3))
     axes = np.atleast_1d(fig.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
     y = np.arange(n)[::-1]
-    for n, (ax, metric) in enumerate(zip(axes, metrics)):
+    for ax, metric in zip(axes, metrics):
         groups: dict[tuple[str, bool], list] = {}  # one errorbar call per colour (with a CI or not): far fewer artists
         for yi, entry in zip(y, entries):
             interval = entry.values.get(metric)
@@ -102,7 +102,6 @@ def metrics_plot(board: Leaderboard):
         ax.set_title(metric, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         ax.set_yticks(y, labels(entries), fontsize=8)
-        ax.tick_params(labelleft=n % columns == 0)  # the rows are named once, in the first column (a third of the text to draw)
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
     if len(axes) > len(metrics):  # a free panel holds the legend, where it covers no point
