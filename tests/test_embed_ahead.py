@@ -60,3 +60,15 @@ def test_answers_already_judged_are_not_embedded_again(tmp_path):
     judge_all(again, judge, {"judge": "offline-hash"}, rows)
     embedded = {text for call in judge.embedder.calls for text in call}
     assert "A new answer about Rust." in embedded and ANSWERS[1] not in embedded
+
+
+def test_a_monitors_sample_is_embedded_ahead_too(tmp_path):
+    from ragexp.monitor.judging import SampleJudge
+
+    work = Work(StageCache(str(tmp_path / "cache")))
+    judge = judge_in(work)
+    sample = SampleJudge(judge, work, {"judge": "offline-hash"})
+    judged = sample.judge_all([(f"log:{i}", "Which port does quarryd listen on?", [CONTEXT], text)
+                               for i, text in enumerate(ANSWERS)] + [("log:9", "Why?", [{"score": True}], "No.")])
+    assert len(judge.embedder.calls) == 1
+    assert [bool(s.failure) for s in judged] == [False] * len(ANSWERS) + [True]

@@ -17,7 +17,20 @@ from ragexp.components.systems import ContextError, hits_from_contexts
 from ragexp.store.cache import key_of
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
-from ragexp.types import Answer, Judgement, Question
+from ragexp.types import Answer, Judgement, Question, QuestionResult
+
+
+def readable(item: tuple[str, str, list, str]) -> QuestionResult | None:
+    """A record as the pipeline's answered question (what an offline judge embeds), or None when it
+    cannot be judged (`SampleJudge.one` says why)."""
+    where, query, contexts, answer_text = item
+    if not query.strip() or not answer_text.strip():
+        return None
+    try:
+        hits = tuple(hits_from_contexts(contexts))
+    except ContextError:
+        return None
+    return QuestionResult(Question(where, query, ()), hits, Answer(answer_text))
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,9 @@ class SampleJudge:
         self.metrics = tuple(m for m in judge.metrics if m not in getattr(judge, "needs_reference", ()))
 
     def judge_all(self, items: list[tuple[str, str, list, str]]) -> list[Sampled]:
+        from ragexp.run.judging import embed_ahead
+
+        embed_ahead(self.work, self.judge, self.settings, [r for r in map(readable, items) if r is not None])
         return map_concurrently(self.one, items, concurrency(self.judge), desc="judging sample")
 
     def one(self, item: tuple[str, str, list, str]) -> Sampled:
