@@ -5,13 +5,14 @@ MLflow SQLite store and stage cache, Hydra's basic launcher: the sweep's wall ti
 jobs' own `job_time_s` (from a job's start to its results written, before logging) and their
 ratio (goal: <= 3), the time before the first job starts (goal: <= 10 s + 0.05 s per point), the
 jobs phase (first job's start to the last job's run logged) and what follows it (the report), and
-the peak RSS of the process (goal: <= 400 MB). RAGEXP_BENCH_GRID_POINTS=8,48,192 measures those
+the peak RSS of the largest process and of the whole process tree (summed over its processes,
+sampled every 0.1 s; goal: <= 400 MB); on 192 points or more, `python -m ragexp.compare`
+later from another folder (goal: <= 15 s at 192). RAGEXP_BENCH_GRID_POINTS=8,48,192 measures those
 grids (default 48)."""
 from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -32,11 +33,14 @@ def sweep(work_dir: Path, points: int, launcher: list[str] | None = None) -> dic
     args = [sys.executable, "-m", "ragexp", "-m", *CHEAP, *GRIDS[points], *(launcher or []), f"hydra.sweep.dir={sweep_dir}",
             f"tracker.tracking_uri=sqlite:///{sweep_dir}.db", f"cache.dir={sweep_dir}-cache"]
     started = time.time()
-    proc = subprocess.Popen(args, cwd=work_dir, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    proc = subprocess.Popen([sys.executable, "-c", ALONE, *args], cwd=work_dir, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tree = TreePeak(proc.pid)
     _, err = proc.communicate()
     wall = time.time() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024  # the largest child so far
+    tree.stop()
+    err, _, peak_kb = err.rpartition(PEAK)
+    peak_mb = int(peak_kb) // 1024
     if proc.returncode != 0:
         raise SystemExit(f"bench: the {points}-point sweep failed:\n{err[-3000:]}")
     metas = [json.loads(p.read_text()) for p in sweep_dir.glob("*/run.json")]
@@ -44,10 +48,77 @@ def sweep(work_dir: Path, points: int, launcher: list[str] | None = None) -> dic
     job_time = sum(m["job_time_s"] for m in metas)
     first = min(m["started"] for m in metas)
     last_logged = jobs_logged_by(Path(f"{sweep_dir}.db"))
-    return {"points": points, "wall_s": round(wall, 1), "jobs_own_s": round(job_time, 1),
+    compared = compare_later(work_dir, sweep_dir) if points >= 192 and not launcher else {}
+    return {**compared, "points": points, "wall_s": round(wall, 1), "jobs_own_s": round(job_time, 1),
             "wall_over_jobs": round(wall / job_time, 2), "before_first_job_s": round(first - started, 1),
             "jobs_phase_s": round(last_logged - first, 1), "after_last_job_s": round(started + wall - last_logged, 1),
-            "peak_rss_mb_largest_child": peak_mb, "load_1min": round(os.getloadavg()[0], 1)}
+            "peak_rss_mb_largest_child": peak_mb, "peak_rss_mb_tree": tree.peak_mb, "load_1min": round(os.getloadavg()[0], 1)}
+
+
+PEAK = "\nlargest process, KB: "
+# the sweep run by a small parent that says the largest resident size of any of its descendants (its
+# own figure: this bench's process has run other sweeps before)
+ALONE = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+         f"sys.stderr.write({PEAK!r} + str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)")
+
+
+class TreePeak:
+    """The largest sum of resident memory of a process's descendants (the sweep, joblib's workers),
+    sampled every 0.1 s from /proc while it runs (Linux)."""
+
+    def __init__(self, pid: int):
+        import threading
+
+        self.pid, self.peak_mb, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def sample(self) -> None:
+        while not self.done.wait(0.1):  # the sweep's processes: the small parent (ALONE) left out
+            self.peak_mb = max(self.peak_mb, sum(rss_mb(p) for p in tree_of(self.pid)[1:]))
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def tree_of(root: int) -> list[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += [child for child, parent in parents.items() if parent == pid]
+    return found
+
+
+def rss_mb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def compare_later(work_dir: Path, sweep_dir: Path) -> dict:
+    """`python -m ragexp.compare` on the finished sweep, later, from another folder, with its defaults
+    (plots, 10,000 resamples), reading the store (goal at 192 points: <= 15 s)."""
+    elsewhere = work_dir / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "ragexp.compare", "--tracking-uri", f"sqlite:///{sweep_dir}.db"],
+                          cwd=elsewhere, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: compare failed:\n{proc.stderr[-3000:]}")
+    return {"compare_later_s": round(time.time() - started, 1)}
 
 
 def jobs_logged_by(database: Path) -> float:

@@ -472,7 +472,8 @@ def kept(results: Path, group: str) -> dict:
 def grid_figures(g: dict) -> str:
     """A grids bench row: the ratio, then the phases and the peak."""
     return (f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); {g['before_first_job_s']} s; "
-            f"{g.get('jobs_phase_s', '-')} s; {g.get('after_last_job_s', '-')} s; {g['peak_rss_mb_largest_child']} MB")
+            f"{g.get('jobs_phase_s', '-')} s; {g.get('after_last_job_s', '-')} s; {g['peak_rss_mb_largest_child']} MB"
+            + (f" (process tree {g['peak_rss_mb_tree']} MB)" if "peak_rss_mb_tree" in g else ""))
 
 
 ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
@@ -507,6 +508,8 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     ("the same at dbf29a0 (2026-12-03 morning)", get("grids", "before", "48", show=grid_figures), ""),
     ("192-point sweep of the same: wall / jobs' own; before the first job; jobs phase; report; peak RSS",
      get("grids", "after", "192", show=grid_figures), "<= 3x; <= 19.6 s; ; ; <= 1.2x the 48-point peak"),
+    ("python -m ragexp.compare on that 192-point sweep, later, from another folder (plots, 10,000 resamples)",
+     get("grids", "after", "192", "compare_later_s", show=lambda s: f"{s} s"), "<= 15 s"),
     ("48-point sweep on joblib's 2 workers / the basic launcher", get("grids", "after", "48-joblib-2", show=lambda g: (
         f"{g['over_basic']}x ({g['wall_s']} / {g['basic_wall_s']} s)")), "<= 0.75x"),
     ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (
