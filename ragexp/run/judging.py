@@ -94,7 +94,7 @@ def embed_ahead(work: Work, judge: Judge, judge_settings: dict, results: Sequenc
     """The texts a judge that embeds (the offline judges: `texts_to_embed`) will embed for the
     answers it has not judged yet (not in the stage cache), embedded in one call before judging:
     in batches of sentences of like length across questions, where judging question by question
-    embeds a few dozen sentences at a time (1.7x slower with MiniLM on 2 cores). The vectors wait
+    embeds a few dozen sentences at a time (1.6x slower with MiniLM on 2 cores: bench group cheap_judge). The vectors wait
     in the run's embedding cache, where the judge finds them; the judgements are the same."""
     texts_of = getattr(judge, "texts_to_embed", None)
     if texts_of is None:
