@@ -39,10 +39,10 @@ def sweep(work_dir: Path, points: int, launcher: list[str] | None = None) -> dic
     _, err = proc.communicate()
     wall = time.time() - started
     tree.stop()
-    err, _, peak_kb = err.rpartition(PEAK)
-    peak_mb = int(peak_kb) // 1024
     if proc.returncode != 0:
         raise SystemExit(f"bench: the {points}-point sweep failed:\n{err[-3000:]}")
+    err, _, peak_kb = err.rpartition(PEAK)
+    peak_mb = int(peak_kb) // 1024
     metas = [json.loads(p.read_text()) for p in sweep_dir.glob("*/run.json")]
     assert len(metas) == points, f"{len(metas)} of {points} jobs wrote run.json"
     job_time = sum(m["job_time_s"] for m in metas)
