@@ -14,22 +14,21 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ragexp.components.systems import ContextError, hits_from_contexts
-from ragexp.store.cache import key_of
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
+from ragexp.run.judging import embed_ahead, judgement_key
 from ragexp.types import Answer, Judgement, Question, QuestionResult
 
 
-def readable(item: tuple[str, str, list, str]) -> QuestionResult | None:
-    """A record as the pipeline's answered question (what an offline judge embeds), or None when it
-    cannot be judged (`SampleJudge.one` says why)."""
+def read(item: tuple[str, str, list, str]) -> QuestionResult | str:
+    """A record as the pipeline's answered question, or why it cannot be judged."""
     where, query, contexts, answer_text = item
     if not query.strip() or not answer_text.strip():
-        return None
+        return f"no {'query' if not query.strip() else 'answer'} in the record"
     try:
         hits = tuple(hits_from_contexts(contexts))
-    except ContextError:
-        return None
+    except ContextError as err:
+        return f"contexts: {err}"
     return QuestionResult(Question(where, query, ()), hits, Answer(answer_text))
 
 
@@ -54,21 +53,17 @@ class SampleJudge:
         self.metrics = tuple(m for m in judge.metrics if m not in getattr(judge, "needs_reference", ()))
 
     def judge_all(self, items: list[tuple[str, str, list, str]]) -> list[Sampled]:
-        from ragexp.run.judging import embed_ahead
+        records = [read(item) for item in items]
+        embed_ahead(self.work, self.judge, self.settings, [r for r in records if isinstance(r, QuestionResult)])
+        return map_concurrently(self.one, list(zip(items, records)), concurrency(self.judge), desc="judging sample")
 
-        embed_ahead(self.work, self.judge, self.settings, [r for r in map(readable, items) if r is not None])
-        return map_concurrently(self.one, items, concurrency(self.judge), desc="judging sample")
-
-    def one(self, item: tuple[str, str, list, str]) -> Sampled:
-        where, query, contexts, answer_text = item
-        if not query.strip() or not answer_text.strip():
-            return Sampled(where, query, answer_text, failure=f"no {'query' if not query.strip() else 'answer'} in the record")
-        try:
-            hits = hits_from_contexts(contexts)
-        except ContextError as err:
-            return Sampled(where, query, answer_text, failure=f"contexts: {err}")
-        question, answer = Question(where, query, ()), Answer(answer_text)
-        key = key_of("judgement", self.settings, query, (), [(h.chunk.chunk_id, h.chunk.text) for h in hits], answer_text)
+    def one(self, item_and_record: tuple[tuple[str, str, list, str], QuestionResult | str]) -> Sampled:
+        (where, query, _, answer_text), record = item_and_record
+        if isinstance(record, str):
+            return Sampled(where, query, answer_text, failure=record)
+        question, hits, answer = record.question, record.hits, record.answer
+        assert answer is not None  # read() gives an answered question
+        key = judgement_key(self.settings, question, hits, answer)  # the pipeline's key: embed_ahead skips what is cached
         try:
             judgement = self.work.cached("judgement", key, self.judge.judge, question, hits, answer,
                                          keep=lambda j: not j.details.get("failed_criteria"))  # asked again next time
