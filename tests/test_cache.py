@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import HASH, cli_env, compose, mlflow_runs, run_cli
+from conftest import HASH, TEST_KEY_ENV, cli_env, compose, llm_args, mlflow_runs, run_cli
 from ragexp.cache import main as cache_main
 from ragexp.store.cache import EmbeddingStore, StageCache, key_of
 from ragexp.run.pipeline import run
@@ -141,24 +141,37 @@ def test_cache_clear_deletes_only_a_stage_cache(tiny, tmp_path, monkeypatch, cap
 
 @pytest.mark.process
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
-    args = ["dataset.limit=12", "tracker=none", "retriever=bm25", "hydra.run.dir=out"]
-    proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=cli_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    judgements = tmp_path / ".ragexp-cache" / "judgements"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.json"))) < 3:
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = len(list(judgements.rglob("*.json")))
-    assert 0 < done < 12, "the kill should land mid-way through judging"
+    """SIGKILL while judging: the same command again judges only the questions left. The judge is the
+    LLM judge on a slow test server (0.3 s a reply, 2 in flight), so that judging takes ~2 s and the
+    kill lands mid-way: the offline judge embeds every text first, then judges 12 questions in a few
+    milliseconds, faster than a poll can catch."""
+    from openai_server import OpenAIServer
 
-    resumed = run_cli(*args, cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    assert f"judgements_cached={done}" in resumed.stdout and "chunks_cached=1" in resumed.stdout
-    fresh = run_cli(*args[:-1], "hydra.run.dir=fresh", "cache.enabled=false", cwd=tmp_path)
-    assert fresh.returncode == 0, fresh.stderr
-    assert (tmp_path / "out" / "results.json").read_text() == (tmp_path / "fresh" / "results.json").read_text()
+    with OpenAIServer(latency=0.3) as server:
+        args = ["dataset.limit=12", "tracker=none", *llm_args(server, generator=False), "judge.endpoint.max_concurrency=2",
+                "hydra.run.dir=out"]
+        env = cli_env({TEST_KEY_ENV: "k"})
+        proc = subprocess.Popen([sys.executable, "-m", "ragexp", *args], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        judgements = tmp_path / ".ragexp-cache" / "judgements"
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and len(list(judgements.rglob("*.json"))) < 3:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        done = len(list(judgements.rglob("*.json")))
+        assert 0 < done < 12, "the kill should land mid-way through judging"
+
+        resumed = run_cli(*args, cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"judgements_cached={done}" in resumed.stdout and "chunks_cached=1" in resumed.stdout
+        fresh = run_cli(*args[:-1], "hydra.run.dir=fresh", "cache.enabled=false", cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+        assert fresh.returncode == 0, fresh.stderr
+    [(name, after)] = json.loads((tmp_path / "out" / "results.json").read_text()).items()
+    uninterrupted = json.loads((tmp_path / "fresh" / "results.json").read_text())[name]
+    spend = {"llm_requests", "judge_input_tokens", "judge_output_tokens", "judge_cost_usd"}  # what this run paid for
+    assert after["llm_requests"] == 12 - done and uninterrupted["llm_requests"] == 12  # only the questions left
+    assert {k: v for k, v in after.items() if k not in spend} == {k: v for k, v in uninterrupted.items() if k not in spend}
 
 
 @pytest.mark.process
