@@ -92,6 +92,20 @@ def test_the_coordinated_uniform_is_the_same_for_every_configuration_and_uniform
     assert np.histogram(draws, bins=10, range=(0, 1))[0].min() > 330  # 400 expected in each tenth
 
 
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_a_question_samples_questions_are_drawn_like_any_others(seed):
+    """question_sample (a racing round) keeps the questions first in its seeded order: the cascade's
+    uniform numbers of those questions are still uniform, so a 10% chance draws about a tenth of
+    them, not every one (as when both hashed (seed, id) alike)."""
+    from ragexp.datasets.subset import sample_order
+    from ragexp.types import Question
+
+    questions = [Question(f"q{i}", f"question {i}?", ("a",), {}) for i in range(2000)]
+    kept = sample_order(questions, seed)[:200]
+    drawn = sum(coordinated_uniform(q.qid, seed) < 0.1 for q in kept)
+    assert 8 <= drawn <= 35, drawn  # 20 expected
+
 def cheap_and_people(rng, n):
     """People's yes/no (20% hallucinations); a cheap judge's probability of it, informative but
     miscalibrated (it says 0.55 on average for a hallucination and 0.25 for the others)."""

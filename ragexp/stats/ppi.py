@@ -145,10 +145,12 @@ def inclusion_probabilities(uncertainty, budget: float, floor: float = 0.0) -> n
 def coordinated_uniform(question_id: str, seed: int = 0) -> float:
     """The question's uniform number in [0, 1): the same for every configuration of a sweep (and
     every rerun), so that configurations label the same questions wherever their probabilities
-    allow (question i is labelled where uniform_i < pi_i)."""
+    allow (question i is labelled where uniform_i < pi_i). Its hash has its own prefix: `question_sample`
+    orders questions by the hash of (seed, id), so without it a sample's questions would be the ones
+    with the smallest numbers, every one drawn."""
     import hashlib
 
-    digest = hashlib.sha256(f"{seed}\0{question_id}".encode()).digest()
+    digest = hashlib.sha256(f"cascade\0{seed}\0{question_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
