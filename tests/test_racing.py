@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import HASH, cli_env, llm_args, mlflow_runs, run_app, run_cli
+from conftest import HASH, TEST_KEY_ENV, cli_env, llm_args, mlflow_runs, run_app, run_cli
 
 RACE = ["-m", "hydra/sweeper=racing", *HASH, "retriever=bm25,dense", "retriever.top_k=1,10",
         "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10"]
@@ -186,6 +186,47 @@ def test_keep_top_keeps_the_best_n_whatever_the_tests_say():
     assert minimised[0].config == 3 and {d.config for d in minimised if d.verdict == DROPPED} == {0, 1, 2}
 
 
+
+def cascade_run(config: int, scores: np.ndarray, drawn: int):
+    """A run judged by a cascade: x is each question's term of the corrected mean, x_cheap the cheap
+    judge's score, `drawn` of the questions judged by the expensive judge too."""
+    run = synthetic_run(config, scores)
+    run.table["x_cheap"] = scores
+    run.table["judged_by"] = ["cheap+expensive" if i < drawn else "cheap" for i in range(len(scores))]
+    return run
+
+
+def test_a_cascade_configuration_is_tested_only_on_enough_expensive_judgements():
+    """A corrected mean resting on few expensive judgements has an interval too often wrong: the
+    round keeps such a configuration, untested, and says why; from min_expensive on it is tested."""
+    from ragexp.sweep.racing.decide import DROPPED, NOT_TESTED, decide
+
+    rng = np.random.default_rng(3)
+    best, worse = rng.normal(8, 0.5, 40), rng.normal(4, 0.5, 40)
+    few = {0: cascade_run(0, best, 12), 1: cascade_run(1, worse, 3)}
+    [_, kept] = decide(few, {0: "c0", 1: "c1"}, "avg_x", resamples=500)
+    assert kept.verdict == NOT_TESTED and "c1: 3 expensive judgement(s) of avg_x" in kept.note
+    assert "hydra.sweeper.min_expensive=10" in kept.note
+    enough = {0: cascade_run(0, best, 12), 1: cascade_run(1, worse, 10)}
+    assert decide(enough, {0: "c0", 1: "c1"}, "avg_x", resamples=500)[1].verdict == DROPPED
+    few_best = {0: cascade_run(0, best, 4), 1: cascade_run(1, worse, 12)}
+    assert "c0: 4 expensive" in decide(few_best, {0: "c0", 1: "c1"}, "avg_x", resamples=500)[1].note
+    assert decide(few, {0: "c0", 1: "c1"}, "avg_x", resamples=500, min_expensive=3)[1].verdict == DROPPED
+
+
+def test_a_cascade_gets_at_least_min_expensive_judgements_in_every_round():
+    from ragexp.sweep.racing.jobs import round_overrides
+    from ragexp.sweep.racing.plan import Plan, Settings
+
+    plan = Plan(Settings(), [["judge=cascade"], ["judge=cascade", "judge.sample=15"], ["judge=llm"]], ["a", "b", "c"],
+                total=200, sizes=[20, 200], sample_seed=0, cascade_samples=[0.1, 15.0, None])
+    assert [plan.expensive(0, n) for n in (8, 20, 200)] == [8, 10, 20]  # at least 10, at most the round
+    assert [plan.expensive(1, n) for n in (20, 200)] == [15, 15] and plan.expensive(2, 20) is None
+    assert round_overrides(plan.points[1], 20, 0, 15) == ["judge=cascade", "question_sample.size=20",
+                                                          "question_sample.seed=0", "judge.sample=15"]
+    assert round_overrides(plan.points[2], 20, 0) == ["judge=llm", "question_sample.size=20", "question_sample.seed=0"]
+    assert "min_expensive" in Settings(min_expensive=1).problems()[0]
+
 # --- a race, end to end ------------------------------------------------------------------------------
 
 def round_jobs(state: dict, number: int) -> list[dict]:
@@ -355,6 +396,35 @@ def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
     jobs = sum(len(r["jobs"]) for r in state["rounds"])
     assert f"2 of {jobs} jobs failed" in proc.stderr
 
+
+
+def test_a_race_of_cascades_spends_enough_expensive_judgements_each_round(tmp_path, server):
+    """judge=cascade at 10% in a race: round 1 (20 questions) would draw 2 expensive judgements per
+    configuration; each job is given 10 (hydra.sweeper.min_expensive), and a configuration is tested
+    only when it and the best got 10 or more."""
+    args = ["judge=cascade", f"judge.expensive.endpoint.base_url={server.base_url}",
+            f"judge.expensive.endpoint.api_key_env={TEST_KEY_ENV}", "judge.expensive.endpoint.backoff_s=0.01"]
+    proc = run_app("-m", "hydra/sweeper=racing", "retriever=bm25", *HASH, *args, "retriever.top_k=1,3,5",
+                   "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10", "tracker=none",
+                   cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "at least 10 (hydra.sweeper.min_expensive)" in proc.stdout
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    state = json.loads((sweep_dir / "racing.json").read_text())
+    first = round_jobs(state, 1)
+    drawn = {}
+    for job in first:
+        assert job["status"] == "ok" and "judge.sample=10" in (Path(job["folder"]) / ".hydra" / "overrides.yaml").read_text()
+        table = json.loads((Path(job["folder"]) / "questions.json").read_text())
+        by = table["columns"].index("judged_by")
+        drawn[job["config"]] = sum(row[by] == "cheap+expensive" for row in table["data"])
+    assert all(4 <= n <= 16 for n in drawn.values()), drawn  # 10 expected of 20
+    decisions = state["rounds"][0]["decisions"]
+    best = next(d for d in decisions if d["verdict"] == "best")
+    for d in decisions:
+        if d is not best:
+            few = drawn[d["config"]] < 10 or drawn[best["config"]] < 10
+            assert ("min_expensive" in d["note"]) == few and (d["p_value"] is None) == few
 
 # --- the process tier: parallel jobs, a kill -------------------------------------------------------------
 

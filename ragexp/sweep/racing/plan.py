@@ -28,6 +28,7 @@ class Settings:
     seed: int = 0
     resamples: int = 2000
     max_batch_size: int | None = None
+    min_expensive: int = 10  # judge=cascade: the least expensive judgements a configuration is tested on, each round
 
     def problems(self) -> list[str]:
         errors = []
@@ -54,6 +55,9 @@ class Settings:
             errors.append(f"hydra.sweeper.resamples: a whole number >= 100; got {self.resamples!r}")
         if not isinstance(self.maximize, bool):
             errors.append(f"hydra.sweeper.maximize: true or false; got {self.maximize!r}")
+        if not isinstance(self.min_expensive, int) or isinstance(self.min_expensive, bool) or self.min_expensive < 2:
+            errors.append(f"hydra.sweeper.min_expensive: a whole number >= 2 (the expensive judgements a cascade's "
+                          f"configuration is tested on); got {self.min_expensive!r}")
         if self.max_batch_size is not None and (not isinstance(self.max_batch_size, int) or self.max_batch_size < 1):
             errors.append(f"hydra.sweeper.max_batch_size: null or a whole number >= 1; got {self.max_batch_size!r}")
         return errors
@@ -79,6 +83,17 @@ class Plan:
     sizes: list[int]  # questions per round
     sample_seed: int  # question_sample.seed: the order the rounds' questions are taken in
     notes: list[str] = field(default_factory=list)
+    cascade_samples: list[float | None] = field(default_factory=list)  # each configuration's judge.sample (judge=cascade)
+
+    def expensive(self, config: int, size: int) -> int | None:
+        """The expensive judgements configuration `config` gets in a round of `size` questions when its
+        judge is a cascade (None: it is not): its judge.sample (a share of the round, or a count), at
+        least min_expensive, at most the round's questions, so that every round's tests rest on enough."""
+        sample = self.cascade_samples[config] if config < len(self.cascade_samples) else None
+        if sample is None:
+            return None
+        wanted = math.ceil(sample * size) if sample < 1 else int(sample)
+        return min(size, max(wanted, self.settings.min_expensive))
 
     def definition(self) -> dict[str, Any]:
         """What makes a race the same race (a resumed sweep must match it)."""
@@ -157,7 +172,7 @@ def plan(config) -> Plan:
     if len(points) < 2:
         errors.append(f"a racing sweep needs at least two configurations to race; the command line gives "
                       f"{len(points)} (sweep some values, e.g. retriever=bm25,dense)")
-    total, sample_seed = 0, 0
+    total, sample_seed, cascade_samples = 0, 0, []
     if points:
         from hydra.core.global_hydra import GlobalHydra
 
@@ -167,6 +182,8 @@ def plan(config) -> Plan:
         scoring = any(k.lstrip("+~").split(".")[0].split("@")[0] in SCORING_GROUPS for k in swept)
         jobs = [loader.load_sweep_config(config, list(point)) for point in (raw if scoring else raw[:1])]
         errors += objective_problems(jobs, settings.objective)
+        samples = [cascade_sample(job) for job in jobs]
+        cascade_samples = samples if scoring else samples * len(points)
         total, sample_seed, size_errors = full_set(jobs)
         errors += size_errors
         if total and isinstance(settings.min_questions, int) and settings.min_questions > total:
@@ -180,7 +197,19 @@ def plan(config) -> Plan:
     if len(sizes) < len(settings.rounds):
         notes.append(f"rounds of {', '.join(map(str, sizes))} questions: min_questions={settings.min_questions} "
                      f"merged {len(settings.rounds) - len(sizes)} of the {len(settings.rounds)} rounds")
-    return Plan(settings, points, names, total, sizes, sample_seed, notes)
+    if any(s is not None for s in cascade_samples):
+        notes.append(f"judge=cascade: each configuration's expensive judge judges its judge.sample of every round's "
+                     f"questions, at least {settings.min_expensive} (hydra.sweeper.min_expensive), so that each test "
+                     "rests on enough expensive judgements")
+    return Plan(settings, points, names, total, sizes, sample_seed, notes, cascade_samples)
+
+
+def cascade_sample(job) -> float | None:
+    """A composed job's judge.sample when its judge is a cascade, else None."""
+    judge = job.get("judge") or {}
+    if not str(judge.get("_target_", "")).endswith("CascadeJudge"):
+        return None
+    return float(judge.get("sample", 0.1))
 
 
 def configuration_name(point: list[str], swept: list[str]) -> str:

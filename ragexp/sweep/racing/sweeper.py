@@ -77,7 +77,8 @@ class Race:
         while step < len(plan.sizes):
             index, size, final = len(self.rounds) + 1, plan.sizes[step], step == len(plan.sizes) - 1
             jobs = [Job(c, plan.names[c], index, size, number + i,
-                        round_overrides(plan.points[c], size, plan.sample_seed)) for i, c in enumerate(survivors)]
+                        round_overrides(plan.points[c], size, plan.sample_seed, plan.expensive(c, size)))
+                    for i, c in enumerate(survivors)]
             number += len(jobs)
             for job in jobs:
                 job.folder = job_folder(self.loader, self.config, job.overrides, job.number)
@@ -89,7 +90,8 @@ class Race:
                 read_outcome(job)
             ran = {j.config: j.run for j in jobs if j.status == "ok" and j.run is not None}
             decisions = decide(ran, {c: plan.names[c] for c in ran}, settings.objective, settings.maximize,
-                               plan.round_alpha, settings.keep_top, settings.resamples, settings.seed) if ran else []
+                               plan.round_alpha, settings.keep_top, settings.resamples, settings.seed,
+                               min_expensive=settings.min_expensive) if ran else []
             if final:  # the last round drops nothing: its ranking is the final leaderboard's
                 for d in decisions:
                     d.verdict = "worse than the best" if d.verdict == DROPPED else d.verdict
