@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from conftest import TEST_KEY_ENV, compose, llm_args
+from openai_server import auto_reply, user_text
 
 from ragexp import evaluate
 from ragexp.config.prompts import as_fields
@@ -64,3 +65,39 @@ def test_a_variable_the_setting_lacks_and_a_prompt_the_registry_lacks_are_one_li
         evaluate(ROWS, overrides=[*judge_args(server), "judge.user_prompt=prompts:/nope/1"],
                  output_dir=tmp_path / "b")
     assert not server.chat_requests()  # refused before any work
+
+
+def test_a_sweep_over_prompt_versions_compares_them_on_the_leaderboard(server, tmp_path):
+    """`-m generator.user_prompt=prompts:/rag/1,prompts:/rag/2`: one job per version, each run with the
+    version's text and its prompts_used, the sweep's leaderboard ranking the two (version 2 asks for
+    one word, and the scripted model then answers off the documents)."""
+    import json
+
+    import mlflow
+
+    from conftest import HASH, run_app
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    question = "<context>\n{{context}}\n</context>\n\n<question>\n{{question}}\n</question>\n"
+    mlflow.genai.register_prompt(name="rag", template=question + "Answer from the documents.")
+    mlflow.genai.register_prompt(name="rag", template=question + "Answer in one word.")
+    mlflow.set_tracking_uri(None)
+    server.chat = lambda body: "Bananas." if "one word" in user_text(body) else auto_reply(body)  # from the documents
+    generator = ["generator=openai", f"generator.endpoint.base_url={server.base_url}", "generator.endpoint.model=m",
+                 f"generator.endpoint.api_key_env={TEST_KEY_ENV}", "generator.endpoint.backoff_s=0.01"]
+    proc = run_app("-m", "retriever=bm25", *HASH, *generator, "generator.user_prompt=prompts:/rag/1,prompts:/rag/2",
+                   "dataset.limit=6", f"tracker.tracking_uri={uri}", cwd=tmp_path, env={TEST_KEY_ENV: "k"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    used = {}
+    for folder in sorted(p.parent for p in sweep_dir.glob("*/config.yaml")):
+        config = yaml.safe_load((folder / "config.yaml").read_text())
+        used[config["prompts_used"]["generator.user_prompt"]] = config["generator"]["user_prompt"]
+    assert set(used) == {"prompts:/rag/1", "prompts:/rag/2"}
+    assert used["prompts:/rag/2"].endswith("Answer in one word.") and "{question}" in used["prompts:/rag/2"]
+    board = json.loads((sweep_dir / "report" / "leaderboard.json").read_text())
+    ranked = [e["label"] for e in board["entries"]]
+    assert len(ranked) == 2 and ranked[0].endswith("prompts:/rag/1") and ranked[1].endswith("prompts:/rag/2"), ranked
+    requests = [user_text(r["body"]) for r in server.chat_requests()]
+    assert sum("one word" in text for text in requests) == 6 and len(requests) == 12

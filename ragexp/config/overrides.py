@@ -17,6 +17,8 @@
    would say "Multiple values for rubric")."""
 from __future__ import annotations
 
+import re
+
 MULTIRUN = ("-m", "--multirun")
 # the system under test's own settings (conf/system/python.yaml, http.yaml) and the headers of its requests:
 # names only the user knows, so no YAML declares them
@@ -40,9 +42,15 @@ def chosen_null_groups(args: list[str]) -> list[str]:
 
 def point_name(overrides, swept: list[str]) -> str:
     """A sweep point's name: the values of its swept keys (`chunker=semantic,retriever.top_k=5`), the
-    keys without the `+`/`++` Hydra was given (`system.params.top_k=3`); "" when none is swept."""
+    keys without the `+`/`++` Hydra was given (`system.params.top_k=3`) and the values without the
+    backslashes Hydra escapes them with (`prompts:/rag/2`, not `prompts\\:/rag/2`); "" when none is swept."""
     values = dict(str(o).split("=", 1) for o in overrides if "=" in str(o))
-    return ",".join(f"{k.lstrip('+')}={values[k]}" for k in swept if k in values)
+    return ",".join(f"{k.lstrip('+')}={unescaped(values[k])}" for k in swept if k in values)
+
+
+def unescaped(value: str) -> str:
+    """An override's value as written, without the backslashes Hydra puts before `\\()[]{}:=, ` in a sweep's values."""
+    return re.sub(r"\\(.)", r"\1", value)
 
 
 def with_user_params(args: list[str]) -> list[str]:
