@@ -1,11 +1,12 @@
 """Figure group `cascade_sweep` (`python bench/run.py cascade_sweep`): judge=cascade across a sweep
-with a planted winner. 24 systems under test answer the same HotpotQA dev500 questions (recorded
-outputs: the question's first 5 paragraphs as contexts; a right answer is the reference said in a
-sentence and a supporting sentence reworded, a wrong one another question's answer and a
-non-supporting sentence reworded). System 13 answers 90% right, the others 45-72%, each question's
-fate a seeded draw. The systems are one Python function (`system=python
-system.function=cascade_sweep:answer`), the sweep is over its `system.params.system`, and the
-questions are a recorded-outputs file of questions and references.
+with a planted winner. 24 systems under test answer the same HotpotQA dev500 questions (the
+question's first 5 paragraphs as contexts; a right answer is the reference said in a sentence, in
+each system's own words, and a supporting sentence reworded; a wrong one another question's answer
+and a non-supporting sentence reworded: no two systems give one answer, so no judgement is
+shared). System 13 answers 90% right, the others 45-72%, each question's fate a seeded draw. The
+systems are one Python function (`system=python system.function=cascade_sweep:answer`), the sweep
+is over its `system.params.system`, and the questions are a recorded-outputs file of questions and
+references.
 
 Three sweeps of the same grid, each with its own fresh stage cache and test server (the LLM judge
 against tests/openai_server.py at 200 ms, replies scripted from word overlaps: bench/racing.py's
@@ -152,8 +153,8 @@ def sweep(work_dir: Path, name: str, data: tuple[Path, Path], judge: list[str], 
 
 
 def measure(work_dir: Path, args=None) -> dict:
-    """The three sweeps on RAGEXP_BENCH_CASCADE_QUESTIONS questions (default 200)."""
-    count = int(os.environ.get("RAGEXP_BENCH_CASCADE_QUESTIONS", 200))
+    """The three sweeps on RAGEXP_BENCH_CASCADE_QUESTIONS questions (default 500, as the racing group)."""
+    count = int(os.environ.get("RAGEXP_BENCH_CASCADE_QUESTIONS", 500))
     work_dir.mkdir(parents=True, exist_ok=True)
     data = write_data(work_dir, count)
     figures: dict = {"questions": count, "configurations": SYSTEMS, "planted_winner": WINNER,
@@ -166,7 +167,35 @@ def measure(work_dir: Path, args=None) -> dict:
     print(json.dumps({"cascade_racing": figures["cascade_racing"]}), flush=True)
     full = figures["llm_full"]["llm_requests"]
     figures["request_share"] = {side: round(figures[side]["llm_requests"] / full, 4) for side in ("cascade_full", "cascade_racing")}
+    page(figures)
     return figures
+
+
+def page(f: dict) -> None:
+    """bench/results/cascade_sweep.md: the three sweeps side by side."""
+    full = f["llm_full"]["llm_requests"]
+    lines = ["# Cascade judging across a sweep: a planted winner, the full LLM grid, a cascade, a race of cascades", "",
+             f"`python bench/run.py cascade_sweep` ({f['questions']} questions: RAGEXP_BENCH_CASCADE_QUESTIONS), "
+             f"{f['date']}, {os.cpu_count()} cores. {f['configurations']} systems under test answer the first "
+             f"{f['questions']} questions of HotpotQA dev500 (system=python, swept over system.params.system); "
+             f"system {f['planted_winner']} answers 90% right, the others 45-72%. The expensive (and full-grid) judge: "
+             "judge=llm against the local OpenAI-protocol test server at 200 ms, replies scripted from word overlaps; "
+             "the cheap judge: the offline judge with the hash embedder; each sweep with its own fresh stage cache. "
+             "Separated: the runner-up's Holm-corrected paired test says `worse` (95% bootstrap CIs, 2,000 resamples).",
+             "", "| sweep | LLM requests | of the full grid's | wall, s (load at start) | winner | runner-up: verdict |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for key, label in (("llm_full", "full grid, judge=llm"), ("cascade_full", "full grid, judge=cascade judge.sample=0.1"),
+                       ("cascade_racing", "hydra/sweeper=racing, judge=cascade judge.sample=0.1")):
+        side = f[key]
+        runner = (f"{side['runner_up']}: {side['runner_up_verdict']}" if "runner_up" in side else
+                  f"rounds of {', '.join(map(str, side['rounds']))} questions; dropped per round "
+                  f"{', '.join(map(str, side['dropped_per_round']))}; survivors {side['survivors']}")
+        lines.append(f"| {label} | {side['llm_requests']} | {side['llm_requests'] / full:.1%} | {side['wall_s']} "
+                     f"({side['load_1min_before']}) | {side['winner']} | {runner} |")
+    lines += ["", "A race of cascades starts where the sample draws hydra.sweeper.min_expensive=10 expensive judgements "
+              "per configuration (100 questions at 10%) and tests none on fewer (docs/how-to/racing.md): it spends about "
+              "240 before it can drop any of 24.", ""]
+    (Path(__file__).parent / "results" / "cascade_sweep.md").write_text("\n".join(lines))
 
 
 if __name__ == "__main__":

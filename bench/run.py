@@ -32,6 +32,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   held out: false alarms on supported ones (goal <= 0.05), recall of unsupported ones (goal >= 0.90);
 - cheap_judge (bench/cheap_judge.py): the default offline judge on 100 recorded HotpotQA rows with
   paraphrased answers, cold caches: rows/s of its judging stage (goal: >= 10), also at a load of 2x the cores;
+- cascade_sweep (bench/cascade_sweep.py): 24 systems with a planted winner, judged by the LLM judge (test
+  server) on the full grid, by judge=cascade at 10%, and by a racing sweep of cascades: LLM requests, the
+  winner and whether it is separated (goal: the same winner; with racing, <= 5% of the full grid's requests);
 - ppi (bench/ppi_coverage.py): coverage of the human-corrected (PPI) 95% CI vs the judge-only CI.
 - racing (bench/racing.py): 24 configurations, full grid vs hydra/sweeper=racing, offline and LLM
   judge (200 ms): question evaluations, LLM requests, wall time, the winners (goal: <= 35%, winner kept).
@@ -353,6 +356,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "cascade": lambda work_dir, args: __import__("cascade").measure(work_dir, args),
     "short_answers": lambda work_dir, args: __import__("short_answers").measure(work_dir, args),
     "cheap_judge": lambda work_dir, args: __import__("cheap_judge").measure(work_dir, args),
+    "cascade_sweep": lambda work_dir, args: __import__("cascade_sweep").measure(work_dir, args),
     "decisions": lambda work_dir, args: __import__("decisions").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
     "grids": lambda work_dir, args: {**kept(args.out, "grids"), "after": __import__("grids").measure(work_dir, args)},
@@ -464,6 +468,15 @@ def get(*path: str, show: Callable[..., str]) -> Callable[[dict], str | None]:
     return value
 
 
+def cascade_sweep_figures(c: dict) -> str:
+    full, cascade, race = c["llm_full"], c["cascade_full"], c["cascade_racing"]
+    return (f"{cascade['llm_requests']} / {full['llm_requests']} = {c['request_share']['cascade_full']:.1%} (winner "
+            f"{cascade['winner']}, {'separated' if cascade['separated'] else 'not separated'}); race "
+            f"{race['llm_requests']} / {full['llm_requests']} = {c['request_share']['cascade_racing']:.1%} (winner "
+            f"{race['winner']}); full LLM grid's winner {full['winner']} ({c['questions']} questions; planted "
+            f"{c['planted_winner']})")
+
+
 def kept(results: Path, group: str) -> dict:
     """A group's figures as results.json has them (its "before" stays when "after" is measured again)."""
     return json.loads(results.read_text()).get(group, {}) if results.exists() else {}
@@ -519,6 +532,8 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
          f"{label} {c[key]['judging_rows_per_s']} ({c[key]['rows_per_s']}; load {c[key]['load_1min']})"
          for key, label in (("before", "before"), ("as_is", "now"), ("at_load_2x_cores", "now at a load of 2x the cores"))
          if key in c)), ">= 10"),
+    ("24 systems, planted winner: LLM requests of a cascade at 10% / of a race of cascades, over the full LLM grid's",
+     get("cascade_sweep", show=cascade_sweep_figures), "same winner, separated; race <= 5%"),
     ("short answers held out, judge=offline: false alarms / recall", get("short_answers", "offline", "all", show=lambda a: (
         f"{a['false_alarms']} / {a['recall']} ({a['supported']} supported, {a['unsupported']} not)")), "<= 0.05 / >= 0.90"),
     ("monitor A/B, A/A streams read after each of 30 windows: any wrong decision, per metric (worst) / all 4 corrected",

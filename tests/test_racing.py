@@ -214,17 +214,12 @@ def test_a_cascade_configuration_is_tested_only_on_enough_expensive_judgements()
     assert decide(few, {0: "c0", 1: "c1"}, "avg_x", resamples=500, min_expensive=3)[1].verdict == DROPPED
 
 
-def test_a_cascade_gets_at_least_min_expensive_judgements_in_every_round():
-    from ragexp.sweep.racing.jobs import round_overrides
-    from ragexp.sweep.racing.plan import Plan, Settings
+def test_a_race_of_cascades_starts_where_its_share_draws_min_expensive_judgements():
+    from ragexp.sweep.racing.plan import Settings, first_cascade_round, round_sizes
 
-    plan = Plan(Settings(), [["judge=cascade"], ["judge=cascade", "judge.sample=15"], ["judge=llm"]], ["a", "b", "c"],
-                total=200, sizes=[20, 200], sample_seed=0, cascade_samples=[0.1, 15.0, None])
-    assert [plan.expensive(0, n) for n in (8, 20, 200)] == [8, 10, 20]  # at least 10, at most the round
-    assert [plan.expensive(1, n) for n in (20, 200)] == [15, 15] and plan.expensive(2, 20) is None
-    assert round_overrides(plan.points[1], 20, 0, 15) == ["judge=cascade", "question_sample.size=20",
-                                                          "question_sample.seed=0", "judge.sample=15"]
-    assert round_overrides(plan.points[2], 20, 0) == ["judge=llm", "question_sample.size=20", "question_sample.seed=0"]
+    assert first_cascade_round([0.1, 0.1], 10) == 100 and first_cascade_round([0.25, 0.5, None], 10) == 40
+    assert first_cascade_round([None, None], 10) == 0 and first_cascade_round([30.0], 10) == 0  # a count: any round
+    assert round_sizes(Settings().rounds, max(20, first_cascade_round([0.1], 10)), 500) == [100, 150, 225, 338, 500]
     assert "min_expensive" in Settings(min_expensive=1).problems()[0]
 
 # --- a race, end to end ------------------------------------------------------------------------------
@@ -398,33 +393,41 @@ def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
 
 
 
-def test_a_race_of_cascades_spends_enough_expensive_judgements_each_round(tmp_path, server):
-    """judge=cascade at 10% in a race: round 1 (20 questions) would draw 2 expensive judgements per
-    configuration; each job is given 10 (hydra.sweeper.min_expensive), and a configuration is tested
-    only when it and the best got 10 or more."""
-    args = ["judge=cascade", f"judge.expensive.endpoint.base_url={server.base_url}",
+def test_a_race_of_cascades_tests_only_on_enough_expensive_judgements(tmp_path, server):
+    """judge=cascade at judge.sample=0.5 on 40 questions: the race starts on 20 (10 expected expensive
+    judgements each, hydra.sweeper.min_expensive), not 10 (5 each); the share stays 0.5, so round 2's
+    draw holds round 1's; a configuration is tested only when it and the best got 10 or more."""
+    args = ["judge=cascade", "judge.sample=0.5", f"judge.expensive.endpoint.base_url={server.base_url}",
             f"judge.expensive.endpoint.api_key_env={TEST_KEY_ENV}", "judge.expensive.endpoint.backoff_s=0.01"]
     proc = run_app("-m", "hydra/sweeper=racing", "retriever=bm25", *HASH, *args, "retriever.top_k=1,3,5",
-                   "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10", "tracker=none",
+                   "hydra.sweeper.rounds=[0.25,0.5,1.0]", "hydra.sweeper.min_questions=10", "tracker=none",
                    cwd=tmp_path, env={TEST_KEY_ENV: "k"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "at least 10 (hydra.sweeper.min_expensive)" in proc.stdout
+    assert "rounds of 20, 40 questions: judge=cascade: judge.sample=0.5 draws 10 expensive" in proc.stdout
     [sweep_dir] = tmp_path.glob("multirun/*/*")
     state = json.loads((sweep_dir / "racing.json").read_text())
-    first = round_jobs(state, 1)
-    drawn = {}
-    for job in first:
-        assert job["status"] == "ok" and "judge.sample=10" in (Path(job["folder"]) / ".hydra" / "overrides.yaml").read_text()
-        table = json.loads((Path(job["folder"]) / "questions.json").read_text())
-        by = table["columns"].index("judged_by")
-        drawn[job["config"]] = sum(row[by] == "cheap+expensive" for row in table["data"])
-    assert all(4 <= n <= 16 for n in drawn.values()), drawn  # 10 expected of 20
+    drawn: dict[int, list[set]] = {}
+    for r in state["rounds"]:
+        for job in r["jobs"]:
+            table = json.loads((Path(job["folder"]) / "questions.json").read_text())
+            by, qid = table["columns"].index("judged_by"), table["columns"].index("question_id")
+            drawn.setdefault(job["config"], []).append({row[qid] for row in table["data"] if row[by] == "cheap+expensive"})
+    for rounds in drawn.values():
+        if len(rounds) == 2:
+            assert len(rounds[0] - rounds[1]) <= 2, "round 2's draw holds round 1's, but for chances that moved"
     decisions = state["rounds"][0]["decisions"]
     best = next(d for d in decisions if d["verdict"] == "best")
     for d in decisions:
         if d is not best:
-            few = drawn[d["config"]] < 10 or drawn[best["config"]] < 10
+            few = len(drawn[d["config"]][0]) < 10 or len(drawn[best["config"]][0]) < 10
             assert ("min_expensive" in d["note"]) == few and (d["p_value"] is None) == few
+
+
+def test_a_race_refuses_a_cascade_count_below_min_expensive(tmp_path):
+    proc = run_app("-m", "hydra/sweeper=racing", "retriever=bm25", *HASH, "judge=cascade", "judge.sample=5",
+                   "retriever.top_k=1,3", "tracker=none", cwd=tmp_path)
+    assert proc.returncode == 2 and "judge.sample=5 expensive judgements per job is below hydra.sweeper.min_expensive=10" \
+        in proc.stderr and "no job was started" in proc.stderr
 
 # --- the process tier: parallel jobs, a kill -------------------------------------------------------------
 

@@ -37,13 +37,8 @@ class Job:
                 "reason": self.reason}
 
 
-def round_overrides(point: list[str], size: int, seed: int, expensive: int | None = None) -> list[str]:
-    """A configuration's overrides in a round of `size` questions; `expensive`: its cascade's
-    expensive judgements in that round (a count: judge.sample)."""
-    if expensive is None:
-        return [*point, f"question_sample.size={size}", f"question_sample.seed={seed}"]
-    kept = [o for o in point if not o.lstrip("+~").startswith("judge.sample=")]  # the round's count replaces it
-    return [*kept, f"question_sample.size={size}", f"question_sample.seed={seed}", f"judge.sample={expensive}"]
+def round_overrides(point: list[str], size: int, seed: int) -> list[str]:
+    return [*point, f"question_sample.size={size}", f"question_sample.seed={seed}"]
 
 
 def job_folder(loader, master, overrides: list[str], number: int) -> Path:

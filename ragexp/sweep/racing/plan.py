@@ -85,16 +85,6 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     cascade_samples: list[float | None] = field(default_factory=list)  # each configuration's judge.sample (judge=cascade)
 
-    def expensive(self, config: int, size: int) -> int | None:
-        """The expensive judgements configuration `config` gets in a round of `size` questions when its
-        judge is a cascade (None: it is not): its judge.sample (a share of the round, or a count), at
-        least min_expensive, at most the round's questions, so that every round's tests rest on enough."""
-        sample = self.cascade_samples[config] if config < len(self.cascade_samples) else None
-        if sample is None:
-            return None
-        wanted = math.ceil(sample * size) if sample < 1 else int(sample)
-        return min(size, max(wanted, self.settings.min_expensive))
-
     def definition(self) -> dict[str, Any]:
         """What makes a race the same race (a resumed sweep must match it)."""
         return {"settings": asdict(self.settings), "points": self.points, "total": self.total, "sizes": self.sizes,
@@ -184,6 +174,9 @@ def plan(config) -> Plan:
         errors += objective_problems(jobs, settings.objective)
         samples = [cascade_sample(job) for job in jobs]
         cascade_samples = samples if scoring else samples * len(points)
+        errors += [f"judge.sample={s:g} expensive judgements per job is below hydra.sweeper.min_expensive="
+                   f"{settings.min_expensive}, the fewest a race tests a cascade on: raise judge.sample, or give it as a "
+                   f"share (e.g. 0.1)" for s in dict.fromkeys(samples) if s is not None and s >= 1 and s < settings.min_expensive]
         total, sample_seed, size_errors = full_set(jobs)
         errors += size_errors
         if total and isinstance(settings.min_questions, int) and settings.min_questions > total:
@@ -192,16 +185,26 @@ def plan(config) -> Plan:
     if errors:
         raise RagexpError(errors[0] if len(errors) == 1 else
                           f"{len(errors)} problems in the racing sweep:\n  " + "\n  ".join(errors))
-    sizes = round_sizes(settings.rounds, settings.min_questions, total)
+    least = max(settings.min_questions, first_cascade_round(cascade_samples, settings.min_expensive))
+    sizes = round_sizes(settings.rounds, least, total)
     notes = []
     if len(sizes) < len(settings.rounds):
-        notes.append(f"rounds of {', '.join(map(str, sizes))} questions: min_questions={settings.min_questions} "
-                     f"merged {len(settings.rounds) - len(sizes)} of the {len(settings.rounds)} rounds")
-    if any(s is not None for s in cascade_samples):
-        notes.append(f"judge=cascade: each configuration's expensive judge judges its judge.sample of every round's "
-                     f"questions, at least {settings.min_expensive} (hydra.sweeper.min_expensive), so that each test "
-                     "rests on enough expensive judgements")
+        why = (f"min_questions={settings.min_questions}" if least == settings.min_questions else
+               f"judge=cascade: judge.sample={min(s for s in cascade_samples if s is not None and s < 1):g} draws "
+               f"{settings.min_expensive} expensive judgements (hydra.sweeper.min_expensive) from {least} questions on")
+        notes.append(f"rounds of {', '.join(map(str, sizes))} questions: {why} merged {len(settings.rounds) - len(sizes)} "
+                     f"of the {len(settings.rounds)} rounds")
     return Plan(settings, points, names, total, sizes, sample_seed, notes, cascade_samples)
+
+
+def first_cascade_round(samples: list[float | None], min_expensive: int) -> int:
+    """The fewest questions a race of cascades starts on: where each configuration's share draws
+    min_expensive expensive judgements (expected), so that its first round can be tested. The share
+    stays the same in every round, so the draws are nested (a question's chance stays about the same,
+    and so does its uniform number: drawn in a round, it is drawn in the next, its expensive judgement
+    read from the cache); a smaller first round would draw a larger share, mostly spent in vain."""
+    shares = [s for s in samples if s is not None and s < 1]
+    return math.ceil(min_expensive / min(shares) - 1e-9) if shares else 0
 
 
 def cascade_sample(job) -> float | None:

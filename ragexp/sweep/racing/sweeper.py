@@ -77,8 +77,7 @@ class Race:
         while step < len(plan.sizes):
             index, size, final = len(self.rounds) + 1, plan.sizes[step], step == len(plan.sizes) - 1
             jobs = [Job(c, plan.names[c], index, size, number + i,
-                        round_overrides(plan.points[c], size, plan.sample_seed, plan.expensive(c, size)))
-                    for i, c in enumerate(survivors)]
+                        round_overrides(plan.points[c], size, plan.sample_seed)) for i, c in enumerate(survivors)]
             number += len(jobs)
             for job in jobs:
                 job.folder = job_folder(self.loader, self.config, job.overrides, job.number)
