@@ -214,6 +214,18 @@ def test_a_cascade_configuration_is_tested_only_on_enough_expensive_judgements()
     assert decide(few, {0: "c0", 1: "c1"}, "avg_x", resamples=500, min_expensive=3)[1].verdict == DROPPED
 
 
+
+def test_the_leaderboard_says_which_cascade_rests_on_too_few_expensive_judgements():
+    from ragexp.compare import leaderboard
+    from ragexp.store.reader import Selection
+
+    rng = np.random.default_rng(4)
+    runs = [cascade_run(0, rng.normal(8, 0.5, 40), 12), cascade_run(1, rng.normal(4, 0.5, 40), 3), synthetic_run(2, rng.normal(5, 0.5, 40))]
+    board = leaderboard.build(Selection("", "grid", runs), "avg_x", resamples=200)
+    [note] = [n for n in board.notes if "expensive" in n]
+    assert note.startswith("c1 rests on 3 expensive judgement(s)") and "fewer than 10" in note
+    assert "c0" not in note and "c2" not in note
+
 def test_a_race_of_cascades_starts_where_its_share_draws_min_expensive_judgements():
     from ragexp.sweep.racing.plan import Settings, first_cascade_round, round_sizes
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragexp.compare.metrics import COUNTS, MetricSpec, numeric, per_question_overall, specs_for
+from ragexp.compare.metrics import COUNTS, MetricSpec, expensive_judgements, numeric, per_question_overall, specs_for
 from ragexp.store.reader import Run, Selection
 from ragexp.stats.inference import Interval, PairedTest, bootstrap_ci, holm, paired_test
 from ragexp.errors import RagexpError
+from ragexp.stats.ppi import FEWEST_EXPENSIVE
 
 IGNORED_PARAMS = {"run_name"}
 NO_CI = (math.nan, math.nan)
@@ -106,6 +107,11 @@ def build(selection: Selection, objective: str | None = None, maximize: bool = T
     compare_with_best(board)
     for entry in entries:
         judge_spread(entry, objective)
+    few = [(e.label, n) for e in entries if (judged := e.specs.get(objective)) is not None
+           and (n := expensive_judgements(e.run, judged)) is not None and n < FEWEST_EXPENSIVE]
+    if few:
+        board.notes.append(f"{', '.join(f'{label} rests on {n}' for label, n in few)} expensive judgement(s) of its "
+                           f"cascade: fewer than {FEWEST_EXPENSIVE}, too few for its interval and tests to hold (raise judge.sample)")
     fingerprints = {r.tags.get("dataset_fingerprint") for r in runs}
     if len(fingerprints) > 1:
         board.notes.append(f"the runs used {len(fingerprints)} different datasets (dataset_fingerprint tags): "

@@ -150,3 +150,12 @@ def per_question_overall(run: Run, spec: MetricSpec | None) -> np.ndarray:
     if spec is None or spec.kind not in ("mean", "overall"):
         return np.empty(0)
     return spec.from_means(list(spec.matrix(run.table).T))
+
+
+def expensive_judgements(run: Run, spec: MetricSpec) -> int | None:
+    """How many of the questions behind `spec` a cascade's expensive judge judged, when the spec
+    reads a corrected metric (one with a `<metric>_cheap` column beside it), else None."""
+    table = run.table
+    if "judged_by" not in table or not any(f"{column}_cheap" in table for column in spec.inputs):
+        return None
+    return int((table["judged_by"].astype(str) == "cheap+expensive").to_numpy()[spec.usable(table)].sum())

@@ -5,8 +5,8 @@ Holm-corrected together; a configuration is dropped when its corrected p-value i
 it is worse than the best, and it is not among the `keep_top` best of the round. A configuration
 whose job failed is neither kept nor dropped as worse: it is `failed`. A configuration judged by a
 cascade is tested only when it and the best rest on `min_expensive` expensive judgements or more:
-with fewer, a corrected mean's interval is too often wrong (a 95% CI from 5 covered 81-85% in
-simulation, from 10 96-98%: tests/test_ppi.py), so the configuration is kept, not tested."""
+with fewer, a corrected mean's interval is too often wrong (ragexp.stats.ppi.FEWEST_EXPENSIVE), so
+the configuration is kept, not tested."""
 from __future__ import annotations
 
 import math
@@ -16,9 +16,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from ragexp.compare.leaderboard import first_rows, paired
-from ragexp.compare.metrics import MetricSpec, per_question_overall, specs_for
+from ragexp.compare.metrics import MetricSpec, expensive_judgements, per_question_overall, specs_for
 from ragexp.store.reader import Run
 from ragexp.stats.inference import holm
+from ragexp.stats.ppi import FEWEST_EXPENSIVE
 
 BEST, KEPT, DROPPED, KEPT_TOP, NOT_TESTED = "best", "kept", "dropped", "kept (keep_top)", "kept (not tested)"
 
@@ -50,7 +51,7 @@ def objective_spec(run: Run, objective: str) -> MetricSpec | None:
 
 def decide(runs: dict[int, Run], names: dict[int, str], objective: str, maximize: bool = True, alpha: float = 0.05,
            keep_top: int = 1, resamples: int = 2000, seed: int = 0, level: float = 0.95,
-           min_expensive: int = 10) -> list[Decision]:
+           min_expensive: int = FEWEST_EXPENSIVE) -> list[Decision]:
     """The decisions of one round over the configurations that ran (`runs`: configuration -> its
     run of this round), best first."""
     sign = 1.0 if maximize else -1.0
@@ -91,15 +92,6 @@ def decide(runs: dict[int, Run], names: dict[int, str], objective: str, maximize
         if adjusted < alpha and sign * d.difference < 0:
             d.verdict = KEPT_TOP if d.rank <= keep_top else DROPPED
     return [decisions[c] for c in order]
-
-
-def expensive_judgements(run: Run, spec: MetricSpec) -> int | None:
-    """How many of the questions behind `spec` a cascade's expensive judge judged, when the spec
-    reads a corrected metric (one with a `<metric>_cheap` column beside it), else None."""
-    table = run.table
-    if "judged_by" not in table or not any(f"{column}_cheap" in table for column in spec.inputs):
-        return None
-    return int((table["judged_by"].astype(str) == "cheap+expensive").to_numpy()[spec.usable(table)].sum())
 
 
 def enough_resamples(resamples: int, configurations: int, alpha: float) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ragexp.errors import RagexpError
 from ragexp.config.overrides import point_name
+from ragexp.stats.ppi import FEWEST_EXPENSIVE
 
 # the per-question aggregates any run gives besides its judge's and metrics' (ragexp.scoring)
 ALWAYS = ("overall_score", "hallucination_rate")
@@ -28,7 +29,7 @@ class Settings:
     seed: int = 0
     resamples: int = 2000
     max_batch_size: int | None = None
-    min_expensive: int = 10  # judge=cascade: the least expensive judgements a configuration is tested on, each round
+    min_expensive: int = FEWEST_EXPENSIVE  # judge=cascade: the fewest expensive judgements a configuration is tested on
 
     def problems(self) -> list[str]:
         errors = []
