@@ -160,4 +160,4 @@ def test_the_cheap_judge_narrows_the_ci_against_the_labels_alone_and_a_useless_o
         widths["labels alone"].append(1.96 * y.std(ddof=1) / np.sqrt(len(y)))
     median = {k: float(np.median(v)) for k, v in widths.items()}
     assert median["cascade"] <= 0.7 * median["labels alone"]
-    assert median["useless judge"] <= 1.1 * median["labels alone"]  # lam ~ 0: about the labels' own CI
+    assert median["useless judge"] <= 1.05 * median["labels alone"]  # lam shrunk to ~0: about the labels' own CI (1.063 before the shrinkage)
