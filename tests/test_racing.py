@@ -415,7 +415,7 @@ def test_a_race_of_cascades_tests_only_on_enough_expensive_judgements(tmp_path, 
                    "hydra.sweeper.rounds=[0.25,0.5,1.0]", "hydra.sweeper.min_questions=10", "tracker=none",
                    cwd=tmp_path, env={TEST_KEY_ENV: "k"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "rounds of 20, 40 questions: judge=cascade: judge.sample=0.5 draws 10 expensive" in proc.stdout
+    assert "rounds of 20, 40 questions: 1 of the 3 rounds merged, as judge=cascade: judge.sample=0.5 draws the 10" in proc.stdout
     [sweep_dir] = tmp_path.glob("multirun/*/*")
     state = json.loads((sweep_dir / "racing.json").read_text())
     drawn: dict[int, list[set]] = {}

@@ -191,10 +191,11 @@ def plan(config) -> Plan:
     notes = []
     if len(sizes) < len(settings.rounds):
         why = (f"min_questions={settings.min_questions}" if least == settings.min_questions else
-               f"judge=cascade: judge.sample={min(s for s in cascade_samples if s is not None and s < 1):g} draws "
-               f"{settings.min_expensive} expensive judgements (hydra.sweeper.min_expensive) from {least} questions on")
-        notes.append(f"rounds of {', '.join(map(str, sizes))} questions: {why} merged {len(settings.rounds) - len(sizes)} "
-                     f"of the {len(settings.rounds)} rounds")
+               f"judge=cascade: judge.sample={min(s for s in cascade_samples if s is not None and s < 1):g} draws the "
+               f"{settings.min_expensive} expensive judgements a test needs (hydra.sweeper.min_expensive) from {least} "
+               "questions on")
+        notes.append(f"rounds of {', '.join(map(str, sizes))} questions: {len(settings.rounds) - len(sizes)} of the "
+                     f"{len(settings.rounds)} rounds merged, as {why}")
     return Plan(settings, points, names, total, sizes, sample_seed, notes, cascade_samples)
 
 
