@@ -109,7 +109,7 @@ def system_number(text: str) -> int:
 
 def system_of(folder) -> int:
     """The system a job judged, from its run folder's overrides."""
-    return system_number((Path(folder) / ".hydra" / "overrides.yaml").read_text().replace("- ", ""))
+    return system_number((Path(folder) / ".hydra" / "overrides.yaml").read_text())
 
 
 def ragexp(args: list[str], cwd: Path) -> float:
@@ -145,7 +145,7 @@ def sweep(work_dir: Path, name: str, data: tuple[Path, Path], judge: list[str], 
                       dropped_per_round=[sum(d["verdict"] == "dropped" for d in r["decisions"]) for r in race["rounds"]])
     else:
         jobs = folders(sweep_dir)
-        (winner, best), (runner_up, second) = list(full_grid_leaderboard(jobs).items())[:2]  # labels: dataset.path=...
+        (winner, best), (runner_up, second) = list(full_grid_leaderboard(jobs).items())[:2]  # labels: system.params.system=N
         result.update(jobs=len(jobs), winner=system_number(winner), winner_score=best["overall_score"],
                       winner_ci=best["ci"], runner_up=system_number(runner_up), runner_up_score=second["overall_score"],
                       runner_up_ci=second["ci"], runner_up_verdict=second["verdict"], separated=second["verdict"] == "worse")

@@ -84,7 +84,6 @@ class Plan:
     sizes: list[int]  # questions per round
     sample_seed: int  # question_sample.seed: the order the rounds' questions are taken in
     notes: list[str] = field(default_factory=list)
-    cascade_samples: list[float | None] = field(default_factory=list)  # each configuration's judge.sample (judge=cascade)
 
     def definition(self) -> dict[str, Any]:
         """What makes a race the same race (a resumed sweep must match it)."""
@@ -196,7 +195,7 @@ def plan(config) -> Plan:
                "questions on")
         notes.append(f"rounds of {', '.join(map(str, sizes))} questions: {len(settings.rounds) - len(sizes)} of the "
                      f"{len(settings.rounds)} rounds merged, as {why}")
-    return Plan(settings, points, names, total, sizes, sample_seed, notes, cascade_samples)
+    return Plan(settings, points, names, total, sizes, sample_seed, notes)
 
 
 def first_cascade_round(samples: list[float | None], min_expensive: int) -> int:
@@ -212,9 +211,7 @@ def first_cascade_round(samples: list[float | None], min_expensive: int) -> int:
 def cascade_sample(job) -> float | None:
     """A composed job's judge.sample when its judge is a cascade, else None."""
     judge = job.get("judge") or {}
-    if not str(judge.get("_target_", "")).endswith("CascadeJudge"):
-        return None
-    return float(judge.get("sample", 0.1))
+    return float(judge["sample"]) if str(judge.get("_target_", "")).endswith("CascadeJudge") else None
 
 
 def configuration_name(point: list[str], swept: list[str]) -> str:
