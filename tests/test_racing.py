@@ -234,6 +234,7 @@ def test_a_race_of_cascades_starts_where_its_share_draws_min_expensive_judgement
     assert round_sizes(Settings().rounds, max(20, first_cascade_round([0.1], 10)), 500) == [100, 150, 225, 338, 500]
     assert "min_expensive" in Settings(min_expensive=1).problems()[0]
 
+
 # --- a race, end to end ------------------------------------------------------------------------------
 
 def round_jobs(state: dict, number: int) -> list[dict]:
@@ -404,7 +405,6 @@ def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
     assert f"2 of {jobs} jobs failed" in proc.stderr
 
 
-
 def test_a_race_of_cascades_tests_only_on_enough_expensive_judgements(tmp_path, server):
     """judge=cascade at judge.sample=0.5 on 40 questions: the race starts on 20 (10 expected expensive
     judgements each, hydra.sweeper.min_expensive), not 10 (5 each); the share stays 0.5, so round 2's
@@ -440,6 +440,7 @@ def test_a_race_refuses_a_cascade_count_below_min_expensive(tmp_path):
                    "retriever.top_k=1,3", "tracker=none", cwd=tmp_path)
     assert proc.returncode == 2 and "judge.sample=5 expensive judgements per job is below hydra.sweeper.min_expensive=10" \
         in proc.stderr and "no job was started" in proc.stderr
+
 
 # --- the process tier: parallel jobs, a kill -------------------------------------------------------------
 

@@ -109,14 +109,16 @@ def estimates(judge_by_question: dict[str, float], human_by_question: dict[str, 
 # at 60 labels of 500 in bench/ppi_coverage.py).
 #
 # lam = 1 is the plain correction; tuning how far the cheap judge is trusted is PPI++'s power
-# tuning (Angelopoulos et al. 2023, "PPI++"). Here the cheap score is scaled, g_i = lam * f_i, by
-# the slope that minimises the terms' variance (an intercept cancels out of the ratio form), shrunk
-# towards 0 as far as it is uncertain (`tuned_slope`): a judge that buys nothing gets lam ~ 0, and
-# the estimate's spread is then the labels' own. Any lam keeps the terms' mean E[y]; the slope is
-# cross-fitted (each half of the questions gets the slope fitted on the other half): fitted on the
-# same labels, it made the CI too narrow with few labels (92.6% coverage at 20 labels in
-# tests/test_ppi.py's simulation). Unshrunk, a slope fitted on noise made a useless judge's CI
-# 1.02-1.06x the labels' own (bench/results/cascade.md); shrunk, 1.00-1.01x.
+# tuning (Angelopoulos et al. 2023, "PPI++"). Here the cheap score is recalibrated by a line,
+# g_i = alpha + lam * f_i, whose intercept and slope minimise the terms' variance: a judge that
+# buys nothing gets lam ~ 0 and alpha ~ the labels' mean, and the estimate's spread is then the
+# labels' own (without alpha it would be that of y around 0: 1.13x the plain mean's CI at a 60%
+# rate in bench/cascade.py). Any line keeps the terms' mean E[y]; the line is cross-fitted (each
+# half of the questions gets the line fitted on the other half): fitted on the same labels, it
+# made the CI too narrow with few labels (92.6% coverage at 20 labels in tests/test_ppi.py's
+# simulation). Each half keeps its own intercept: one shared by both halves cancels out of the
+# ratio form and narrows a useless judge's CI a little, but made a paired test of two
+# configurations' terms reject 7.0% of the time at the 5% level (tests/test_ppi.py).
 
 
 FEWEST_EXPENSIVE = 10  # expensive judgements a corrected mean's 95% CI is trusted on: simulated, it covered 96-98% from
@@ -173,13 +175,12 @@ def ppi_sampled(judge_all, labels, labelled, probabilities, level: float = 0.95,
 def ppi_terms(judge_all, labels, labelled, probabilities, tune: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Each question's term of `ppi_sampled`'s estimate (their mean is the estimate), and the lam:
     g's mean corrected by the weighted mean of the labelled y_i - g_i (`hajek`), weights 1 / pi_i,
-    with g_i = lam * f_i, the cheap score scaled by the slope that makes the terms' variance least,
-    cross-fitted (each half of the questions gets the slope fitted on the other half, so no term's
-    slope saw its own label) and shrunk towards 0 as far as it is uncertain (`tuned_slope`). An
-    intercept would cancel out of the ratio form, in the estimate and in its terms, when both halves
-    share it; each half's own would only add their difference to the terms' spread. With lam = 0
-    (a cheap judge that buys nothing) the terms' spread is the labels' own, as for their plain
-    weighted mean. `tune=False`: g = f, the plain correction."""
+    with g_i = alpha + lam * f_i, the cheap score recalibrated by
+    a line whose intercept and slope minimise the terms' variance, cross-fitted (each half of the
+    questions gets the line fitted on the other half, so no term's line saw its own label). The
+    intercept matters where the cheap judge buys nothing: with lam ~ 0, g is about the labels' mean
+    and the terms' spread is the labels' own, as for their plain mean (with g = 0 it would be the
+    spread of y around 0). `tune=False`: g = f, the plain correction."""
     f = np.asarray(judge_all, dtype=float)
     xi = np.asarray(labelled, dtype=bool)
     pi = np.broadcast_to(np.asarray(probabilities, dtype=float), f.shape)
@@ -187,13 +188,14 @@ def ppi_terms(judge_all, labels, labelled, probabilities, tune: bool = True) -> 
         raise ValueError("every inclusion probability must be in (0, 1]")
     y = np.where(xi, np.asarray(labels, dtype=float), 0.0)
     weight = xi / pi
-    rest, b = 1 - weight, weight * y  # term = (alpha + lam * f) * rest + b, alpha a nuisance of the fit
+    rest, b = 1 - weight, weight * y  # term = (alpha + lam * f) * rest + b
     if not tune:
         return hajek(f, y, xi, weight), np.ones(f.shape[:-1])
     half = np.arange(f.shape[-1]) % 2 == 0
-    slopes = [tuned_slope(rest[..., ~part], f[..., ~part] * rest[..., ~part], b[..., ~part]) for part in (half, ~half)]
-    lam_each = np.where(half, slopes[0][..., None], slopes[1][..., None])
-    return hajek(lam_each * f, y, xi, weight), (slopes[0] + slopes[1]) / 2
+    fits = [best_line(rest[..., ~part], f[..., ~part] * rest[..., ~part], b[..., ~part]) for part in (half, ~half)]
+    alpha = np.where(half, fits[0][0][..., None], fits[1][0][..., None])
+    lam_each = np.where(half, fits[0][1][..., None], fits[1][1][..., None])
+    return hajek(alpha + lam_each * f, y, xi, weight), (fits[0][1] + fits[1][1]) / 2
 
 
 def hajek(g, y, labelled, weight) -> np.ndarray:
@@ -209,13 +211,9 @@ def hajek(g, y, labelled, weight) -> np.ndarray:
     return g + mean_residual + g.shape[-1] / safe * weight * (residual - mean_residual)
 
 
-def tuned_slope(a1: np.ndarray, a2: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """lam of the (alpha, lam) that minimise the variance of alpha * a1 + lam * a2 + b over the last
-    axis (least squares on the centred columns; 0 when a2 is collinear with a1, e.g. a constant
-    judge), shrunk towards 0 by max(0, 1 - se^2 / lam^2) (positive-part James-Stein): a slope fitted on
-    noise is mostly dropped, one the data support is kept. Its standard error is White's sandwich,
-    robust to the labelled questions' terms being far larger than the others'. A cheap judge that
-    buys nothing then costs about nothing: its CI is near the labels' own (simulated in tests/test_ppi.py)."""
+def best_line(a1: np.ndarray, a2: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, lam) minimising the variance of alpha * a1 + lam * a2 + b over the last axis (least
+    squares on the centred columns; lam alone when a2 is collinear with a1, e.g. a constant judge)."""
     def centred(x):
         return x - x.mean(axis=-1, keepdims=True)
 
@@ -224,14 +222,7 @@ def tuned_slope(a1: np.ndarray, a2: np.ndarray, b: np.ndarray) -> np.ndarray:
     s1b, s2b = (c1 * cb).mean(-1), (c2 * cb).mean(-1)
     det = s11 * s22 - s12 ** 2
     ok = det > 1e-12 * np.maximum(s11 * s22, 1e-300)
-    lam = np.where(ok, -(s11 * s2b - s12 * s1b) / np.where(ok, det, 1.0), 0.0)
-    n = a1.shape[-1]
-    if n < 4:
-        return lam
-    along = np.where(s11 > 0, s12 / np.where(s11 > 0, s11, 1), 0.0)[..., None]  # a2's part along a1
-    alpha = np.where(s11 > 0, -(s1b + lam * s12) / np.where(s11 > 0, s11, 1), 0.0)
-    residual = cb + alpha[..., None] * c1 + lam[..., None] * c2
-    beside = c2 - along * c1
-    spread = (beside ** 2).sum(-1)
-    se2 = np.where(ok & (spread > 0), (beside ** 2 * residual ** 2).sum(-1) / np.where(spread > 0, spread, 1) ** 2, np.inf)
-    return np.where(lam != 0, lam * np.clip(1 - se2 / np.where(lam != 0, lam ** 2, 1), 0, 1), 0.0)
+    safe = np.where(ok, det, 1.0)
+    alpha = np.where(ok, -(s22 * s1b - s12 * s2b) / safe, np.where(s11 > 0, -s1b / np.where(s11 > 0, s11, 1), 0.0))
+    lam = np.where(ok, -(s11 * s2b - s12 * s1b) / safe, 0.0)
+    return alpha, lam
