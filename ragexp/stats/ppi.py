@@ -118,7 +118,7 @@ def estimates(judge_by_question: dict[str, float], human_by_question: dict[str, 
 # made the CI too narrow with few labels (92.6% coverage at 20 labels in tests/test_ppi.py's
 # simulation). Each half keeps its own intercept: one shared by both halves cancels out of the
 # ratio form and narrows a useless judge's CI a little, but made a paired test of two
-# configurations' terms reject 7.0% of the time at the 5% level (tests/test_ppi.py).
+# configurations' terms reject 6.9% of the time at the 5% level (tests/test_ppi.py; 5.2% per half).
 
 
 FEWEST_EXPENSIVE = 10  # expensive judgements a corrected mean's 95% CI is trusted on: simulated, it covered 96-98% from
