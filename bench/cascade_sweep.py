@@ -25,7 +25,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cheap_judge import HOTPOT, reworded  # noqa: E402
-from racing import folders, full_grid_leaderboard, scripted_judge  # noqa: E402
+from racing import folders, full_grid_leaderboard, ragexp, scripted_judge  # noqa: E402
 
 SYSTEMS, WINNER = 24, 13
 LATENCY = 0.2
@@ -112,15 +111,6 @@ def system_of(folder) -> int:
     return system_number((Path(folder) / ".hydra" / "overrides.yaml").read_text())
 
 
-def ragexp(args: list[str], cwd: Path) -> float:
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench")))})
-    if proc.returncode != 0:
-        raise SystemExit(f"bench cascade_sweep: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return time.perf_counter() - started
-
-
 def sweep(work_dir: Path, name: str, data: tuple[Path, Path], judge: list[str], racing: bool) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from openai_server import OpenAIServer
@@ -132,7 +122,7 @@ def sweep(work_dir: Path, name: str, data: tuple[Path, Path], judge: list[str], 
     load = os.getloadavg()[0]
     with OpenAIServer(latency=LATENCY, chat=scripted_judge) as server:
         key = "judge.expensive.endpoint.base_url" if "judge=cascade" in judge else "judge.endpoint.base_url"
-        seconds = ragexp([*args, f"{key}={server.base_url}"], work_dir)
+        seconds, _ = ragexp([*args, f"{key}={server.base_url}"], work_dir, path=(ROOT / "bench",))
         requests = len(server.chat_requests())
     result = {"wall_s": round(seconds, 1), "load_1min_before": round(load, 1), "llm_requests": requests}
     if racing:

@@ -64,12 +64,14 @@ def scripted_judge(body: dict) -> str:
                        "hallucination": faithful < 0.5, "reasoning": "scripted: word overlap"})
 
 
-def ragexp(args: list[str], cwd: Path) -> tuple[float, str]:
+def ragexp(args: list[str], cwd: Path, path: tuple[Path, ...] = ()) -> tuple[float, str]:
+    """`python -m ragexp ARGS` with this checkout's ragexp (and `path`, e.g. a module a system=python run
+    imports) first on the path: its wall time and output."""
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (ROOT, *path)))})
     if proc.returncode != 0:
-        raise SystemExit(f"bench racing: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"bench: ragexp {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return time.perf_counter() - started, proc.stdout
 
 
