@@ -8,15 +8,14 @@ from ragexp.config.hydra_app import guarded
 
 def hydra_main() -> None:
     """The Hydra app of conf/config.yaml, built here so that Hydra is imported only to run."""
+    from ragexp.config.overrides import for_hydra
+    from ragexp.store.log_ahead import discard, start_early
+
+    sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
+    start_early(sys.argv[1:])  # MLflow imported in a process of its own while Hydra is imported, composes and the run works
     import hydra
     from omegaconf import DictConfig
 
-    from ragexp.config.overrides import for_hydra
-
-    sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
-    from ragexp.store.log_ahead import discard, start_early
-
-    start_early(sys.argv[1:])  # MLflow imported in a process of its own while Hydra composes and the run works
     register_plugins()
 
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")

@@ -13,6 +13,7 @@ have raised in the job. The protocol is one JSON line each way: the tracker's se
 A closed input ends the process without logging; a job that ends without a folder to log stops it."""
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -181,6 +182,9 @@ def serve() -> None:
             tracker.client()
         except Exception as err:  # noqa: BLE001 - said when the folder is asked for, as the job would say it
             opening = err
+    # MLflow's modules are a heap of long-lived objects that a full garbage collection would scan
+    # while the folder is logged (0.17 s of a 0.5 s logging on the 2-core machine): set aside now.
+    gc.freeze()
     line = sys.stdin.readline()
     if not line.strip():
         return  # the job ended without a folder to log
@@ -197,3 +201,6 @@ def serve() -> None:
 
 if __name__ == "__main__":
     serve()
+    # The store has committed every write and the answer is out: the interpreter's teardown of
+    # MLflow's modules (0.9 s on the 2-core machine, which the job waited for) is skipped.
+    os._exit(0)
