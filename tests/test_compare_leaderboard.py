@@ -273,3 +273,24 @@ def test_each_comparison_says_what_difference_its_questions_detect():
     # on 400 questions with differences of spread 1, as the planner's two-sided figure
     error = 1 / 400 ** 0.5
     assert detectable_from_interval(-1.96 * error, 1.96 * error) == pytest.approx(detectable(400, 1.0, alpha=0.025), rel=0.01)
+
+
+def test_plots_name_a_configuration_by_its_rank_and_the_values_of_the_settings_that_differ():
+    """The rows of the metrics and distribution plots carry each configuration's rank in the table
+    and its values of the swept settings, whose names are said once beside the axis (a 48-point
+    grid's full names were 7,900 letters to draw, most of the metrics plot's time)."""
+    from ragexp.compare.plots import distribution_plot, metrics_plot
+
+    runs = [make_run(f"chunker={c},retriever.top_k={k}", c, "BM25Retriever", shift=s, seed=i, params={"retriever.top_k": k})
+            for i, (c, k, s) in enumerate((("RecursiveChunker", "3", 1.0), ("SentenceChunker", "5", 0.5),
+                                           ("RecursiveChunker", "5", 0.0)))]
+    board = board_of(*runs)
+    fig = metrics_plot(board)
+    drawn = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ranks = [board.entries.index(e) + 1 for e in board.entries]
+    assert drawn == [f"#{r}  " + ", ".join(e.params[c] for c in board.param_columns) for r, e in zip(ranks, board.entries)]
+    assert drawn[0].startswith("#1  ") and "RecursiveChunker" in drawn[0] and "retriever" not in drawn[0]
+    assert fig._supylabel.get_text() == "#rank  " + ", ".join(board.param_columns)
+    distribution = distribution_plot(board).axes[0]
+    assert [t.get_text() for t in distribution.get_yticklabels()] == drawn
+    assert distribution.get_ylabel() == fig._supylabel.get_text()

@@ -65,8 +65,20 @@ def of_all(board: Leaderboard) -> str:
     return f" (the best {SHOWN} of {n}; every configuration is in the table)" if n > SHOWN else ""
 
 
-def labels(entries: list) -> list[str]:
-    return [e.label for e in entries]
+def swept(board: Leaderboard) -> list[str]:
+    """The settings whose values differ between the configurations."""
+    return [c for c in board.param_columns if len({e.params.get(c) for e in board.entries}) > 1]
+
+
+def labels(board: Leaderboard, entries: list) -> tuple[list[str], str]:
+    """Each configuration's rank in the table and its values of the settings that differ, and those
+    settings' names (said once, beside the axis): far fewer letters to draw and read than each run's
+    full name, which is what a board that varies no setting shows."""
+    columns = swept(board)
+    if not columns:
+        return [e.label for e in entries], ""
+    return ([f"#{board.entries.index(e) + 1}  " + ", ".join(str(e.params.get(c, "—")) for c in columns) for e in entries],
+            "#rank  " + ", ".join(columns))
 
 
 def same_everywhere(board: Leaderboard, metric: str) -> bool:
@@ -89,6 +101,7 @@ def metrics_plot(board: Leaderboard):
     fig = figure(4.2 * columns + 1.5, rows * (0.32 * n + 1.3))
     axes = np.atleast_1d(fig.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
     y = np.arange(n)[::-1]
+    names, settings = labels(board, entries)
     for ax, metric in zip(axes, metrics):
         groups: dict[tuple[str, bool], list] = {}  # one errorbar call per colour (with a CI or not): far fewer artists
         for yi, entry in zip(y, entries):
@@ -101,7 +114,9 @@ def metrics_plot(board: Leaderboard):
             ax.errorbar([x for _, x, _ in mine], [yi for yi, _, _ in mine], xerr=xerr, fmt="o", color=shade, capsize=3)
         ax.set_title(metric, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-        ax.set_yticks(y, labels(entries), fontsize=8)
+        ax.set_yticks(y, names, fontsize=8)
+    if settings:
+        fig.supylabel(settings, fontsize=9)
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
     if len(axes) > len(metrics):  # a free panel holds the legend, where it covers no point
@@ -139,7 +154,9 @@ def distribution_plot(board: Leaderboard):
         jitter = rng.uniform(-0.15, 0.15, len(data[i]))
         ax.scatter(data[i], y[i] + jitter, s=8, alpha=0.35, color=colour(entries[i].verdict))
         ax.scatter([np.mean(data[i])], [y[i]], marker="D", color="black", zorder=3, s=25)
-    ax.set_yticks(y, labels(entries), fontsize=8)
+    names, settings = labels(board, entries)
+    ax.set_yticks(y, names, fontsize=8)
+    ax.set_ylabel(settings)
     ax.set_xlabel(f"per-question {board.objective}")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(f"Distribution of per-question {board.objective} (diamond: mean){of_all(board)}", fontsize=11)
@@ -176,15 +193,15 @@ def settings_plot(board: Leaderboard):
     """Every configuration's objective, one panel per swept setting and one row per value of it:
     how each setting's values fare across the rest of the grid, at any grid size. None for fewer
     than 3 configurations or no setting with two values."""
-    swept = [c for c in board.param_columns if len({e.params.get(c) for e in board.entries}) > 1]
-    if len(board.entries) < 3 or not swept:
+    columns = swept(board)
+    if len(board.entries) < 3 or not columns:
         return None
-    values = {c: sorted({str(e.params.get(c)) for e in board.entries}, key=natural) for c in swept}
+    values = {c: sorted({str(e.params.get(c)) for e in board.entries}, key=natural) for c in columns}
     tallest = max(len(v) for v in values.values())
-    fig = figure(4.5 * len(swept) + 1, 0.45 * tallest + 1.8)
-    axes = np.atleast_1d(fig.subplots(1, len(swept), sharex=True, squeeze=False)).ravel()
+    fig = figure(4.5 * len(columns) + 1, 0.45 * tallest + 1.8)
+    axes = np.atleast_1d(fig.subplots(1, len(columns), sharex=True, squeeze=False)).ravel()
     rng = np.random.default_rng(0)
-    for ax, column in zip(axes, swept):
+    for ax, column in zip(axes, columns):
         rows = values[column]
         for row, value in enumerate(rows):
             mine = [e for e in board.entries if str(e.params.get(column)) == value and not math.isnan(e.value(board.objective))]
