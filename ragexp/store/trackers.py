@@ -89,6 +89,9 @@ class NoTracker:
     def where(self) -> str:
         return "not tracked (tracker=none)"
 
+    def imported(self) -> None:
+        """The modules this tracker logs with, imported now (a sweep imports them before its grid)."""
+
     def store(self) -> str | None:
         """Where the runs go, for the jobs of a sweep to log next to their parent run."""
         return None
@@ -277,6 +280,13 @@ class MlflowTracker(NoTracker):
                 f"tracker.tracking_uri: cannot use MLflow store {uri} ({err})") from None
         OPENED[key] = (client, self._experiment_id)
         return client
+
+    def imported(self) -> None:
+        import mlflow
+
+        uri = self.tracking_uri or mlflow.get_tracking_uri()
+        if uri.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql", "mysql", "mssql"):  # a SQL store
+            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 
     def close_dead_runs(self, client) -> None:
         """Runs left RUNNING by a process of this host that no longer runs (killed while it logged
