@@ -83,3 +83,21 @@ def test_a_finished_jobs_configs_are_let_go_and_its_outcome_kept():
     SweepTracking().on_job_end(OmegaConf.create({}), job_return=done)
     assert done.cfg is None and done.hydra_cfg is None
     assert done.return_value == 6.5 and done.status is JobStatus.COMPLETED and done.overrides == ["chunker=token"]
+
+
+def test_a_sweep_sets_its_imports_aside_from_the_garbage_collector_and_gives_them_back(tmp_path, monkeypatch):
+    """Full collections scanned Hydra's and MLflow's modules again and again in a sweep; it freezes
+    them before its grid is composed, and unfreezes at its end, so that a process that goes on (a
+    notebook, this test session) collects as before."""
+    import gc
+
+    from conftest import HASH, run_app
+
+    frozen = []
+    real_freeze = gc.freeze
+    monkeypatch.setattr(gc, "freeze", lambda: (real_freeze(), frozen.append(gc.get_freeze_count())))
+    proc = run_app("-m", *HASH, "retriever=bm25", "retriever.top_k=2,3", "dataset.limit=3", "tracker=none",
+                   f"cache.dir={tmp_path / 'cache'}", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert frozen and frozen[0] > 0  # set aside during the sweep
+    assert gc.get_freeze_count() == 0  # and given back

@@ -51,15 +51,18 @@ class SweepTracking(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.config.build import build
 
+        sweeper = config.hydra.sweeper.get("_target_")
+        grid = sweeper in (BASIC_SWEEPER, RACING_SWEEPER)  # known in advance, checked before any job
+        if grid:
+            self.composed = compose_once(config)  # each point composed once for the checks and its job
         self.tracker = build(config.tracker)
         self.tracker.imported()
         # The modules imported so far (Hydra, the tracker's MLflow) stay to the end: set aside from the
         # garbage collector, whose full collections scanned them again and again (2.3 s of a 48-point
-        # sweep). The grid's composed configs, made next and dropped job by job, are not set aside.
+        # sweep; given back at the end, ragexp.sweep.composed.release). The grid's composed configs,
+        # made next and dropped job by job, are not set aside: they would never be collected.
         gc.freeze()
-        sweeper = config.hydra.sweeper.get("_target_")
-        if sweeper in (BASIC_SWEEPER, RACING_SWEEPER):  # a grid: known in advance, checked before any job
-            self.composed = compose_once(config)  # each point composed once for the checks and its job
+        if grid:
             invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)
             if invalid:
                 print(f"ragexp: error: {len(invalid)} of {len(grid_points(config))} grid points are invalid; "

@@ -133,6 +133,11 @@ def compose_once(config: DictConfig) -> ComposedOnce:
 
 
 def release() -> None:
-    """Hydra as it was, whichever way the sweep ended (a bad point, a job that raised)."""
+    """Hydra as it was, whichever way the sweep ended (a bad point, a job that raised), and the
+    garbage collector too: what the sweep set aside (`gc.freeze`, ragexp.sweep.callbacks) is
+    collected again, as a process that goes on (a notebook, a test session) needs."""
+    import gc
+
     while ACTIVE:
         ACTIVE.pop().close()
+    gc.unfreeze()
