@@ -9,7 +9,7 @@ from ragexp.config.hydra_app import guarded
 def hydra_main() -> None:
     """The Hydra app of conf/config.yaml, built here so that Hydra is imported only to run."""
     from ragexp.config.overrides import for_hydra
-    from ragexp.store.log_ahead import discard, start_early
+    from ragexp.store.log_ahead import abandon, discard, start_early
 
     sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
     start_early(sys.argv[1:])  # MLflow imported in a process of its own while Hydra is imported, composes and the run works
@@ -31,6 +31,7 @@ def hydra_main() -> None:
 
         release()  # a sweep's shared compositions, however it ended
         discard()  # a logging helper no job took (the command stopped before its job)
+        abandon()  # a sweep's logging helper, when the sweep stopped before its end
 
 
 def register_plugins() -> None:
@@ -56,5 +57,31 @@ def main() -> None:
     guarded(hydra_main)
 
 
+def command() -> None:
+    """`python -m ragexp` and the `ragexp` script: `main`, then the process ends as Python would end
+    it (other threads joined, exit handlers run, output flushed) but without tearing down every
+    module it imported, one object at a time: 1.1 s at the end of a sweep on the 2-core machine,
+    after its results, report and runs are all written. An unexpected exception ends it as usual."""
+    import atexit
+    import os
+    import threading
+
+    try:
+        main()
+        code: object = 0
+    except SystemExit as done:
+        code = done.code
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    if code is not None and not isinstance(code, int):  # sys.exit("message"), as Python says it
+        print(code, file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    command()

@@ -78,9 +78,10 @@ def test_each_command_lists_only_its_own_groups():
 
 
 def test_help_is_written_from_conf_without_importing_hydra(tmp_path):
-    code = ("import runpy, sys\n"
+    code = ("import sys\n"
             "sys.argv = ['ragexp', '--help', 'judge=llm']\n"
-            "runpy.run_module('ragexp', run_name='__main__')\n"
+            "from ragexp.__main__ import main  # the command's own main (`command` would end the process)\n"
+            "main()\n"
             "print('HEAVY', sorted(m for m in ('hydra', 'omegaconf', 'torch', 'mlflow') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert proc.returncode == 0 and "HEAVY []" in proc.stdout, proc.stdout + proc.stderr

@@ -102,3 +102,98 @@ def state(pid: int) -> str:
             return stat.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def run_folders(tmp_path, names):
+    """Run folders as jobs write them (results, config), one per name."""
+    from conftest import compose
+    from ragexp.run.pipeline import run as run_pipeline
+    from ragexp.store.run_folder import write_results
+    from ragexp.store.trackers import write_config
+
+    folders = []
+    for name in names:
+        result = run_pipeline(compose(*HASH, "retriever=bm25", "dataset.limit=2", f"cache.dir={tmp_path / 'cache'}"), name)
+        folder = tmp_path / name
+        folder.mkdir()
+        write_results(result, folder)
+        write_config(folder, {"run_name": name, "judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
+        folders.append(folder)
+    return folders
+
+
+def test_a_sweeps_helper_opens_its_parent_run_and_logs_its_jobs_folders_while_they_run(tmp_path, monkeypatch):
+    """The sweep's helper makes the parent run (with the sweep's own pid), takes a job's folder
+    without a wait and logs it under that parent; a job logging elsewhere is not given to it; a
+    folder it cannot log comes back from `finish` with the store's reason."""
+    import mlflow
+
+    from ragexp.store.trackers import MlflowTracker
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    a, b = run_folders(tmp_path, ["a", "b"])
+    (b / "run.json").unlink()  # not a folder a job writes: its logging fails
+    helper = log_ahead.SweepLogging.start()
+    assert log_ahead.SWEEP == [helper]
+    opened = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep x", {"sweep_overrides": "o", "ragexp.pid": "4242"})
+    assert opened["store"] == uri and "sweeps" in opened["where"]
+    parent = opened["parent_id"]
+    job = helper.queued(MlflowTracker("sweeps", uri), "a", 0)
+    assert isinstance(job, log_ahead.Queued) and job.where() == opened["where"]
+    assert helper.queued(MlflowTracker("elsewhere", uri), "c", 2).__class__ is MlflowTracker
+    assert job.log_folder(a, parent) is None  # handed over: no run id yet
+    assert helper.queued(MlflowTracker("sweeps", uri), "b", 1).log_folder(b, parent) is None
+    failed = helper.finish(MlflowTracker("sweeps", uri))
+    assert log_ahead.SWEEP == [] and helper.process.returncode == 0
+    assert [(f["name"], f["job"], f["folder"]) for f in failed] == [("b", 1, str(b.resolve()))]
+    assert "run.json" in failed[0]["error"]
+    client = mlflow.MlflowClient(uri)
+    [sweep] = client.search_runs([client.get_experiment_by_name("sweeps").experiment_id], "tags.`ragexp.role` = 'sweep'")
+    assert sweep.info.run_id == parent and sweep.data.tags["ragexp.pid"] == "4242"
+    [child] = client.search_runs([sweep.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")
+    assert child.info.run_name == "a" and child.info.status == "FINISHED"
+    assert child.data.tags["ragexp.pid"] == str(helper.process.pid)  # logged by the helper
+
+
+def test_a_folder_its_helper_did_not_log_is_logged_by_the_sweep_itself(tmp_path, monkeypatch):
+    """The helper dies mid-sweep: what it was given and did not log is logged by the sweep's
+    process at its end, and what comes after is logged by each job: nothing is lost, nothing twice."""
+    import mlflow
+
+    from ragexp.store.trackers import MlflowTracker
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    a, b = run_folders(tmp_path, ["a", "b"])
+    helper = log_ahead.SweepLogging.start()
+    parent = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep y", {"sweep_overrides": "o"})["parent_id"]
+    helper.sent[str(a.resolve())] = {"parent_id": parent, "name": "a", "job": 0}  # given, as the helper dies
+    helper.process.kill()
+    helper.process.wait()
+    assert helper.queued(MlflowTracker("sweeps", uri), "b", 1).log_folder(b, parent) is not None  # logged by the job
+    assert helper.finish(MlflowTracker("sweeps", uri)) == []
+    client = mlflow.MlflowClient(uri)
+    children = client.search_runs([client.get_experiment_by_name("sweeps").experiment_id],
+                                  f"tags.`mlflow.parentRunId` = '{parent}'")
+    assert sorted(r.info.run_name for r in children) == ["a", "b"]
+
+
+def test_a_sweeps_job_its_helper_could_not_log_fails_with_the_command_that_logs_it_later(tmp_path, capsys):
+    """As a job that could not log itself: failure.json in its folder (the sweep then exits 4 and
+    lists it) with where the results are and `python -m ragexp.track FOLDER`."""
+    import json
+
+    from ragexp.sweep.callbacks import SweepTracking
+
+    folder = tmp_path / "3"
+    folder.mkdir()
+    sweep = SweepTracking()
+    sweep.tracker = type("Store", (), {"where": lambda self: "mlflow experiment 'x' at http://127.0.0.1:9"})()
+    sweep.not_logged([{"folder": str(folder), "name": "chunker=token", "job": 3, "error": "Connection refused\nmore",
+                       "kind": "StoreUnreachable"}])
+    record = json.loads((folder / "failure.json").read_text())
+    assert record["name"] == "chunker=token" and record["job"] == 3 and record["exit_code"] == 4
+    assert "(StoreUnreachable: Connection refused)" in record["reason"] and "more" not in record["reason"]
+    assert f"python -m ragexp.track {folder}" in record["reason"]
+    assert "job 3 (chunker=token) failed" in capsys.readouterr().err

@@ -72,7 +72,8 @@ def execute(cfg: DictConfig) -> float | None:
         sweep = sweep_info()
         hydra = HydraConfig.get()
         job = Job(cfg, hydra.runtime.choices, swept=swept_values(sweep), tracking_uri=sweep.get("tracking_uri"),
-                  parent_id=sweep.get("parent_run_id"), tags=job_tags(sweep), ahead=not multirun)
+                  parent_id=sweep.get("parent_run_id"), tags=job_tags(sweep), ahead=not multirun,
+                  number=hydra.job.num if multirun else None)
         outcome = job.run(Path(hydra.runtime.output_dir))
         if isinstance(outcome, Estimate):  # dry_run=true: nothing judged, nothing to log
             print(outcome.summary())

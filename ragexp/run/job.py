@@ -24,8 +24,8 @@ from ragexp.run.cascade import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
-from ragexp.store.log_ahead import LoggedAhead, discard
-from ragexp.store.trackers import MlflowTracker, write_config
+from ragexp.store.log_ahead import SWEEP, LoggedAhead, discard
+from ragexp.store.trackers import MlflowTracker, not_logged, write_config
 from ragexp.types import RunResult
 
 OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named
@@ -133,6 +133,7 @@ class Job:
     tracker: Any = None
     started: float = field(default_factory=time.time)
     ahead: bool = False  # a single run from the command line: its MLflow store made ready while it works
+    number: int | None = None  # a sweep's job: its number in the sweep
 
     def run(self, folder: Path) -> Outcome | Estimate:
         """Checks every setting (every problem reported at once, before any work), names the run
@@ -161,6 +162,8 @@ class Job:
             self.tracker = LoggedAhead(self.tracker)
         else:
             discard()  # a helper started with the command, not needed
+            if SWEEP:  # a sweep's job in the sweep's process: its helper logs the folder while the next job runs
+                self.tracker = SWEEP[-1].queued(self.tracker, self.name, self.number)
         pictures: dict = {}
         result = run(self.cfg, self.name, pictures)
         failure = run_failure(result, share)
@@ -180,6 +183,4 @@ class Job:
         try:
             return self.tracker.log_folder(outcome.folder, self.parent_id)
         except Exception as err:  # noqa: BLE001 - any failure of the store: the results are safe on disk
-            raise TrackingFailed(f"could not log the run to {self.tracker.where()} ({type(err).__name__}: "
-                                 f"{scrub_url(str(err)).splitlines()[0][:300]}); its results are on disk in "
-                                 f"{outcome.folder}: log them later with `python -m ragexp.track {outcome.folder}`") from None
+            raise TrackingFailed(not_logged(self.tracker.where(), type(err).__name__, str(err), outcome.folder)) from None

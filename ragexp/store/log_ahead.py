@@ -10,7 +10,12 @@ If the process cannot start, dies or does not answer, the job logs the folder it
 it; an error of the store (a server gone away, a bad URI) comes back as the same error it would
 have raised in the job. The protocol is one JSON line each way: the tracker's settings, then
 `{"folder", "parent_id"}`; the answer `{"run_id", "where", "link", "logs"}` or `{"error", "kind"}`.
-A closed input ends the process without logging; a job that ends without a folder to log stops it."""
+A closed input ends the process without logging; a job that ends without a folder to log stops it.
+
+A sweep whose jobs run in its own process (Hydra's basic launcher) has one such helper for all of
+them (`SweepLogging`): each job hands its folder over and the next job starts while the helper
+logs it, on the other core; the sweep waits for the last one before its report. The helper then
+reads one request a line until its input closes, and answers each with the folder it logged."""
 from __future__ import annotations
 
 import gc
@@ -62,6 +67,13 @@ def discard() -> None:
         ended(EARLY.pop())
 
 
+def abandon() -> None:
+    """A sweep's helper still there when the command ends (the sweep stopped before its end: a bad
+    grid, an interrupt): stopped. What it had not logged yet is logged by the sweep run again."""
+    while SWEEP:
+        ended(SWEEP.pop().process)
+
+
 def ended(process: subprocess.Popen) -> None:
     """A helper stopped without waiting for its imports to end (an error message is not held back by
     them): killed, and reaped."""
@@ -78,8 +90,7 @@ class LoggedAhead:
     def __init__(self, tracker):
         self.tracker = tracker
         self.answer: dict = {}
-        settings = {"experiment": tracker.experiment, "tracking_uri": tracker.tracking_uri,
-                    "question_records": tracker.question_records}
+        settings = settings_of(tracker)
         self.process = EARLY.pop() if EARLY else helper()
         discard()
         try:
@@ -97,11 +108,9 @@ class LoggedAhead:
         answer = self.asked({"folder": str(Path(folder).resolve()), "parent_id": parent_id})
         if answer is None:  # no helper, or it died: as without one
             return self.tracker.log_folder(folder, parent_id)
-        for level, name, message in answer.get("logs", []):
-            logging.getLogger(name).log(level, "%s", message)
-        if "error" in answer:  # as the job would have raised it: its class, or one of the same name
-            kind = answer.get("kind") or "Exception"
-            raise ERRORS.get(kind, type(kind, (Exception,), {}))(answer["error"])
+        said(answer)
+        if "error" in answer:  # as the job would have raised it
+            raise error_of(answer)
         self.answer = answer
         return answer["run_id"]
 
@@ -132,6 +141,166 @@ class LoggedAhead:
             ended(process)
 
 
+SWEEP: list[SweepLogging] = []  # the helper of the sweep under way in this process, if it has one
+
+
+def settings_of(tracker) -> dict:
+    """What a helper needs to log as `tracker` would (an MlflowTracker)."""
+    return {"experiment": tracker.experiment, "tracking_uri": tracker.tracking_uri,
+            "question_records": tracker.question_records}
+
+
+class SweepLogging:
+    """One helper for a sweep whose jobs run in this process, which then never imports MLflow while
+    its jobs run: `start` it as the sweep begins (it imports MLflow while the grid is composed);
+    `open_sweep` has it open the store and the sweep's parent run; a job's tracker that logs
+    where the sweep does (`queued`) hands its folder over and returns at once; `finish` waits for
+    the last folder and returns those that could not be logged. A folder the helper never
+    answered for (it died) is logged by this process."""
+
+    def __init__(self, process: subprocess.Popen):
+        import threading
+
+        self.process = process
+        self.settings: dict | None = None  # the jobs' tracker settings it logs with, once the sweep is open
+        self.where = ""
+        self.sent: dict[str, dict] = {}  # folder -> {"parent_id", "name", "job"}
+        self.answers: list[dict] = []
+        self.answered = threading.Condition()
+        self.reader = threading.Thread(target=self.read, daemon=True, name="sweep-logging")
+        self.reader.start()  # answers are read as they come: a full pipe would stop the helper
+
+    @classmethod
+    def start(cls) -> SweepLogging | None:
+        process = helper()
+        if process is None:
+            return None
+        SWEEP.append(cls(process))
+        return SWEEP[-1]
+
+    def read(self) -> None:
+        for line in self.process.stdout:  # type: ignore[union-attr]
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            with self.answered:
+                self.answers.append(answer)
+                self.answered.notify_all()
+        with self.answered:  # the helper is gone
+            self.answers.append({"call": "ended"})
+            self.answered.notify_all()
+
+    def write(self, message: dict) -> bool:
+        try:
+            self.process.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+            self.process.stdin.flush()  # type: ignore[union-attr]
+            return True
+        except (OSError, ValueError) as err:  # it died: the jobs log their folders themselves
+            log.debug("sweep logging: the helper is gone (%s)", err)
+            return False
+
+    def open_sweep(self, tracker, name: str, tags: dict[str, str]) -> dict | None:
+        """The store opened and the sweep's parent run made by the helper, as `tracker.start_sweep`
+        would: {"parent_id", "store", "where"}; an error of the store raised as the tracker raises
+        it; None when the helper is gone (the sweep then opens it itself, and logs its jobs itself)."""
+        if not (self.write(settings_of(tracker)) and self.write({"call": "start_sweep", "name": name, "tags": tags})):
+            self.gone()
+            return None
+        with self.answered:
+            self.answered.wait_for(lambda: any(a.get("call") in ("start_sweep", "ended") for a in self.answers))
+            answer = next(a for a in self.answers if a.get("call") in ("start_sweep", "ended"))
+            self.answers.remove(answer)
+        if answer["call"] == "ended":
+            self.gone()
+            return None
+        said(answer)
+        if "error" in answer:
+            self.gone()
+            raise error_of(answer)
+        self.settings = {**settings_of(tracker), "tracking_uri": tracker.tracking_uri or answer["store"]}
+        self.where = answer["where"]
+        return answer
+
+    def gone(self) -> None:
+        """The helper stopped and forgotten: the sweep logs its jobs itself."""
+        if self in SWEEP:
+            SWEEP.remove(self)
+        ended(self.process)
+
+    def queued(self, tracker, name: str | None, job: int | None):
+        """`tracker`, its `log_folder` handed to the helper when it logs where the sweep does."""
+        from ragexp.store.trackers import MlflowTracker
+
+        if self.settings is None or type(tracker) is not MlflowTracker or settings_of(tracker) != self.settings:
+            return tracker
+        return Queued(tracker, self, name, job)
+
+    def send(self, folder: Path, parent_id: str | None, name: str | None, job: int | None) -> bool:
+        key = str(Path(folder).resolve())
+        if not self.write({"folder": key, "parent_id": parent_id}):
+            return False
+        self.sent[key] = {"parent_id": parent_id, "name": name, "job": job}
+        return True
+
+    def finish(self, tracker) -> list[dict]:
+        """Waits for every folder handed over; those not logged, with why: [{"folder", "name", "job",
+        "error", "kind"}]. The helper's log lines are logged here."""
+        if self in SWEEP:
+            SWEEP.remove(self)
+        try:
+            self.process.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        self.reader.join()
+        self.process.wait()
+        answers = {a.get("folder"): a for a in self.answers}
+        failed = []
+        for folder, job in self.sent.items():
+            answer = answers.get(folder)
+            if answer is None:  # the helper died before it: logged here, as without one
+                try:
+                    tracker.log_folder(Path(folder), job["parent_id"])
+                except Exception as err:  # noqa: BLE001 - reported with the job, as a job's own logging is
+                    failed.append({**job, "folder": folder, "error": str(err), "kind": type(err).__name__})
+                continue
+            said(answer)
+            if "error" in answer:
+                failed.append({**job, "folder": folder, "error": answer["error"], "kind": answer.get("kind", "Exception")})
+        return failed
+
+
+def said(answer: dict) -> None:
+    """The helper's log lines, logged in this process."""
+    for level, name, message in answer.get("logs", []):
+        logging.getLogger(name).log(level, "%s", message)
+
+
+def error_of(answer: dict) -> Exception:
+    """The helper's error as the tracker raised it there: its class, or one of the same name."""
+    kind = answer.get("kind") or "Exception"
+    return ERRORS.get(kind, type(kind, (Exception,), {}))(answer["error"])
+
+
+class Queued:
+    """A sweep job's tracker whose folder the sweep's helper logs (`SweepLogging`): `log_folder`
+    returns at once, without a run id."""
+
+    def __init__(self, tracker, logging: SweepLogging, name: str | None, job: int | None):
+        self.tracker, self.logging, self.name, self.job = tracker, logging, name, job
+
+    def __getattr__(self, name: str):
+        return getattr(self.tracker, name)
+
+    def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
+        if self.logging.send(folder, parent_id, self.name, self.job):
+            return None
+        return self.tracker.log_folder(folder, parent_id)
+
+    def where(self) -> str:  # said by the helper: MLflow is not imported here
+        return self.logging.where
+
+
 class Collected(logging.Handler):
     def __init__(self):
         super().__init__(logging.INFO)
@@ -158,7 +327,8 @@ def with_the_job(interval_s: float = 0.05) -> None:
 
 
 def serve() -> None:
-    """The helper: the tracker's settings, the store opened, then one folder logged."""
+    """The helper: the tracker's settings, the store opened, then a single run's folder logged, or a
+    sweep's parent run opened and its jobs' folders logged one after another."""
     with_the_job()
     from ragexp.store.trackers import MlflowTracker
 
@@ -185,18 +355,24 @@ def serve() -> None:
     # MLflow's modules are a heap of long-lived objects that a full garbage collection would scan
     # while the folder is logged (0.17 s of a 0.5 s logging on the 2-core machine): set aside now.
     gc.freeze()
-    line = sys.stdin.readline()
-    if not line.strip():
-        return  # the job ended without a folder to log
-    request = json.loads(line)
-    try:
-        if opening is not None:
-            raise opening
-        run_id = tracker.log_folder(Path(request["folder"]), request.get("parent_id"))
-        answer = {"run_id": run_id, "where": tracker.where(), "link": tracker.ui_link(run_id)}
-    except Exception as err:  # noqa: BLE001 - the job raises it again, as if it had logged itself
-        answer = {"error": str(err), "kind": type(err).__name__}
-    print(json.dumps({**answer, "logs": collected.records}), flush=True)
+    for line in sys.stdin:  # a single run's folder, or a sweep's jobs' one after another (closed input: none left)
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            if opening is not None:
+                raise opening
+            if request.get("call") == "start_sweep":  # a sweep's parent run, before its jobs
+                parent_id = tracker.start_sweep(request["name"], request["tags"])
+                answer = {"parent_id": parent_id, "store": tracker.store(), "where": tracker.where()}
+            else:
+                run_id = tracker.log_folder(Path(request["folder"]), request.get("parent_id"))
+                answer = {"run_id": run_id, "where": tracker.where(), "link": tracker.ui_link(run_id)}
+        except Exception as err:  # noqa: BLE001 - the job raises it again, as if it had logged itself
+            answer = {"error": str(err), "kind": type(err).__name__}
+        print(json.dumps({**answer, "call": request.get("call"), "folder": request.get("folder"),
+                          "logs": collected.records}), flush=True)
+        collected.records.clear()
 
 
 if __name__ == "__main__":

@@ -344,7 +344,8 @@ class MlflowTracker(NoTracker):
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
         client = self.client()
         launcher = {"ragexp.host": socket.gethostname(), "ragexp.pid": str(os.getpid())}
-        run = client.create_run(self._experiment_id, run_name=name, tags={**tags, **launcher, "ragexp.role": "sweep"})
+        # the launcher's own pid when it is given (a helper process opens the sweep for it)
+        run = client.create_run(self._experiment_id, run_name=name, tags={**launcher, **tags, "ragexp.role": "sweep"})
         self.end_killed_sweeps(client, tags.get("sweep_overrides"), run.info.run_id)
         return run.info.run_id
 
@@ -485,6 +486,13 @@ class MlflowTracker(NoTracker):
             write_results(result, folder, started, failure)
             write_config(folder, config)
             return self.log_folder(folder, parent_id)
+
+
+def not_logged(where: str, kind: str, error: str, folder: Path) -> str:
+    """Why a run folder is not in the store, where its results are, and the command that logs it later."""
+    said = scrub_url(error).splitlines()[0][:300] if error.strip() else ""
+    return (f"could not log the run to {where} ({kind}: {said}); its results are on disk in {folder}: "
+            f"log them later with `python -m ragexp.track {folder}`")
 
 
 def has_rows(table: Path) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.sweep.composed import ComposedOnce, compose_once
+from ragexp.store.log_ahead import SweepLogging
+from ragexp.store.trackers import MlflowTracker
+from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
 
@@ -39,7 +42,9 @@ def merged_results(sweep_dir: Path) -> tuple[dict, list[dict]]:
 class SweepTracking(Callback):
     """`on_multirun_start` checks every point of a grid (all invalid points reported, exit 2, nothing
     run), then opens the parent run and leaves its id and the swept keys in the
-    sweep folder (sweep.json), where each job, in this process or another, finds them;
+    sweep folder (sweep.json), where each job, in this process or another, finds them. When the
+    jobs run in this process (Hydra's basic launcher), a helper process opens the parent run and
+    logs each job's folder while the next job runs (ragexp.store.log_ahead.SweepLogging);
     `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
     makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
     report/ and logged to the parent run), then exits with status 4 when a job failed (the sweep
@@ -47,16 +52,21 @@ class SweepTracking(Callback):
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
 
     composed: ComposedOnce | None = None  # the grid's points, each composed once (ragexp.sweep.composed)
+    helper: SweepLogging | None = None  # the helper that logs the jobs' folders (jobs in this process)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from ragexp.config.build import build
 
         sweeper = config.hydra.sweeper.get("_target_")
         grid = sweeper in (BASIC_SWEEPER, RACING_SWEEPER)  # known in advance, checked before any job
+        self.tracker = build(config.tracker)
+        if (sweeper == BASIC_SWEEPER and config.hydra.launcher.get("_target_") == BASIC_LAUNCHER
+                and type(self.tracker) is MlflowTracker):  # its jobs run here: a helper logs them meanwhile
+            self.helper = SweepLogging.start()  # (it imports MLflow while the grid is composed)
         if grid:
             self.composed = compose_once(config)  # each point composed once for the checks and its job
-        self.tracker = build(config.tracker)
-        self.tracker.imported()
+        if self.helper is None:
+            self.tracker.imported()
         # The modules imported so far (Hydra, the tracker's MLflow) stay to the end: set aside from the
         # garbage collector, whose full collections scanned them again and again (2.3 s of a 48-point
         # sweep; given back at the end, ragexp.sweep.composed.release). The grid's composed configs,
@@ -84,11 +94,15 @@ class SweepTracking(Callback):
         # as given (an ${oc.env:...} is not resolved), and with any credentials masked
         given = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
         overrides = scrub_url(" ".join(str(o) for o in given) if isinstance(given, list) else "")
-        self.parent_id = self.tracker.start_sweep(
-            name=f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
-            tags={"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides},
-        )
-        info = {"parent_run_id": self.parent_id, "swept": swept_keys(config), "tracking_uri": self.tracker.store()}
+        name = f"sweep {sweep_dir.parent.name}/{sweep_dir.name}"
+        tags = {"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides, "ragexp.pid": str(os.getpid())}
+        opened = self.helper.open_sweep(self.tracker, name, tags) if self.helper is not None else None
+        if opened is None:  # no helper (or it is gone): this process opens the store and logs its jobs
+            self.helper = None
+            self.parent_id, store = self.tracker.start_sweep(name=name, tags=tags), self.tracker.store()
+        else:
+            self.parent_id, store = opened["parent_id"], opened["store"]
+        info = {"parent_run_id": self.parent_id, "swept": swept_keys(config), "tracking_uri": store}
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
@@ -102,6 +116,8 @@ class SweepTracking(Callback):
 
         if self.composed is not None:
             self.composed.close()
+        if self.helper is not None:
+            self.not_logged(self.helper.finish(self.tracker))
 
         from ragexp.sweep.racing import report as racing
 
@@ -135,6 +151,19 @@ class SweepTracking(Callback):
             print(f"ragexp: error: quality gate failed in {len(failed)} of {len(merged)} jobs: {', '.join(failed)}",
                   file=sys.stderr)
             sys.exit(GATE_FAILED)
+
+    def not_logged(self, failed: list[dict]) -> None:
+        """Jobs whose folder the helper could not log (a store gone away): failed jobs of the sweep, as a
+        job that could not log itself is (failure.json, the reason and the command that logs it later)."""
+        from ragexp.errors import RUN_FAILED
+        from ragexp.store.trackers import not_logged
+
+        for job in failed:
+            folder = Path(job["folder"])
+            reason = not_logged(self.tracker.where(), job["kind"], str(job["error"]), folder)
+            print(f"ragexp: error: job {job['job']} ({job['name']}) failed: {reason}", file=sys.stderr)
+            record = {"name": job["name"], "job": job["job"], "reason": reason, "exit_code": RUN_FAILED}
+            (folder / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     def race_report(self, sweep_dir: Path) -> None:
         """A racing sweep's report (made by the sweeper: the race and the survivors' leaderboard, from
