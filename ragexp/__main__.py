@@ -71,9 +71,7 @@ def command() -> None:
         code: object = 0
     except SystemExit as done:
         code = done.code
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # type: ignore[attr-defined] # what Python calls at exit: its thread pools told to stop, then joined
     atexit._run_exitfuncs()
     if code is not None and not isinstance(code, int):  # sys.exit("message"), as Python says it
         print(code, file=sys.stderr)

@@ -138,12 +138,16 @@ def test_the_command_ends_without_teardown_but_with_its_exit_handlers_status_and
     code = ("import atexit, sys, threading, time\n"
             "atexit.register(lambda: print('exit handler ran'))\n"
             "threading.Thread(target=lambda: (time.sleep(0.3), print('thread ended'))).start()\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "pool = ThreadPoolExecutor(2)\n"
+            "pool.submit(int)  # idle workers, kept: stopped at exit as Python stops them (joblib's too)\n"
             "sys.argv = ['ragexp'] + sys.argv[1:]\n"
             "from ragexp.__main__ import command\n"
             "command()\n"
             "print('not reached')\n")
     for argv, status in ((["--help"], 0), (["chunker=nope"], 2)):
-        proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=cli_env(), capture_output=True,
+                              text=True, timeout=120)
         assert proc.returncode == status, proc.stderr
         assert proc.stdout.rstrip().endswith("thread ended\nexit handler ran") and "not reached" not in proc.stdout
     assert "chunker=nope" in proc.stderr or "nope" in proc.stderr
