@@ -72,6 +72,31 @@ def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_ta
     assert view["orderByKey"] == "metrics.`overall_score`" and view["orderByAsc"] is False
 
 
+def test_a_run_that_ended_as_its_process_exited_is_not_marked_killed(tmp_path, monkeypatch):
+    """Another process found it RUNNING, then its process gone: it had ended the run and exited in
+    between (a logging helper exits at once), so the run stays FINISHED (several runs of 8 started
+    together ended KILLED)."""
+    import mlflow
+
+    from ragexp.store import trackers
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.create_experiment("ragexp")
+    me = trackers.process_tags()
+    run_id = client.create_run(experiment, run_name="just-ended", tags=me).info.run_id
+
+    def ended_then_exited(record):  # between the search and this finding, the run ended and its process exited
+        client.set_terminated(run_id, "FINISHED")
+        return False
+
+    monkeypatch.setattr(trackers, "alive", ended_then_exited)
+    tracker = trackers.MlflowTracker("ragexp", uri)
+    tracker.client()
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
 def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept(tmp_path, monkeypatch):
     """A run killed while it was logged stays RUNNING; the next run against the store ends it KILLED
     when its process is gone (a pid that exited, or a pid reused by a newer process), and leaves a

@@ -13,9 +13,11 @@ have raised in the job. The protocol is one JSON line each way: the tracker's se
 A closed input ends the process without logging; a job that ends without a folder to log stops it.
 
 A sweep whose jobs run in its own process (Hydra's basic launcher) has one such helper for all of
-them (`SweepLogging`): each job hands its folder over and the next job starts while the helper
-logs it, on the other core; the sweep waits for the last one before its report. The helper then
-reads one request a line until its input closes, and answers each with the folder it logged."""
+them (`SweepLogging`): it opens the sweep's parent run (`{"call": "start_sweep", "name", "tags"}`,
+answered `{"parent_id", "store", "where"}`), then each job hands its folder over and the next job
+starts while the helper logs it, on the other core; the sweep waits for the last one before its
+report. The helper reads one request a line until its input closes, and answers each with the
+folder it logged."""
 from __future__ import annotations
 
 import gc
@@ -69,7 +71,8 @@ def discard() -> None:
 
 def abandon() -> None:
     """A sweep's helper still there when the command ends (the sweep stopped before its end: a bad
-    grid, an interrupt): stopped. What it had not logged yet is logged by the sweep run again."""
+    grid, an interrupt): stopped. What it had not logged yet is logged when the sweep is run again
+    (its jobs then come from the stage cache)."""
     while SWEEP:
         ended(SWEEP.pop().process)
 

@@ -148,6 +148,13 @@ def process_tags() -> dict[str, str]:
     return {"ragexp.host": me["host"], "ragexp.pid": str(me["pid"]), "ragexp.process_started": str(me["started"])}
 
 
+def still_running(client, run_id: str) -> bool:
+    """Whether a run is RUNNING now. Asked again once its process is found gone: a process that ended
+    its run and exited between the search and that finding is not one that was killed (a process
+    that is gone ends nothing later)."""
+    return client.get_run(run_id).info.status == "RUNNING"
+
+
 def logger_of(tags: dict[str, str]) -> dict | None:
     """The process record a run's tags name, or None when they name none (or not wholly)."""
     pid, started = tags.get("ragexp.pid"), tags.get("ragexp.process_started")
@@ -297,7 +304,7 @@ class MlflowTracker(NoTracker):
         me = process_tags()
         for run in found:
             record = logger_of(run.data.tags)
-            if record is None or alive(record):
+            if record is None or alive(record) or not still_running(client, run.info.run_id):
                 continue
             client.set_tag(run.info.run_id, "ragexp.closed_by", f"{me['ragexp.host']}:{me['ragexp.pid']}")
             client.set_terminated(run.info.run_id, "KILLED")
@@ -360,7 +367,8 @@ class MlflowTracker(NoTracker):
             pid = tags.get("ragexp.pid", "")
             launcher = {"host": tags.get("ragexp.host"), "pid": int(pid) if pid.isdigit() else 0}
             if (run.info.run_id != successor and tags.get("sweep_overrides") == overrides
-                    and launcher["host"] == socket.gethostname() and not alive(launcher)):
+                    and launcher["host"] == socket.gethostname() and not alive(launcher)
+                    and still_running(client, run.info.run_id)):
                 client.set_tag(run.info.run_id, "ragexp.resumed_by", successor)
                 client.set_terminated(run.info.run_id, "KILLED")
                 orphans = client.search_runs([self._experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}' "
