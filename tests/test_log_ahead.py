@@ -190,7 +190,7 @@ def test_a_sweeps_job_its_helper_could_not_log_fails_with_the_command_that_logs_
     folder.mkdir()
     sweep = SweepTracking()
     sweep.tracker = type("Store", (), {"where": lambda self: "mlflow experiment 'x' at http://127.0.0.1:9"})()
-    sweep.not_logged([{"folder": str(folder), "name": "chunker=token", "job": 3, "error": "Connection refused\nmore",
+    sweep.record_not_logged([{"folder": str(folder), "name": "chunker=token", "job": 3, "error": "Connection refused\nmore",
                        "kind": "StoreUnreachable"}])
     record = json.loads((folder / "failure.json").read_text())
     assert record["name"] == "chunker=token" and record["job"] == 3 and record["exit_code"] == 4

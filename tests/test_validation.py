@@ -207,6 +207,27 @@ def test_a_sweep_with_one_bad_grid_point_runs_nothing(tmp_path):
     assert not sweep_dir.exists() and not store.exists()  # no job folder, no parent run
 
 
+def test_a_bad_point_last_in_a_grid_is_refused_before_any_job_and_any_store(tmp_path):
+    """The grid's points are each composed and fully validated before job 0, the last as the first:
+    a chunk_size the chunk_overlap does not fit (a check of the composed chunker, not of a key or an
+    option) at the end of the grid stops the sweep with the same message, before any job folder,
+    and before its logging helper has opened or made a store."""
+    from conftest import HASH, run_app
+    from ragexp.store import log_ahead
+
+    sweep_dir, store = tmp_path / "multirun", tmp_path / "mlflow.db"
+    proc = run_app("-m", *HASH, "retriever=bm25", "chunker.chunk_size=512,256,64", "dataset.limit=2",
+                   f"hydra.sweep.dir={sweep_dir}", f"tracker.tracking_uri=sqlite:///{store}",
+                   f"cache.dir={tmp_path / 'cache'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-3:] == [
+        "ragexp: error: 1 of 3 grid points are invalid; no job was started:",
+        "  job 2 (chunker.chunk_size=64):",
+        "    chunker.chunk_overlap: must be less than chunk_size (64), got 64",
+    ]
+    assert not sweep_dir.exists() and not store.exists() and not log_ahead.SWEEP  # the helper stopped
+
+
 USER_COMPONENTS = '''
 from __future__ import annotations
 

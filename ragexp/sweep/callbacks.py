@@ -67,7 +67,7 @@ class SweepTracking(Callback):
             self.composed = compose_once(config)  # each point composed once for the checks and its job
         if self.helper is None:
             self.tracker.imported()
-        # The modules imported so far (Hydra, the tracker's MLflow) stay to the end: set aside from the
+        # The modules imported so far (Hydra's; MLflow when this process logs) stay to the end: set aside from the
         # garbage collector, whose full collections scanned them again and again (2.3 s of a 48-point
         # sweep; given back at the end, ragexp.sweep.composed.release). The grid's composed configs,
         # made next and dropped job by job, are not set aside: they would never be collected.
@@ -117,7 +117,7 @@ class SweepTracking(Callback):
         if self.composed is not None:
             self.composed.close()
         if self.helper is not None:
-            self.not_logged(self.helper.finish(self.tracker))
+            self.record_not_logged(self.helper.finish(self.tracker))
 
         from ragexp.sweep.racing import report as racing
 
@@ -152,7 +152,7 @@ class SweepTracking(Callback):
                   file=sys.stderr)
             sys.exit(GATE_FAILED)
 
-    def not_logged(self, failed: list[dict]) -> None:
+    def record_not_logged(self, failed: list[dict]) -> None:
         """Jobs whose folder the helper could not log (a store gone away): failed jobs of the sweep, as a
         job that could not log itself is (failure.json, the reason and the command that logs it later)."""
         from ragexp.errors import RUN_FAILED
