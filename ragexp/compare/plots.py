@@ -77,7 +77,8 @@ def labels(board: Leaderboard, entries: list) -> tuple[list[str], str]:
     columns = swept(board)
     if not columns:
         return [e.label for e in entries], ""
-    return ([f"#{board.entries.index(e) + 1}  " + ", ".join(str(e.params.get(c, "—")) for c in columns) for e in entries],
+    rank = {id(e): n for n, e in enumerate(board.entries, start=1)}
+    return ([f"#{rank[id(e)]}  " + ", ".join(str(e.params.get(c, "—")) for c in columns) for e in entries],
             "#rank  " + ", ".join(columns))
 
 

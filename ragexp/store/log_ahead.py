@@ -36,6 +36,13 @@ JOB = "RAGEXP_LOGGING_FOR"  # the job's pid, in the helper's environment
 
 
 EARLY: list[subprocess.Popen] = []  # a helper started as the command began (`start_early`), not yet given a tracker
+SWEEP: list[SweepLogging] = []  # the helper of the sweep under way in this process, if it has one
+
+
+def settings_of(tracker) -> dict:
+    """What a helper needs to log as `tracker` would (an MlflowTracker)."""
+    return {"experiment": tracker.experiment, "tracking_uri": tracker.tracking_uri,
+            "question_records": tracker.question_records}
 
 
 def helper() -> subprocess.Popen | None:
@@ -74,7 +81,7 @@ def abandon() -> None:
     grid, an interrupt): stopped. What it had not logged yet is logged when the sweep is run again
     (its jobs then come from the stage cache)."""
     while SWEEP:
-        ended(SWEEP.pop().process)
+        SWEEP[-1].gone()
 
 
 def ended(process: subprocess.Popen) -> None:
@@ -142,15 +149,6 @@ class LoggedAhead:
         process, self.process = self.process, None
         if process is not None:
             ended(process)
-
-
-SWEEP: list[SweepLogging] = []  # the helper of the sweep under way in this process, if it has one
-
-
-def settings_of(tracker) -> dict:
-    """What a helper needs to log as `tracker` would (an MlflowTracker)."""
-    return {"experiment": tracker.experiment, "tracking_uri": tracker.tracking_uri,
-            "question_records": tracker.question_records}
 
 
 class SweepLogging:
@@ -289,19 +287,19 @@ class Queued:
     """A sweep job's tracker whose folder the sweep's helper logs (`SweepLogging`): `log_folder`
     returns at once, without a run id."""
 
-    def __init__(self, tracker, logging: SweepLogging, name: str | None, job: int | None):
-        self.tracker, self.logging, self.name, self.job = tracker, logging, name, job
+    def __init__(self, tracker, helper: SweepLogging, name: str | None, job: int | None):
+        self.tracker, self.helper, self.name, self.job = tracker, helper, name, job
 
     def __getattr__(self, name: str):
         return getattr(self.tracker, name)
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
-        if self.logging.send(folder, parent_id, self.name, self.job):
+        if self.helper.send(folder, parent_id, self.name, self.job):
             return None
         return self.tracker.log_folder(folder, parent_id)
 
     def where(self) -> str:  # said by the helper: MLflow is not imported here
-        return self.logging.where
+        return self.helper.where
 
 
 class Collected(logging.Handler):

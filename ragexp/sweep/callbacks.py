@@ -13,7 +13,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.store.log_ahead import SweepLogging
-from ragexp.store.trackers import MlflowTracker
+from ragexp.store.trackers import MlflowTracker, not_logged
 from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
@@ -156,7 +156,6 @@ class SweepTracking(Callback):
         """Jobs whose folder the helper could not log (a store gone away): failed jobs of the sweep, as a
         job that could not log itself is (failure.json, the reason and the command that logs it later)."""
         from ragexp.errors import RUN_FAILED
-        from ragexp.store.trackers import not_logged
 
         for job in failed:
             folder = Path(job["folder"])
