@@ -1,9 +1,9 @@
 """An offline judge's texts are embedded for all the answers it has not judged yet, in one call
-before judging (ragexp.run.judging.embed_ahead): the same judgements, the judge finds every vector
+before judging (ragexp.judges.judging.embed_ahead): the same judgements, the judge finds every vector
 it needs waiting, and answers already judged (in the stage cache) cost no embedding."""
 from ragexp.components.embedders import HashEmbedder
 from ragexp.judges.offline import OfflineJudge
-from ragexp.run.judging import judge_all, judge_answer
+from ragexp.judges.judging import judge_all, judge_answer
 from ragexp.run.work import Work
 from ragexp.store.cache import StageCache
 from ragexp.types import Answer, Chunk, Hit, Question, QuestionResult

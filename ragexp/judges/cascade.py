@@ -2,7 +2,7 @@
 where the cheap judge is unsure; each metric's mean is the cheap judge's corrected by the
 expensive judge's verdicts on the sample (prediction-powered inference with known inclusion
 probabilities: ragexp.stats.ppi). The pipeline judges a cascade as a whole run
-(ragexp.run.cascade), since the sample is drawn from all the cheap judgements at once."""
+(ragexp.judges.cascading), since the sample is drawn from all the cheap judgements at once."""
 from __future__ import annotations
 
 import math

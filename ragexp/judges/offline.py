@@ -208,7 +208,7 @@ class OfflineJudge(Judge):
         return [(claim, replace(found, in_question=reading))]
 
     def texts_to_embed(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[str]:
-        """What `judge` embeds for this answer (ragexp.run.judging.embed_ahead embeds it for many
+        """What `judge` embeds for this answer (ragexp.judges.judging.embed_ahead embeds it for many
         answers at once): the question, the context's and the answer's sentences, and a short
         answer said with its question."""
         answer_sentences = split_sentences(answer.text)

@@ -16,7 +16,7 @@ from typing import Sequence
 from ragexp.components.systems import ContextError, hits_from_contexts
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
-from ragexp.run.judging import embed_ahead, judgement_key
+from ragexp.judges.judging import embed_ahead, judgement_key
 from ragexp.types import Answer, Judgement, Question, QuestionResult
 
 

@@ -27,8 +27,8 @@ from ragexp.metrics.regression import refuse_row_ids
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
-from ragexp.run.cascade import cascade_judged
-from ragexp.run.judging import context, judge_all
+from ragexp.judges.cascading import cascade_judged
+from ragexp.judges.judging import context, judge_all
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
@@ -93,7 +93,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
             return with_people(c, len(dataset.questions), results)
 
         beside = (c.rubric, c.settings["rubric"]) if c.rubric is not None else None
-        if isinstance(c.judge, CascadeJudge):  # the cheap judge on all, the expensive on a sample: ragexp.run.cascade
+        if isinstance(c.judge, CascadeJudge):  # the cheap judge on all, the expensive on a sample: ragexp.judges.cascading
             results, drawn_on = work.stage("judging", None, cascade_judged, c.judge, c.settings["judge"], work, results)
             notes += drawn_on
             for note in drawn_on:

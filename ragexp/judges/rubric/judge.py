@@ -191,7 +191,7 @@ class RubricJudge(LLMJudgeBase):
                  repeat: int) -> dict[str, Verdict | str]:
         """The verdicts of one request: read, re-asked once when some could not be, and for those
         still unreadable (or when the request failed) the reason. Only a reply read whole is
-        cached; a judgement with a failed criterion is not stored either (ragexp.run.judging),
+        cached; a judgement with a failed criterion is not stored either (ragexp.judges.judging),
         so a rerun asks again."""
         try:
             request = self.ask_for(criteria, question, hits, answer, repeat)

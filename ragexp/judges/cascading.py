@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ragexp.judges.cascade import CascadeJudge
-from ragexp.run.judging import judge_all
+from ragexp.judges.judging import judge_all
 from ragexp.judges.people import WANTED, PeopleJudge
 from ragexp.stats.ppi import coordinated_uniform, inclusion_probabilities, ppi_terms, t_value
 from ragexp.types import Judgement, QuestionResult, RunResult

@@ -12,7 +12,6 @@ from typing import Sequence
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
 from ragexp.judges.contract import Judge, reference_free
-from ragexp.run.work import Work
 from ragexp.store.cache import key_of
 from ragexp.store.tracing import ended
 from ragexp.types import Answer, Hit, Judgement, Question, QuestionResult
@@ -34,7 +33,7 @@ def context(hits) -> list[tuple[str, str]]:
     return [(h.chunk.chunk_id, h.chunk.text) for h in hits]
 
 
-def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: QuestionResult,
+def judge_answer(work, judge: Judge, judge_settings: dict, result: QuestionResult,
                  beside: tuple[Judge, dict] | None = None) -> QuestionResult:
     """An answered question judged (cached like its answer), or failed with the reason of a
     `QuestionFailed` (an endpoint error, an unreadable reply, a missing field); any other exception
@@ -63,7 +62,7 @@ def judge_answer(work: Work, judge: Judge, judge_settings: dict, result: Questio
         return ended(span, result, {"scores": j.scores, "reasoning": j.reasoning} if j else None)
 
 
-def judge_all(work: Work, judge: Judge, judge_settings: dict, results: Sequence[QuestionResult],
+def judge_all(work, judge: Judge, judge_settings: dict, results: Sequence[QuestionResult],
               beside: tuple[Judge, dict] | None = None, label: str = "judging") -> list[QuestionResult]:
     """Every result judged (`judge_answer`), as many at once as the judge allows, its texts embedded
     ahead (`embed_ahead`)."""
@@ -72,7 +71,7 @@ def judge_all(work: Work, judge: Judge, judge_settings: dict, results: Sequence[
                             concurrency(judge), label)
 
 
-def judged(work: Work, judge: Judge, judge_settings: dict, question: Question, hits: Sequence[Hit], answer: Answer,
+def judged(work, judge: Judge, judge_settings: dict, question: Question, hits: Sequence[Hit], answer: Answer,
            span) -> Judgement:
     """One judge's judgement of an answer, through the stage cache (a judgement in which some
     metrics failed, `failed_criteria`, is not stored: a rerun asks again), without the metrics
@@ -90,7 +89,7 @@ def judgement_key(judge_settings: dict, question: Question, hits: Sequence[Hit],
     return key_of("judgement", judge_settings, question.text, question.answers, context(hits), answer.text)
 
 
-def embed_ahead(work: Work, judge: Judge, judge_settings: dict, results: Sequence[QuestionResult]) -> None:
+def embed_ahead(work, judge: Judge, judge_settings: dict, results: Sequence[QuestionResult]) -> None:
     """The texts a judge that embeds (the offline judges: `texts_to_embed`) will embed for the
     answers it has not judged yet (not in the stage cache), embedded in one call before judging:
     in batches of sentences of like length across questions, where judging question by question
