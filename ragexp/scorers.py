@@ -32,9 +32,9 @@ def judge_scorers(judge: str = "offline", overrides: Sequence[str] = ()) -> list
     cfg, _ = compose([f"judge={judge}", *overrides])
     validate(cfg)  # every setting checked, prompts:/... read from the registry, as for a run
     built = build(cfg.judge)
-    if hasattr(built, "endpoint"):  # an LLM judge asks through ragexp's session, as in a run
+    if built.endpoint is not None:  # an LLM judge asks through ragexp's session, as in a run
         session = build(cfg.llm)
-        session.connect(judge=built)
+        session.connect(**built.roles())
     judged: dict[str, Any] = {}
 
     def judgement(inputs: Any, outputs: Any, expectations: Any):
@@ -52,5 +52,5 @@ def judge_scorers(judge: str = "offline", overrides: Sequence[str] = ()) -> list
             return Feedback(value=value, rationale=j.reasoning)
         return scorer(score, name=metric)
 
-    metrics = [*built.metrics, *(["hallucination"] if getattr(built, "flags_hallucination", True) else [])]
+    metrics = [*built.metrics, *(["hallucination"] if built.flags_hallucination else [])]
     return [metric_scorer(m) for m in metrics]

@@ -1,9 +1,9 @@
 """An offline judge's texts are embedded for all the answers it has not judged yet, in one call
-before judging (ragexp.judges.judging.embed_ahead): the same judgements, the judge finds every vector
+before judging (OfflineJudge.judge_all): the same judgements, the judge finds every vector
 it needs waiting, and answers already judged (in the stage cache) cost no embedding."""
 from ragexp.components.embedders import HashEmbedder
 from ragexp.judges.offline import OfflineJudge
-from ragexp.judges.judging import judge_all, judge_answer
+from ragexp.judges.judging import Judging, judged_results
 from ragexp.run.work import Work
 from ragexp.store.cache import StageCache
 from ragexp.types import Answer, Chunk, Hit, Question, QuestionResult
@@ -38,26 +38,27 @@ def judge_in(work: Work) -> OfflineJudge:
 def test_the_texts_are_embedded_in_one_call_before_judging_and_the_judgements_are_the_same(tmp_path):
     work = Work(StageCache(str(tmp_path / "cache")))
     judge = judge_in(work)
-    ahead = judge_all(work, judge, {"judge": "offline-hash"}, results())
+    ahead, _ = judged_results(judge, results(), work, {"judge": "offline-hash"})
     assert len(judge.embedder.calls) == 1  # every text the judge embeds was in that call
     assert len(judge.embedder.calls[0]) == len(set(judge.embedder.calls[0]))  # each text once
 
     plain_work = Work(StageCache(str(tmp_path / "plain"), enabled=False))
     plain_judge = judge_in(plain_work)
-    plain = [judge_answer(plain_work, plain_judge, {"judge": "offline-hash"}, r) for r in results()]
+    one = Judging(plain_work, {"judge": "offline-hash"})
+    plain = [one.one(plain_judge, r) if r.answer else None for r in results()]  # question by question
     assert len(plain_judge.embedder.calls) > 1  # question by question
-    assert [r.judgement for r in ahead] == [r.judgement for r in plain]
+    assert [r.judgement for r in ahead] == plain
     assert ahead[-1].judgement is None and ahead[0].judgement.scores["faithfulness"] == 10.0
 
 
 def test_answers_already_judged_are_not_embedded_again(tmp_path):
     first = Work(StageCache(str(tmp_path / "cache")))
-    judge_all(first, judge_in(first), {"judge": "offline-hash"}, results())
+    judged_results(judge_in(first), results(), first, {"judge": "offline-hash"})
     again = Work(StageCache(str(tmp_path / "cache")))
     judge = judge_in(again)
     rows = results()
     rows[2] = QuestionResult(rows[2].question, rows[2].hits, Answer("A new answer about Rust."))
-    judge_all(again, judge, {"judge": "offline-hash"}, rows)
+    judged_results(judge, rows, again, {"judge": "offline-hash"})
     embedded = {text for call in judge.embedder.calls for text in call}
     assert "A new answer about Rust." in embedded and ANSWERS[1] not in embedded
 

@@ -141,3 +141,61 @@ def test_no_cycles(level):
             if x != y:
                 graph[x].add(y)
     assert cycles(graph) == []
+
+
+# Judging has one home (ragexp.judges): outside it, code knows a judge only by the contract (`Judge`)
+JUDGES = "ragexp.judges"
+JUDGE_NAMES = ("judge", "rubric", "cheap", "expensive")  # what a variable holding a judge is called
+
+
+def outside_judges() -> dict[str, ast.Module]:
+    return {name: ast.parse(path.read_text()) for name, path in MODULES.items()
+            if not (name == JUDGES or name.startswith(JUDGES + "."))}
+
+
+def test_no_module_outside_judges_imports_a_concrete_judge_class():
+    import importlib
+
+    from ragexp.judges.contract import Judge
+
+    found = []
+    for name, tree in outside_judges().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(JUDGES):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    value = getattr(module, alias.name, None)
+                    if isinstance(value, type) and issubclass(value, Judge) and value is not Judge:
+                        found.append(f"{name}: {node.module}.{alias.name}")
+    assert found == [], "ask the judge through the contract (ragexp.judges.contract.Judge) instead"
+
+
+def test_no_module_outside_judges_probes_a_judge_with_getattr_or_isinstance():
+    found = []
+    for name, tree in outside_judges().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                    and node.args and any(word in ast.unparse(node.args[0]).lower() for word in JUDGE_NAMES):
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == [], "declare the attribute on ragexp.judges.contract.Judge, with its default"
+
+
+def test_judges_export_no_class_predicate():
+    """No `is_cascade(judge)`-like helper: what code outside needs of a judge is an attribute of the contract."""
+    found = []
+    for name, path in MODULES.items():
+        if name == JUDGES or name.startswith(JUDGES + "."):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                                                             and n.func.id == "isinstance" for n in ast.walk(node)) \
+                        and isinstance(node.body[-1], ast.Return) and isinstance(node.body[-1].value, ast.Call) \
+                        and ast.unparse(node.body[-1].value).startswith("isinstance("):
+                    found.append(f"{name}.{node.name}")
+    assert found == []
+
+
+def test_one_cached_judging_path():
+    calls = [f"{name}:{node.lineno}" for name, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cached"
+             and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "judgement"]
+    assert len(calls) == 1 and calls[0].startswith("ragexp.judges.judging:"), calls

@@ -23,12 +23,11 @@ from typing import Any, Sequence
 from ragexp.store.labels import Label, label_value
 from ragexp.calibrate.source import JudgedRun
 from ragexp.config.compose import compose as compose_config
-from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.types import Answer, Hit, Judgement, Output, Question
+from ragexp.errors import RagexpError
+from ragexp.types import Answer, Hit, Judgement, Output, Question, QuestionResult
 from ragexp.datasets.outputs import OutputsDataset
-from ragexp.base.concurrency import concurrency, map_concurrently
+from ragexp.judges.judging import judged_results
 from ragexp.run.work import Work
-from ragexp.store.cache import key_of
 
 # the loader keeps every other scalar column with the question: these are not labels
 NOT_LABELS = {"annotator", "part", "set", "group"}
@@ -96,27 +95,17 @@ def groups_of(rows: Sequence[LabelledRow], column: str) -> dict[str, str]:
 def judge_rows(rows: Sequence[LabelledRow], cfg) -> tuple[Any, list[Judgement | str]]:
     """The configured judge, and its judgement of each row (or why the row failed: an endpoint
     error, an unreadable reply), through the stage cache and the LLM session as in a run."""
-    from omegaconf import OmegaConf
+    from ragexp.config.build import build, settings
 
-    from ragexp.config.build import build
     work = Work(build(cfg.cache))
     with work.embeddings.building():
         judge = build(cfg.judge)
     llm = build(cfg.llm)
-    settings = OmegaConf.to_container(cfg.judge, resolve=True)
-
-    def one(row: LabelledRow) -> Judgement | str:
-        q = row.question
-        key = key_of("judgement", settings, q.text, q.answers, [(h.chunk.chunk_id, h.chunk.text) for h in row.hits],
-                      row.answer.text)
-        try:
-            return work.cached("judgement", key, judge.judge, q, row.hits, row.answer)
-        except QuestionFailed as err:  # expected; any other exception is a bug and stops the command
-            return str(err)
-
+    answered = [QuestionResult(row.question, row.hits, answer=row.answer) for row in rows]
     try:
-        llm.connect(judge=judge)
-        return judge, map_concurrently(one, list(rows), concurrency(judge), "judging outputs")
+        llm.connect(**judge.roles())
+        judged, _ = judged_results(judge, answered, work, settings(cfg.judge), "judging outputs")
+        return judge, [r.judgement if r.judgement is not None else r.failure for r in judged]
     finally:
         llm.close()
 
@@ -136,7 +125,7 @@ def as_run(name: str, judge, rows: Sequence[LabelledRow], judged: Sequence[Judge
             **{m: scores.get(m) for m in judge.metrics},
             "hallucination": float(j.hallucination) if isinstance(j, Judgement) and j.hallucination is not None else None,
             "status": "judged" if ok else "failed", "failure_reason": j if isinstance(j, str) else ""})
-    scales = {m: (float(lo), float(hi)) for m, (lo, hi) in dict(getattr(judge, "scales", {})).items()}
+    scales = {m: (float(lo), float(hi)) for m, (lo, hi) in judge.scales.items()}
     return JudgedRun(name, judge.name, pd.DataFrame(records), {**scales, "hallucination": (0.0, 1.0)})
 
 

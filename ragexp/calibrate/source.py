@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
+from ragexp.judges.contract import Judge
 from ragexp.store.reader import RUN_ID, TABLE, TABLES, client_for, get_run, read_table, read_table_file
 
 CONFIGS = (".hydra/config.yaml", "config.yaml")
@@ -52,12 +53,13 @@ def judge_scales(target: str | None, where: str, config: dict | None = None) -> 
         judge = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         raise RagexpError(f"{where}: judge {target!r} is not a class of this ragexp version") from None
-    part = getattr(judge, "scored_by", None)  # judge=cascade: its scores of every question are its cheap judge's
+    if not (isinstance(judge, type) and issubclass(judge, Judge)):
+        raise RagexpError(f"{where}: {target!r} is not a judge of this ragexp version")
+    part = judge.scored_by  # judge=cascade: its scores of every question are its cheap judge's
     if part:
         node = dict(((config or {}).get("judge") or {}).get(part) or {})
         return judge_scales(node.get("_target_"), f"{where} (judge.{part})", {**(config or {}), "judge": node})
-    configured = getattr(judge, "configured_scales", None)  # a judge whose metrics its settings name (judge=mlflow)
-    given = configured((config or {}).get("judge") or {}) if configured else getattr(judge, "scales", {})
+    given = judge.configured_scales((config or {}).get("judge") or {})  # judge=mlflow: its settings name its metrics
     scales = {metric: (float(lo), float(hi)) for metric, (lo, hi) in dict(given).items()}
     return {**scales, **rubric_scales((config or {}).get("rubric"), where)}
 

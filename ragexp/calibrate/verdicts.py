@@ -87,14 +87,14 @@ def calibrate(label: str, truth_by_question: dict[str, float], run: JudgedRun, j
     if label in table:  # the judge's own verdict of this name
         said = table.loc[questions, label].astype(float).to_numpy() >= 0.5
         result.verdict = {"balanced_accuracy": balanced_accuracy(said[check], truth[check]), **errors(said[check], truth[check])}
-    declared = dict(getattr(judge, "verdict_settings", {}) or {}).get(label)
+    declared = judge.verdict_settings.get(label)
     if declared and declared[0] in scores:
         score, setting = declared
         result.cut = best_cut(score, scores[score][tuning], truth[tuning], higher=True)
         result.setting = setting
-        current = getattr(judge, setting, None)
-        if isinstance(current, (int, float)) and not isinstance(current, bool):
-            result.current = float(current)
+        current = judge.verdict_threshold(label)
+        if current is not None:
+            result.current = current
             said_now = scores[score][check] > current
             result.current_held_out_balanced_accuracy = balanced_accuracy(said_now, truth[check])
             result.current_errors = errors(said_now, truth[check])

@@ -12,6 +12,7 @@ from ragexp.components.rerankers import NoReranker, Reranker
 from ragexp.components.systems import PipelineSystem, System
 from ragexp.errors import RagexpError
 from ragexp.judges.contract import Judge
+from ragexp.judges.rubric.beside import rubric_beside, with_rubric
 from ragexp.llm.session import LLMSession
 from ragexp.metrics import MetricSet
 from ragexp.metrics.relevance import CONTEXT_METRICS, RelevanceRule
@@ -66,6 +67,7 @@ class Components:
     # the resolved settings each built stage component was made from (chunker, retriever, reranker,
     # generator, judge, rubric): what its stage's cache keys are made of, so that stages need no config
     settings: dict[str, dict]
+    judging: Judge  # what judges the run: the judge, with the rubric beside it when one is chosen
     rubric: Judge | None = None  # a rubric judged beside the judge (rubric=NAME with judge=llm, ...)
     targets: tuple = ()  # the targets a rubric gives its criteria (ragexp.metrics.targets.Target)
     untargeted: tuple[str, ...] = ()  # aggregates no built-in target is about (a rubric judge's overall_score)
@@ -78,7 +80,7 @@ def components(cfg: DictConfig) -> Components:
     metric_set.require(gate.retrieval_metrics())
     system = build(cfg.system) if "system" in cfg else PipelineSystem()
     loader, judge = build(cfg.dataset), build(cfg.judge)
-    if getattr(judge, "only_in_cascade", None):  # a judge of a cascade's sample alone: what to choose instead
+    if judge.only_in_cascade:  # a judge of a cascade's sample alone: what to choose instead
         raise RagexpError(judge.only_in_cascade)
     if isinstance(weights, JudgesWeights):  # weights=judge: the judge's own
         weights = weights.of(judge)
@@ -87,56 +89,36 @@ def components(cfg: DictConfig) -> Components:
     reranker = build(cfg.reranker) if system.own and "reranker" in cfg else NoReranker()
     reranker.check()
     weights.check(judge.name, judge.metrics)
-    rubric = rubric_beside(cfg, judge)
+    rubric = rubric_beside(judge, build(cfg.rubric)) if cfg.get("rubric") is not None else None
     judges = [judge, *([rubric] if rubric is not None else [])]
     metrics = [m for j in judges for m in j.metrics]
     answer_metrics = [*metric_set.answer_metrics(), "generation_score"]
     retrieval_metrics = [*metric_set.names, *CONTEXT_METRICS]
-    scales = aggregate_scales({m: s for j in judges for m, s in getattr(j, "scales", {}).items()}, weights,
+    scales = aggregate_scales({m: s for j in judges for m, s in j.scales.items()}, weights,
                               answer_metrics, retrieval_metrics)
     produced = ([aggregate_key(m) for m in (*metrics, *answer_metrics)]
                 + [aggregate_key(n, retrieval=True) for n in retrieval_metrics])
-    flagged = ["hallucination_rate"] if any(getattr(j, "flags_hallucination", True) for j in judges) else []
+    flagged = ["hallucination_rate"] if any(j.flags_hallucination for j in judges) else []
     gate.check([*produced, *flagged, "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(metrics)})")
     llm = build(cfg.llm) if "llm" in cfg else LLMSession()
-    if llm.dry_run and not all(getattr(j, "estimable", True) for j in judges):
+    if llm.dry_run and not all(j.estimable for j in judges):
         raise RagexpError(f"dry_run: judge {judge.name!r} sends its requests through MLflow, which ragexp cannot count "
                           "before they are sent; run without dry_run on a few questions (dataset.limit=5) to see them")
     built = ["judge", *(["chunker", "retriever", "generator"] if system.own else []),
              *(["reranker"] if system.own and "reranker" in cfg else [])]
     judged_with = {group: settings(cfg[group]) for group in built}
+    judging = judge
     if rubric is not None:  # its cache key: the rubric, and the endpoint it borrows from the judge
-        borrowed = settings(cfg.judge.endpoint) if getattr(rubric, "sends_requests", False) else None
+        borrowed = settings(cfg.judge.endpoint) if rubric.sends_requests else None
         judged_with["rubric"] = {"rubric": settings(cfg.rubric), "endpoint": borrowed}
+        judging = with_rubric(judge, rubric, judged_with["rubric"])
     return Components(weights, gate, metric_set, rule, loader, system, chunker, retriever, reranker, generator, judge,
-                      llm, scales, judged_with, rubric, targets(judge, rubric), tuple(getattr(judge, "untargeted", ())))
+                      llm, scales, judged_with, judging, rubric, targets(judge, rubric), judge.untargeted)
 
 
 def targets(judge: Judge, rubric: Judge | None) -> tuple:
     """The targets the judges give their own metrics; a rubric beside another judge has no say on
     that judge's overall_score."""
-    beside = tuple(t for t in getattr(rubric, "targets", ()) if t.metric != "overall_score")
-    return (*getattr(judge, "targets", ()), *beside)
-
-
-def rubric_beside(cfg: DictConfig, judge: Judge) -> Judge | None:
-    """The rubric chosen beside another judge (`rubric=NAME` with judge=llm, triad, offline, ...),
-    judged with that judge's endpoint when it has one; None without a rubric, or when the judge
-    is the rubric's own (judge=rubric)."""
-    from ragexp.judges.cascade import CascadeJudge
-    from ragexp.judges.rubric import RubricJudge
-
-    if cfg.get("rubric") is None or isinstance(judge, RubricJudge):
-        return None
-    if isinstance(judge, CascadeJudge):
-        if isinstance(judge.expensive, RubricJudge) or isinstance(judge.cheap, RubricJudge):
-            return None  # the rubric is one of the cascade's judges
-        raise RagexpError("rubric: a rubric beside judge=cascade is not supported; choose the rubric as one of its "
-                          "judges (judge@judge.expensive=rubric judge.pairs={CRITERION: CHEAP_METRIC}) or drop rubric=")
-    rubric = RubricJudge(build(cfg.rubric), getattr(judge, "endpoint", None))
-    clash = [m for m in rubric.metrics if m in judge.metrics]
-    if clash:
-        raise RagexpError(f"rubric.criteria.{clash[0]}: judge {judge.name!r} gives a metric of that name; "
-                          "name the criterion otherwise")
-    return rubric
+    beside = tuple(t for t in rubric.targets if t.metric != "overall_score") if rubric is not None else ()
+    return (*judge.targets, *beside)

@@ -10,13 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ragexp.errors import RagexpError
-from ragexp.judges.contract import Judge
-from ragexp.types import Answer, Hit, Judgement, Question
+from ragexp.errors import QuestionFailed, RagexpError
+from ragexp.judges.contract import Judge, Run
+from ragexp.types import Answer, Hit, Judgement, Question, QuestionResult, RunResult
 
 FROM_MLFLOW = "mlflow"
 HALLUCINATION = "hallucination"
 WANTED = "cheap; drawn, no label yet"  # the judged_by of a drawn question people have not labelled yet
+NO_LABEL = "no label yet"  # a drawn question people have not labelled: listed in the run folder's WANTED_SHEET
+WANTED_SHEET = "labels_wanted.csv"
 
 
 class PeopleJudge(Judge):
@@ -99,3 +101,45 @@ class PeopleJudge(Judge):
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         raise RagexpError(self.only_in_cascade)
+
+    def judge_all(self, items: Sequence[QuestionResult], run: Run) -> list[Judgement | QuestionFailed]:
+        """The questions a cascade drew, each with the judgement people's labels give it, or the failure
+        `NO_LABEL` (read, not asked: no cache, no concurrency); notes say how many are labelled, what is
+        left to label and what is not used. Labels are checked against every question of the run."""
+        given = self.given(set(run.questions))
+        out: list[Judgement | QuestionFailed] = [self.judgement(given[r.question.qid]) if r.question.qid in given
+                                                 else QuestionFailed(NO_LABEL) for r in items]
+        wanted = sum(not isinstance(j, Judgement) for j in out)
+        unused = len(set(given) - {r.question.qid for r in items})
+        run.note(f"judge=cascade: people's labels ({self.where()}): {len(items) - wanted} of the {len(items)} drawn "
+                 "questions labelled")
+        if wanted:
+            run.note(f"judge=cascade: {wanted} drawn questions have no label yet: they are in the run folder's "
+                     f"{WANTED_SHEET}; fill it in and pass it as judge.expensive.labels (a rerun draws the same questions; "
+                     "until then the estimate leaves them out, as if they were like the labelled ones)")
+        if unused:
+            run.note(f"judge=cascade: {unused} labelled questions were not drawn and are not used (an estimate "
+                     "corrects with the drawn questions only, whose chance of being drawn is known)")
+        return out
+
+
+def write_wanted(result: RunResult, folder: Path) -> Path | None:
+    """The drawn questions people have not labelled yet as a sheet to fill in, `labels_wanted.csv` in
+    the run folder: what the judge saw and an empty column per metric of the cheap judge (a labels
+    file as `judge.expensive.labels` reads it)."""
+    import csv
+
+    wanted = [r for r in result.questions if r.judgement is not None and r.judgement.details.get("judged_by") == WANTED]
+    if not wanted:
+        return None
+    metrics = [key[: -len("_cheap")] for key in wanted[0].judgement.scores if key.endswith("_cheap")]  # type: ignore[union-attr]
+    path = folder / WANTED_SHEET
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question_id", "annotator", "question", "context", "expected_answer", "generated_answer", *metrics])
+        for r in wanted:
+            context = "\n\n".join(f"[Doc {n}] {h.chunk.text}" for n, h in enumerate(r.hits, start=1))
+            writer.writerow([r.question.qid, "", r.question.text, context, " | ".join(r.question.answers),
+                             r.answer.text if r.answer else "", *[""] * len(metrics)])
+    return path
+

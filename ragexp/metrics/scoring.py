@@ -64,7 +64,7 @@ class JudgesWeights:
         self.hallucination_penalty = hallucination_penalty
 
     def of(self, judge) -> Weights:
-        declared = dict(getattr(judge, "weights", {}) or {})
+        declared = dict(judge.weights)
         if not declared:
             raise RagexpError(f"weights=judge: judge {judge.name!r} declares no weights for its metrics; "
                               "choose a weights= option")
@@ -72,8 +72,8 @@ class JudgesWeights:
         if problems:
             raise RagexpError(f"weights=judge: judge {judge.name!r} declares {problems[0]}")
         # no penalty from a judge that makes no hallucination verdict (a rubric's)
-        weights = Weights(self.hallucination_penalty and getattr(judge, "flags_hallucination", True), **declared)
-        if getattr(judge, "weights_on_unit_scale", False):
+        weights = Weights(self.hallucination_penalty and judge.flags_hallucination, **declared)
+        if judge.weights_on_unit_scale:
             weights.unit_scales = {m: judge.scales[m] for m in declared}
         return weights
 

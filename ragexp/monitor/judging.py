@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ragexp.components.systems import ContextError, hits_from_contexts
-from ragexp.base.concurrency import concurrency, map_concurrently
-from ragexp.errors import QuestionFailed
-from ragexp.judges.judging import embed_ahead, judgement_key
+from ragexp.judges.judging import judged_results
 from ragexp.types import Answer, Judgement, Question, QuestionResult
 
 
@@ -44,32 +42,26 @@ class Sampled:
 
 
 class SampleJudge:
-    """`judge_all(items)` judges (where, query, contexts, answer) records, `concurrency(judge)` at
-    a time, each judgement cached by the pipeline's `Work` under the same kind of key as the
-    pipeline's judgements."""
+    """`judge_all(items)` judges (where, query, contexts, answer) records as a run's answered
+    questions are judged (`ragexp.judges.judging`: the stage cache under the judge's settings,
+    `concurrency(judge)` at a time)."""
 
     def __init__(self, judge, work, settings: dict):
         self.judge, self.work, self.settings = judge, work, settings
-        self.metrics = tuple(m for m in judge.metrics if m not in getattr(judge, "needs_reference", ()))
+        self.metrics = tuple(m for m in judge.metrics if m not in judge.needs_reference)
 
     def judge_all(self, items: list[tuple[str, str, list, str]]) -> list[Sampled]:
         records = [read(item) for item in items]
-        embed_ahead(self.work, self.judge, self.settings, [r for r in records if isinstance(r, QuestionResult)])
-        return map_concurrently(self.one, list(zip(items, records)), concurrency(self.judge), desc="judging sample")
-
-    def one(self, item_and_record: tuple[tuple[str, str, list, str], QuestionResult | str]) -> Sampled:
-        (where, query, _, answer_text), record = item_and_record
-        if isinstance(record, str):
-            return Sampled(where, query, answer_text, failure=record)
-        question, hits, answer = record.question, record.hits, record.answer
-        assert answer is not None  # read() gives an answered question
-        key = judgement_key(self.settings, question, hits, answer)  # the pipeline's key: embed_ahead skips what is cached
-        try:
-            judgement = self.work.cached("judgement", key, self.judge.judge, question, hits, answer,
-                                         keep=lambda j: not j.details.get("failed_criteria"))  # asked again next time
-        except QuestionFailed as err:  # expected (endpoint, unreadable reply); any other exception is a bug: it stops
-            return Sampled(where, query, answer_text, failure=str(err))
-        return Sampled(where, query, answer_text, judgement)
+        readable = [r for r in records if isinstance(r, QuestionResult)]
+        judged = iter(judged_results(self.judge, readable, self.work, self.settings, "judging sample")[0])
+        out = []
+        for (where, query, _, answer_text), record in zip(items, records):
+            if isinstance(record, str):
+                out.append(Sampled(where, query, answer_text, failure=record))
+                continue
+            result = next(judged)
+            out.append(Sampled(where, query, answer_text, result.judgement, result.failure))
+        return out
 
     def window_scores(self, judged: Sequence[Sampled]) -> dict[str, float]:
         """`avg_<metric>` over a window's judged records, `hallucination_rate`, and the counts."""

@@ -20,7 +20,7 @@ from ragexp.config.validation import validate
 from ragexp.errors import UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.embedding_map import draw
-from ragexp.judges.cascading import write_wanted
+from ragexp.judges.people import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results

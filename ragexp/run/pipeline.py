@@ -16,9 +16,8 @@ from ragexp.components.systems import System
 from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
 from ragexp.errors import QuestionFailed, RagexpError
-from ragexp.judges.cascade import CascadeJudge
-from ragexp.judges.people import PeopleJudge
-from ragexp.judges.contract import Judge
+from ragexp.judges.contract import Judge, context
+from ragexp.judges.judging import judged_results
 from ragexp.llm.estimate import Estimate
 from ragexp.metrics import MetricSet
 from ragexp.metrics.gate import threshold_intervals
@@ -27,8 +26,6 @@ from ragexp.metrics.regression import refuse_row_ids
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
-from ragexp.judges.cascading import cascade_judged
-from ragexp.judges.judging import context, judge_all
 from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
@@ -72,9 +69,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
     try:
-        judges = {"judge": c.judge.expensive, "cheap_judge": c.judge.cheap} if isinstance(c.judge, CascadeJudge) \
-            else {"judge": c.judge}
-        c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **judges)  # keys, endpoints too
+        c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **c.judge.roles())  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         if c.gate.baseline:
@@ -90,26 +85,20 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         else:  # recorded outputs, your function or your service: (answer, contexts) per question
             results = system_answers(c, work, dataset, notes, name)
         if isinstance(results, Estimate):
-            return with_people(c, len(dataset.questions), results)
+            return replace(results, notes=(*results.notes, *c.judge.planned_notes(len(dataset.questions))))
 
-        beside = (c.rubric, c.settings["rubric"]) if c.rubric is not None else None
-        if isinstance(c.judge, CascadeJudge):  # the cheap judge on all, the expensive on a sample: ragexp.judges.cascading
-            results, drawn_on = work.stage("judging", None, cascade_judged, c.judge, c.settings["judge"], work, results)
-            notes += drawn_on
-            for note in drawn_on:
-                log.info(note)
-        else:
-            results = work.stage("judging", None, judge_all, work, c.judge, c.settings["judge"], results, beside)
+        results, judged_notes = work.stage("judging", None, judged_results, c.judging, results, work, c.settings["judge"])
+        notes += judged_notes
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
         if drawn is not None and cfg.get("embedding_map") is not False and c.system.own:
             drawn["embedding_map"] = embedding_map.points(getattr(c.retriever, "embedder", None), results,
-                                                          getattr(c.judge, "scales", {}))
+                                                          c.judge.scales)
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
         rows = {r.question.qid: score_row(r) for r in results if r.judgement is not None} if c.gate.baseline else None
-        metrics = [*c.judge.metrics, *(["hallucination"] if getattr(c.judge, "flags_hallucination", True) else [])]
+        metrics = [*c.judge.metrics, *(["hallucination"] if c.judge.flags_hallucination else [])]
         intervals = threshold_intervals(c.gate, spec, [score_row(r) for r in results]) if c.gate.thresholds else None
         verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals) if c.gate.active else None
         if verdict is not None:
@@ -176,7 +165,8 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
         return c.llm.estimate(name, dataset.questions, [r.hits for r in results],
-                              {"reranker": [r.ranked[: c.reranker.candidates] for r in results]}, sampled(c, dataset))
+                              {"reranker": [r.ranked[: c.reranker.candidates] for r in results]},
+                              c.judge.planned(dataset.questions))
 
     answer = partial(answer_question, work, c.generator, c.settings["generator"])
     return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
@@ -200,34 +190,8 @@ def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str]
     if any(r.question.golden for r in results):
         notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
-        return c.llm.estimate(name, dataset.questions, [r.hits for r in results], role_questions=sampled(c, dataset))
+        return c.llm.estimate(name, dataset.questions, [r.hits for r in results], role_questions=c.judge.planned(dataset.questions))
     return results
-
-
-def with_people(c: Components, questions: int, estimate: Estimate) -> Estimate:
-    """A dry run of a cascade with people's labels: how many labels it would ask people for (no request)."""
-    from dataclasses import replace as replaced
-
-    judge = c.judge
-    if not isinstance(judge, CascadeJudge) or not isinstance(judge.expensive, PeopleJudge):
-        return estimate
-    return replaced(estimate, notes=(f"people's labels: about {judge.expected(questions)} of the {questions} questions, "
-                                     "drawn where the cheap judge is unsure (no request; a run lists those without a "
-                                     "label in its folder's labels_wanted.csv)",))
-
-
-def sampled(c: Components, dataset: Dataset) -> dict[str, set[str]] | None:
-    """For a dry run of judge=cascade: the questions its expensive judge would be asked about, as
-    many as its sample expects (the cheap judge does not run in a dry run, so those with the lowest
-    shared uniform numbers stand in: with equal chances, the ones drawn)."""
-    judge = c.judge
-    if not isinstance(judge, CascadeJudge):
-        return None
-    from ragexp.stats.ppi import coordinated_uniform
-
-    count = judge.expected(len(dataset.questions))
-    ranked = sorted(dataset.questions, key=lambda q: (coordinated_uniform(q.qid, judge.seed), q.qid))
-    return {"judge": {q.qid for q in ranked[:count]}}
 
 
 def system_answer(work: Work, system: System, question: Question) -> QuestionResult:
@@ -276,9 +240,9 @@ def answer_scores(result: QuestionResult, metric_set: MetricSet, judge: Judge, l
     scores = metric_set.answer_scores(result.answer.text, question.answers) if question.answers else {}
     scores.update(abstention_scores(result.answer.text, question.answerable, labelled))
     if result.judgement is not None:
-        judged, scales = result.judgement.scores, getattr(judge, "scales", {})
+        judged, scales = result.judgement.scores, judge.scales
         unit = {part: (judged[metric] - scales[metric][0]) / (scales[metric][1] - scales[metric][0])
-                for part, metric in getattr(judge, "scorecard", {}).items() if metric in judged and metric in scales}
+                for part, metric in judge.scorecard.items() if metric in judged and metric in scales}
         if "correctness" in scores:
             unit["correctness"] = scores["correctness"]
         card = scorecard(unit)
