@@ -181,3 +181,14 @@ def test_compare_help_is_quick_and_light(tmp_path):
             "print('HEAVY', sorted(m for m in ('mlflow', 'matplotlib', 'pandas', 'torch') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert "HEAVY []" in proc.stdout and "--rerun RUN_ID" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_artifact_folder_a_report_is_logged_as_is_the_one_printed():
+    """compare printed `logged ... as artifacts report/` for a report it logged as report-2/: the printed
+    name and the logged one are now the same function's."""
+    from pathlib import Path
+
+    from ragexp.compare.report import artifact_dir
+
+    assert artifact_dir(Path("sweep/report")) == "report" and artifact_dir(Path("sweep/report-2")) == "report-2"
+    assert artifact_dir(Path("elsewhere/mine")) == "report"

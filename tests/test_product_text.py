@@ -88,3 +88,10 @@ def test_the_python_api_page_documents_the_names_ragexp_has():
     assert all(hasattr(ragexp, name) for name in documented)
     for base in ("System", "Chunker", "Retriever", "Judge"):
         assert re.search(rf"^### `ragexp\.[\w.]+\.{base}`", page, re.M), base
+
+
+def test_the_layout_page_lists_every_module():
+    listed = {line.split("`")[1] for line in hook().layout_page().splitlines() if line.startswith("| `ragexp")}
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+               for p in (ROOT / "ragexp").rglob("*.py") if "conf" not in p.relative_to(ROOT).parts}
+    assert listed == modules and "ragexp.judges.rubric.beside" in listed

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 < args.alpha < 1 or not 0 < args.level < 1 or args.resamples < 1:
             raise RagexpError("--alpha and --level must be between 0 and 1, --resamples at least 1")
         from ragexp.compare import make
-        from ragexp.compare.report import corrected_table, leaderboard_table
+        from ragexp.compare.report import artifact_dir, corrected_table, leaderboard_table
 
         started = time.perf_counter()
         board, files, logged = make(args.targets, args.tracking_uri, all_runs=args.all_runs, objective=args.objective,
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {files['html']} (and {files['markdown'].name}, {files['json'].name}"
           + (f", {len(files) - 3} plots)" if len(files) > 3 else ")"))
     if logged:
-        print(f"logged to run {logged} as artifacts report/")
+        print(f"logged to run {logged} as artifacts {artifact_dir(files['html'].parent)}/")
     print(f"took {time.perf_counter() - started:.1f} s")
     return 0
 

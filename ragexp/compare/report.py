@@ -399,15 +399,19 @@ def map_points(run, tracking_uri: str | None) -> dict | None:
 
 
 def log_to_parent(board: Leaderboard, folder: Path) -> str | None:
-    """Logs the report folder as `report/` of the sweep's parent run; returns the run id."""
+    """Logs the report folder as `report/` of the sweep's parent run (a later one as its folder's
+    name, `report-2/`: `artifact_dir`); returns the run id."""
     parent = board.selection.parent
     if parent is None:
         return None
     import mlflow
 
     client = mlflow.MlflowClient(board.selection.tracking_uri)
-    # the sweep's own report is `report/`; a later one beside it (report-2) keeps its folder's name
-    artifact_dir = folder.name if folder.name.startswith(f"{ARTIFACT_DIR}-") else ARTIFACT_DIR
-    client.log_artifacts(parent.run_id, str(folder), artifact_dir)
-    client.set_tag(parent.run_id, "ragexp.report", f"{artifact_dir}/report.html")
+    client.log_artifacts(parent.run_id, str(folder), artifact_dir(folder))
+    client.set_tag(parent.run_id, "ragexp.report", f"{artifact_dir(folder)}/report.html")
     return parent.run_id
+
+
+def artifact_dir(folder: Path) -> str:
+    """The sweep's own report is `report/`; a later one beside it (report-2) keeps its folder's name."""
+    return folder.name if folder.name.startswith(f"{ARTIFACT_DIR}-") else ARTIFACT_DIR

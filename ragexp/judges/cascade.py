@@ -66,6 +66,7 @@ class CascadeJudge(Judge):
         self.metrics = (*cheap.metrics, *(m for m in expensive.metrics if m not in cheap.metrics))
         self.scales = {**expensive.scales, **cheap.scales}
         self.needs_reference = tuple(dict.fromkeys((*cheap.needs_reference, *expensive.needs_reference)))
+        self.needs_contexts = tuple(dict.fromkeys((*cheap.needs_contexts, *expensive.needs_contexts)))
         self.scorecard: dict[str, str] = {}  # its per-question values are terms of an estimate, not scores
         self.weights = dict(getattr(expensive, "weights", {}) or getattr(cheap, "weights", {}) or {})
         self.flags_hallucination = cheap.flags_hallucination or expensive.flags_hallucination

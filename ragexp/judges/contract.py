@@ -35,6 +35,10 @@ class Judge:
     - `needs_reference`: its metrics that compare the answer with a reference answer. A question
       without one (and not marked unanswerable) keeps only the others: the pipeline drops these
       from its judgement (`reference_free`), and their means are over the questions that have one.
+    - `needs_contexts`: its metrics that read the contexts the system under test gave (faithfulness,
+      context relevance, ...). A question answered without contexts (a function that returns text,
+      recorded outputs without a contexts column) keeps only the others and no hallucination verdict:
+      nothing was there to judge them on (`context_free`; the run says so once);
     - `verdict_settings`: a yes/no verdict the judge makes by comparing one of its scores with one of
       its settings, verdict -> (score, setting): e.g. {"hallucination": ("claim_hallucination_rate",
       "hallucination_share")} says hallucination is true when claim_hallucination_rate is above
@@ -64,6 +68,7 @@ class Judge:
     scales: dict[str, tuple[float, float]] = {}
     scorecard: dict[str, str] = {}
     needs_reference: tuple[str, ...] = ()
+    needs_contexts: tuple[str, ...] = ()
     verdict_settings: dict[str, tuple[str, str]] = {}
     flags_hallucination: bool = True
     weights: dict[str, float] = {}
@@ -138,7 +143,7 @@ class Run(Protocol):
         ...
 
     def note(self, text: str) -> None:
-        """A note on how the run was judged: the run's notes and its log."""
+        """A note on how the run was judged, printed once with the run's notes."""
         ...
 
     def span(self, qid: str, name: str, span_type: str, inputs) -> ContextManager:
@@ -156,6 +161,26 @@ def reference_free(judgement: Judgement, judge: Judge) -> Judgement:
         return judgement
     return replace(judgement, scores={m: v for m, v in judgement.scores.items() if m not in dropped},
                    repeats=tuple(reference_free(r, judge) for r in judgement.repeats))
+
+
+NO_CONTEXTS = "the system gave no contexts"
+
+
+def context_free(judgement: Judgement, judge: Judge) -> Judgement:
+    """The judgement of an answer given without contexts: without the judge's metrics that read them
+    and without a hallucination verdict (in its repeats too); `details["not_judged"]` names what was
+    left out and why."""
+    from dataclasses import replace
+
+    dropped = [m for m in judge.needs_contexts if m in judgement.scores]
+    if judgement.hallucination is not None:
+        dropped.append("hallucination")
+    if not dropped:
+        return judgement
+    return replace(judgement, scores={m: v for m, v in judgement.scores.items() if m not in dropped},
+                   hallucination=None, repeats=tuple(context_free(r, judge) for r in judgement.repeats),
+                   reasoning=f"{NO_CONTEXTS}: {', '.join(dropped)} not judged | {judgement.reasoning}",
+                   details={**judgement.details, "not_judged": dict.fromkeys(dropped, NO_CONTEXTS)})
 
 
 def context(hits: Sequence[Hit]) -> list[tuple[str, str]]:

@@ -11,7 +11,6 @@ raises (`QuestionFailed`) and is never stored. A judge's expected failures fail 
 the reason; anything else is a bug and ends the run."""
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -19,12 +18,10 @@ from typing import Any, ContextManager, Sequence
 
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
-from ragexp.judges.contract import Judge, context, reference_free
+from ragexp.judges.contract import NO_CONTEXTS, Judge, context, context_free, reference_free
 from ragexp.store.cache import key_of
 from ragexp.store.tracing import ended
 from ragexp.types import Answer, Hit, Judgement, Question, QuestionResult
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -66,6 +63,8 @@ class Judging:
                                       expect=partial(on_scale, judge.scales), keep=storable)
         if question.answerable and not question.answers:  # nothing to compare the answer with
             judgement = reference_free(judgement, judge)
+        if not hits:  # nothing to judge the answer's grounding on
+            judgement = context_free(judgement, judge)
         return judgement
 
     def uncached(self, judge: Judge, items: Sequence[QuestionResult]) -> list[QuestionResult]:
@@ -79,8 +78,7 @@ class Judging:
         return Judging(self.store, settings, label or self.label, self.questions, self.notes)
 
     def note(self, text: str) -> None:
-        self.notes.append(text)
-        log.info(text)
+        self.notes.append(text)  # printed once, with the run's notes
 
     def span(self, qid: str, name: str, span_type: str, inputs) -> ContextManager:
         return self.store.span(qid, name, span_type, inputs)
@@ -94,6 +92,13 @@ def judged_results(judge: Judge, results: Sequence[QuestionResult], store: Any, 
     which its judgements are keyed under."""
     run = Judging(store, settings, label, frozenset(r.question.qid for r in results))
     answered = [i for i, r in enumerate(results) if r.answer is not None]
+    without = [results[i].question.qid for i in answered if not results[i].hits]
+    if without and judge.needs_contexts:
+        left_out = ", ".join((*judge.needs_contexts, *(["the hallucination verdict"] if judge.flags_hallucination else [])))
+        share = "every question" if len(without) == len(answered) else \
+            f"{len(without)} of {len(answered)} answered questions (first: {', '.join(without[:3])})"
+        run.note(f"{NO_CONTEXTS} for {share}: {left_out} not judged for them, never scored; their means, "
+                 "overall_score and the gate use the questions that had contexts, or leave them out")
     verdicts = judge.judge_all([results[i] for i in answered], run)
     out = list(results)
     for i, verdict in zip(answered, verdicts, strict=True):

@@ -42,6 +42,7 @@ class LLMJudge(LLMJudgeBase):
     scales = {metric: (1.0, 10.0) for metric in metrics}
     scorecard = {"faithfulness": "faithfulness"}
     needs_reference = ("answer_similarity",)
+    needs_contexts = ("context_relevance", "faithfulness")
     fields = ("question", "context", "expected", "generated")
     kind = "llm"
 

@@ -31,6 +31,7 @@ from ragexp.types import Answer, Hit, Judgement, Question
 YES, NO = ("yes", "pass", "true"), ("no", "fail", "false")
 ENVIRONMENT = ("OPENAI_API_BASE", "OPENAI_API_KEY")  # what MLflow's OpenAI provider reads
 EXPECTING = ("Correctness", "Equivalence", "ExpectationsGuidelines")  # built-ins that read the expected answer
+GROUNDING = ("RetrievalGroundedness", "RetrievalRelevance", "RetrievalSufficiency")  # built-ins that read the contexts
 SETTING = "judge.scorers"
 
 
@@ -63,6 +64,7 @@ class MlflowScorersJudge(Judge):
         self.scales = {n: (0.0, 1.0) for n in names}
         self.weights = {n: 1 / len(names) for n in names}
         self.needs_reference = tuple(s.name for s in self.scorers if reads_expectations(s))
+        self.needs_contexts = tuple(s.name for s in self.scorers if type(s).__name__ in GROUNDING)
         self._lock = threading.Lock()
         self._inside = 0  # calls under way
         self._saved: dict[str, str | None] = {}  # the environment before the first

@@ -158,6 +158,7 @@ class OfflineJudge(Judge):
               "claim_hallucination_rate": (0.0, 1.0), "conciseness_offline": (0.0, 1.0), "coherence_offline": (0.0, 1.0)}
     scorecard = {"faithfulness": "faithfulness", "conciseness": "conciseness_offline", "coherence": "coherence_offline"}
     needs_reference = ("answer_similarity",)
+    needs_contexts = ("context_relevance", "faithfulness", "claim_hallucination_rate")
     # its hallucination verdict is claim_hallucination_rate > hallucination_share: calibrate --outputs fits the share
     verdict_settings = {"hallucination": ("claim_hallucination_rate", "hallucination_share")}
 

@@ -50,6 +50,7 @@ class PeopleJudge(Judge):
                               "records in MLflow: name that run (judge.expensive.run=RUN_ID)")
         self.metrics, self.scales = tuple(cheap.metrics), dict(cheap.scales)
         self.needs_reference = tuple(cheap.needs_reference)
+        self.needs_contexts = tuple(cheap.needs_contexts)
         self.flags_hallucination = cheap.flags_hallucination
 
     def where(self) -> str:

@@ -52,6 +52,7 @@ class TriadJudge(LLMJudgeBase):
     Of the questions judged at once, the claims requests go out first (see ClaimsFirst)."""
 
     metrics = ("context_relevance", "faithfulness", "answer_relevance", "claim_hallucination_rate")
+    needs_contexts = ("context_relevance", "faithfulness", "claim_hallucination_rate")
     scales = {metric: (0.0, 1.0) for metric in metrics}
     scorecard = {"faithfulness": "faithfulness"}
     kind = "triad"

@@ -146,13 +146,16 @@ class Gate:
 
     def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
                  constructed: Collection[str] = (), rows: Mapping[str, Mapping[str, float]] | None = None,
-                 metrics: Iterable[str] = (), intervals: Mapping[str, tuple[float, float]] | None = None) -> GateVerdict:
+                 metrics: Iterable[str] = (), intervals: Mapping[str, tuple[float, float]] | None = None,
+                 not_judged: Mapping[str, str] | None = None) -> GateVerdict:
         """Each threshold checked; a check on an aggregate in `constructed` (it holds by construction
         for the run's configuration, see ragexp.metrics.scoring.by_construction) says so: it passes or fails
         as written, but it tests the configuration, not the system. With a baseline, `rows` (this
         run's judged questions: id -> column -> value) are compared with it on `regression`'s
         metrics, else on `metrics` (the judge's). A threshold tests the point estimate; its line
-        shows the estimate's 95% interval from `intervals` (aggregate key -> (low, high)) beside it."""
+        shows the estimate's 95% interval from `intervals` (aggregate key -> (low, high)) beside it.
+        A threshold on a metric the run could not judge (`not_judged`: metric -> why, e.g. the system
+        gave no contexts) fails and says why: the gate cannot tell, so it does not pass."""
         checks: list[str] = []
         passed, regression = True, dict[str, float]()
         if self.baseline is not None:
@@ -162,7 +165,10 @@ class Gate:
             key = next((k for k in t.keys() if k in aggregates), None)
             if key is None:  # e.g. no question was judged: the specification's results.get(metric, 0) fails
                 passed = thresholds_passed = False
-                checks.append(f"{t.metric}: not computed in this run: FAILED")
+                name = "hallucination" if t.metric.key == "hallucination_rate" else t.metric.key
+                why = (not_judged or {}).get(name)
+                checks.append(f"{t.metric}: not judged in this run ({why}): FAILED" if why
+                              else f"{t.metric}: not computed in this run: FAILED")
                 continue
             value = float(aggregates[key])
             for op, bound in ((">=", t.min), ("<=", t.max)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass, fields, replace
-from typing import Iterable, Self, Sequence
+from typing import Collection, Iterable, Self, Sequence
 
 from ragexp.errors import RagexpError
 from ragexp.base.names import MetricName, metric_key
@@ -26,17 +26,26 @@ class Weights:
         # criteria, each on its own scale); empty: the means are weighted as they are
         self.unit_scales: dict[str, tuple[float, float]] = {}
 
-    def overall(self, repeats: int = 1) -> Aggregate:
+    def overall(self, repeats: int = 1, judged: Collection[str] | None = None) -> Aggregate:
         """The overall_score aggregate these weights make: sum(mean * weight), each mean first mapped
-        onto 0-1 through `unit_scales` when set, times 1 - hallucination_rate with the penalty."""
-        penalty = ("hallucination",) if self.hallucination_penalty else ()
-        weights, offset = list(self.weights.values()), 0.0
+        onto 0-1 through `unit_scales` when set, times 1 - hallucination_rate with the penalty. With
+        `judged` (the metrics, and `hallucination`, that some question was judged on), a weighted
+        metric no question was judged on is left out and the others' weights scaled to sum to 1 (a
+        system that gave no contexts has no faithfulness to weigh); no verdict, no penalty."""
+        given = {m: w for m, w in self.weights.items() if judged is None or m in judged}
+        if given and len(given) < len(self.weights):
+            given = {m: w / sum(given.values()) for m, w in given.items()} if sum(given.values()) else given
+        else:
+            given = dict(self.weights)
+        penalize = self.hallucination_penalty and (judged is None or "hallucination" in judged)
+        penalty = ("hallucination",) if penalize else ()
+        weights, offset = list(given.values()), 0.0
         if self.unit_scales:  # w * (mean - lo) / (hi - lo) = (w / (hi - lo)) * mean - w * lo / (hi - lo)
-            spans = [self.unit_scales[m] for m in self.weights]
-            weights = [w / (hi - lo) for w, (lo, hi) in zip(self.weights.values(), spans)]
-            offset = -sum(w * lo / (hi - lo) for w, (lo, hi) in zip(self.weights.values(), spans))
-        return Aggregate("overall_score", (*self.weights, *penalty), "overall", weights=tuple(weights),
-                         penalty=self.hallucination_penalty, repeats=repeats, offset=round(offset, 12))
+            spans = [self.unit_scales[m] for m in given]
+            weights = [w / (hi - lo) for w, (lo, hi) in zip(given.values(), spans)]
+            offset = -sum(w * lo / (hi - lo) for w, (lo, hi) in zip(given.values(), spans))
+        return Aggregate("overall_score", (*given, *penalty), "overall", weights=tuple(weights),
+                         penalty=penalize, repeats=repeats, offset=round(offset, 12))
 
     @classmethod
     def constraints(cls, hallucination_penalty: bool = True, **weights: float) -> list[str]:
@@ -220,7 +229,8 @@ def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tup
         per_judgement = [Aggregate(aggregate_key(m), (m,), "mean", repeats=repeats) for m in metrics]
         if any(j.hallucination is not None for j in judged):  # None: a rubric makes no such verdict
             per_judgement.append(Aggregate("hallucination_rate", ("hallucination",), "mean", repeats=repeats))
-        overall = weights.overall(repeats)
+        flagged = ["hallucination"] if any(j.hallucination is not None for j in judged) else []
+        overall = weights.overall(repeats, [*metrics, *flagged])
         spec = [*per_judgement, *counts, overall]
         if repeats > 1:
             spec += [Aggregate(f"{a.name}_std", a.inputs, "std", repeats=repeats, of=a.name)

@@ -100,7 +100,10 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         rows = {r.question.qid: score_row(r) for r in results if r.judgement is not None} if c.gate.baseline else None
         metrics = [*c.judge.metrics, *(["hallucination"] if c.judge.flags_hallucination else [])]
         intervals = threshold_intervals(c.gate, spec, [score_row(r) for r in results]) if c.gate.thresholds else None
-        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals) if c.gate.active else None
+        not_judged = {m: why for r in results if r.judgement is not None
+                      for m, why in r.judgement.details.get("not_judged", {}).items()}
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals, not_judged) \
+            if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)

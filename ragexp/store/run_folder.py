@@ -2,6 +2,7 @@
 (questions.jsonl, TREC files), written with or without a tracker and logged by the trackers."""
 from __future__ import annotations
 
+from collections import Counter
 import json
 import math
 import os
@@ -20,8 +21,13 @@ AGGREGATES = "aggregates.json"
 
 
 def results_json(result: RunResult) -> dict:
-    """The specification's example shape: {"<run name>": {aggregates..., "judge": ...}}."""
-    return {result.name: {**result.aggregates, "judge": result.judge}}
+    """The specification's example shape: {"<run name>": {aggregates..., "judge": ...}}; with
+    `not_judged` when some metric was left out of some judged questions: metric -> why, and for how
+    many (an answer given without contexts has no faithfulness: ragexp.judges.contract.context_free)."""
+    judged = [r.judgement for r in result.questions if r.judgement is not None]
+    left_out = Counter((m, why) for j in judged for m, why in j.details.get("not_judged", {}).items())
+    not_judged = {m: f"{why} ({n} of {len(judged)} judged questions)" for (m, why), n in sorted(left_out.items())}
+    return {result.name: {**result.aggregates, "judge": result.judge, **({"not_judged": not_judged} if not_judged else {})}}
 
 
 def aggregates_json(result: RunResult) -> dict:

@@ -1,4 +1,4 @@
-"""Rerankers: a question and the retriever's first `candidates` hits -> the same hits in a new order,
+"""Rerankers: a question and the retriever's first `candidates` hits -> the same hits in a new order.
 
 The contract first (base.py), then a module per family; everything is importable from here."""
 from .base import NoReranker, Reranker, ranked

@@ -46,6 +46,8 @@ class RubricBeside(Judge):
         self.judge_first, self.rubric, self.settings = judge, rubric, settings
         self.name, self.metrics = judge.name, (*judge.metrics, *rubric.metrics)
         self.scales = {**judge.scales, **rubric.scales}
+        self.needs_contexts = (*judge.needs_contexts, *rubric.needs_contexts)
+        self.flags_hallucination = judge.flags_hallucination
 
     def judge_all(self, items: Sequence[QuestionResult], run: Run) -> list[Judgement | QuestionFailed]:
         first = self.judge_first.judge_all(items, run)

@@ -139,6 +139,7 @@ class RubricJudge(LLMJudgeBase):
         self.scales = {c.name: c.scale.bounds for c in rubric.criteria}
         self.weights = rubric.weights
         self.needs_reference = tuple(c.name for c in rubric.criteria if "reference" in c.reads)
+        self.needs_contexts = tuple(c.name for c in rubric.criteria if "contexts" in c.reads)
         self.targets = tuple(Target(aggregate_key(c.name), c.scale.bounds, *c.target, self.name)
                              for c in rubric.criteria if c.target is not None)
         if rubric.target is not None:
