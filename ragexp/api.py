@@ -51,10 +51,12 @@ class Evaluation:
 
     @property
     def table(self) -> pd.DataFrame:
+        """The per-question table; the answer is `answer`, as in the data given (`generated_answer`, its
+        name in the run folder's table, stays beside it for one release)."""
         import pandas as pd
 
-
-        return pd.DataFrame(question_table(self.result))
+        table = pd.DataFrame(question_table(self.result))
+        return table.assign(answer=table["generated_answer"]) if "generated_answer" in table else table
 
     @property
     def gate(self) -> str:

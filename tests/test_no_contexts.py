@@ -30,6 +30,7 @@ def test_a_function_that_returns_text_is_not_scored_on_contexts_it_never_gave(tm
                                  output_dir=tmp_path / "run")
     judged = [r for r in evaluation.result.questions if r.judgement is not None]
     assert len(judged) == 4
+    assert list(evaluation.table["answer"]) == [r.answer.text for r in evaluation.result.questions]  # the input's name
     for r in judged:
         assert not GROUNDED & set(r.judgement.scores) and r.judgement.hallucination is None
         assert "answer_similarity" in r.judgement.scores  # what needs no contexts is judged as before
