@@ -170,6 +170,21 @@ def test_threads_keying_at_once_compute_each_targets_code_once(user_code, monkey
     assert all(code_hash.in_flight(t) == 0 for t in targets)
 
 
+def test_a_runs_components_are_identified_ahead_of_their_stages(monkeypatch):
+    """The pipeline reads its components' code on a thread of its own as the run starts: the judge's
+    threads later key their questions without reading any code on the judging clock."""
+    settings = {"judge": {"_target_": "ragexp.judges.triad.TriadJudge",
+                          "endpoint": {"_target_": "ragexp.llm.endpoint.Endpoint", "model": "m"}},
+                "chunker": {"_target_": "ragexp.components.chunkers.RecursiveChunker", "chunk_size": 300}}
+    code_hash.cache_clear()
+    code_identity.identify_ahead(settings).join()
+    read: list[set[str]] = []
+    monkeypatch.setattr(code_identity, "module_closure", lambda roots, own_package="ragexp": read.append(roots) or set())
+    key_of("judgement", settings["judge"], "Which port?")
+    key_of("chunks", settings["chunker"])
+    assert read == []
+
+
 def test_a_lone_surrogate_has_a_key_and_valid_text_keeps_its_key():
     """A lone "\\ud800" escape in a recorded output (valid JSON) crashed key_of with a
     UnicodeEncodeError; valid text keeps the key it had (UTF-8 bytes as before)."""

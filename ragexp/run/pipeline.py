@@ -33,6 +33,7 @@ from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
 from ragexp.store.cache import key_of
+from ragexp.store.code_identity import identify_ahead
 from ragexp.store.tracing import documents, ended
 from ragexp.types import Answer, Dataset, Hit, Output, Question, QuestionResult, RunResult
 
@@ -71,6 +72,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
+    identify_ahead(c.settings)  # the components' code read while the first stages work, not on the judging clock
     try:
         judges = {"judge": c.judge.expensive, "cheap_judge": c.judge.cheap} if isinstance(c.judge, CascadeJudge) \
             else {"judge": c.judge}
