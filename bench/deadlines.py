@@ -6,6 +6,12 @@ reply cap cost and hold, against the OpenAI-protocol test server (tests/openai_s
   (4 requests each in two rounds: 32 requests, all in flight), in one process with the server:
   goal, within 15% of the two round trips; medians of RUNS (11) runs each, alternating (one run
   of either is noisy: 0.455-0.52 s for the triad on an idle machine);
+- the same judging as a user runs it: `python -m ragexp judge=triad weights=triad
+  judge.endpoint.max_concurrency=32 retriever=bm25 dataset.limit=8 tracker=none cache.enabled=false`
+  in a process of its own against `tests/openai_server.py --latency 0.2` run as a script, its
+  judging stage's seconds read from its `judging:` log line (the pipeline's judging stage: keys,
+  the stage cache's checks, embedding ahead), median of CLI_RUNS (5); goal, within 15% of the two
+  round trips, with the load noted;
 - dribble: a reply written a byte a second (status line and headers too) with `timeout_s=2` and no
   retry, per door (judge, generator, embeddings, system=http): seconds until the request fails
   (goal: < 3 s);
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -23,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 11
+CLI_RUNS = 5
+TRIAD_CLI = ("judge=triad", "weights=triad", "judge.endpoint.max_concurrency=32", "retriever=bm25", "dataset.limit=8",
+             "tracker=none", "cache.enabled=false", "judge.endpoint.api_key_env=null")
 sys.path.insert(0, str(ROOT / "tests"))
 
 HUGE_CLIENT = """
@@ -102,6 +113,32 @@ def triad_stage(server, work_dir: Path, questions: int = 8) -> float:
     return time.perf_counter() - started
 
 
+def triad_cli(work_dir: Path) -> dict:
+    """The triad's judging stage in `python -m ragexp` (TRIAD_CLI), CLI_RUNS runs one after the
+    other against the test server run as a script at 200 ms: each run's `judging:` seconds."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_server.py"), "--port", str(port), "--latency", "0.2"],
+                              stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs, loads = [], []
+    try:
+        assert server.stdout is not None and "serving" in server.stdout.readline()  # once it listens
+        for i in range(CLI_RUNS):
+            loads.append(round(os.getloadavg()[0], 1))
+            proc = subprocess.run([sys.executable, "-m", "ragexp", *TRIAD_CLI, f"judge.endpoint.base_url=http://127.0.0.1:{port}/v1",
+                                   f"hydra.run.dir=run-{i}"], cwd=work_dir, env=env, capture_output=True, text=True, timeout=600)
+            judging = re.search(r"judging: ([0-9.]+)s", proc.stdout + proc.stderr)
+            if proc.returncode != 0 or judging is None or "failed (" in proc.stdout:
+                raise SystemExit(f"bench: the triad command failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+            runs.append(float(judging.group(1)))
+    finally:
+        server.terminate()
+        server.wait()
+    return {"triad_cli_judging_s": statistics.median(runs), "triad_cli_judging_runs_s": runs, "triad_cli_load_1min": loads}
+
+
 def measure(work_dir: Path, args=None) -> dict:
     from openai_server import OpenAIServer
 
@@ -115,6 +152,8 @@ def measure(work_dir: Path, args=None) -> dict:
     figures["triad_8_judging_s"] = statistics.median(stages)
     figures["triad_8_judging_runs_s"] = stages
     figures["triad_over_two_round_trips"] = round(figures["triad_8_judging_s"] / figures["two_round_trips_s"], 3)
+    figures.update(triad_cli(work_dir))
+    figures["triad_cli_over_two_round_trips"] = round(figures["triad_cli_judging_s"] / figures["two_round_trips_s"], 3)
     with OpenAIServer() as server:
         figures["dribble_fails_after_s"] = dribbled(server)
         figures["reply_50mb_default_cap"] = huge_reply(server, {})
@@ -132,6 +171,9 @@ def page(f: dict) -> None:
              f"| two sequential chat requests, 200 ms server (median of {RUNS}) | {f['two_round_trips_s']} s | |",
              f"| the triad judging 8 questions at once, 32 requests in two rounds (median of {RUNS}: {f['triad_8_judging_runs_s']}) | "
              f"{f['triad_8_judging_s']} s = {f['triad_over_two_round_trips']}x the two round trips | <= 1.15x |",
+             f"| the same in `python -m ragexp {' '.join(TRIAD_CLI)}`, its `judging:` line (median of {CLI_RUNS}: "
+             f"{f['triad_cli_judging_runs_s']}; 1-minute load at each start {f['triad_cli_load_1min']}) | "
+             f"{f['triad_cli_judging_s']} s = {f['triad_cli_over_two_round_trips']}x the two round trips | <= 1.15x at load < 2 |",
              f"| a reply sent a byte a second, timeout_s=2, no retry: fails after | {dribble} | < 3 s each |",
              f"| a 50 MB reply, default max_reply_bytes (10 MB): peak RSS of the client process | "
              f"{f['reply_50mb_default_cap']['peak_rss_mb']} MB ({f['reply_50mb_default_cap']['outcome']}) | |",

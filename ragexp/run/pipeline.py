@@ -30,6 +30,7 @@ from ragexp.run.notes import data_notes, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
 from ragexp.store.cache import key_of
+from ragexp.store.code_identity import identify_ahead
 from ragexp.store.tracing import documents, ended
 from ragexp.types import Answer, Dataset, Hit, Output, Question, QuestionResult, RunResult
 
@@ -68,6 +69,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
         c = components(cfg)
+    identify_ahead(c.settings)  # the components' code read while the first stages work, not on the judging clock
     try:
         c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **c.judge.roles())  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic

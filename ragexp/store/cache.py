@@ -314,7 +314,9 @@ class EmbeddingStore:
 
     @staticmethod
     def sha(text: str) -> str:
-        return hashlib.sha256(text.encode()).hexdigest()
+        """A text's key; a lone surrogate (a "\\ud800" escape in a JSON file) kept as its code point's
+        bytes, so such a text has a key and every valid text the one it had."""
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def get(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
         return dict(self.stored(model, texts))

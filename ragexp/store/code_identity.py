@@ -12,17 +12,17 @@ in order keeps the keys too."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
-import importlib
 import json
-import sys
 import threading
+from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
-from typing import Any, Callable, TypeGuard
+from typing import Any, Callable, Generic, TypeVar
 
 from ragexp import __version__
 from ragexp.base.moved import known_as
+from ragexp.store.code_closure import PARSING, gathered, locate, module_closure, module_source, unit_of
 
 
 def key_of(*parts: Any) -> str:
@@ -35,7 +35,8 @@ def key_of(*parts: Any) -> str:
     if tokens:  # only when a component declares one: the keys of every other component stay as they were
         identity["tokens"] = tokens
     text = json.dumps([old_names(parts), identity], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    # a lone surrogate ("\ud800" in a JSON file) is kept as its code point's bytes: valid text is encoded as before
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def old_names(value: Any) -> Any:
@@ -95,12 +96,69 @@ def find_targets(value: Any):
             yield from find_targets(item)
 
 
-@cache
+R = TypeVar("R")
+
+
+@dataclass
+class Flight:
+    """The calls with one argument now computing it or waiting for it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    callers: int = 0
+
+
+class SingleFlight(Generic[R]):
+    """`functools.cache` for a function of one argument whose first calls, made by several threads
+    at once, compute it once: the others wait for its result (judge threads keying their questions
+    together each computed the judge's code identity: 1.2 CPU-s on the judging clock for 0.12). A
+    call that raises leaves nothing kept: the next one computes again. (It lives here, not in
+    ragexp.base: a module a component uses is part of that component's keys.)"""
+
+    def __init__(self, function: Callable[[str], R]):
+        self.function = function
+        self.results: dict[str, R] = {}
+        self.flights: dict[str, Flight] = {}
+        self.changed = threading.Condition()  # notified as a call starts or ends
+        functools.update_wrapper(self, function)
+
+    def __call__(self, argument: str) -> R:
+        try:
+            return self.results[argument]
+        except KeyError:
+            pass
+        with self.changed:
+            flight = self.flights.setdefault(argument, Flight())
+            flight.callers += 1
+            self.changed.notify_all()
+        try:
+            with flight.lock:
+                if argument not in self.results:
+                    self.results[argument] = self.function(argument)
+                return self.results[argument]
+        finally:
+            with self.changed:
+                flight.callers -= 1
+                self.changed.notify_all()
+
+    def in_flight(self, argument: str) -> int:
+        """How many calls with `argument` are computing it or waiting for it now."""
+        with self.changed:
+            flight = self.flights.get(argument)
+            return flight.callers if flight else 0
+
+    def cache_clear(self) -> None:
+        """Forget every result (the next call reads the code again, as a new process would)."""
+        with self.changed:
+            self.results.clear()
+
+
+@SingleFlight
 def code_hash(target: str) -> str:
     """The hash of the source files of the module that defines `target` (a dotted class or
     function name) and of every module it uses, directly or through others, that is ragexp's, of
-    the target's own package, or outside the Python installation (`tracked`): editing any code a
-    component runs changes its entries' keys. Sources are read once per process."""
+    the target's own package, or the user's (outside the Python installation, however imported:
+    `module_closure`): editing any code a component runs changes its entries' keys. Computed once
+    per target per process, also when threads ask for it at once (`SingleFlight`)."""
     obj = locate(target)
     roots = {getattr(obj, "__module__", None) or target}
     roots.update(c.__module__ for c in getattr(obj, "__mro__", ()) if c.__module__ != "builtins")
@@ -109,43 +167,22 @@ def code_hash(target: str) -> str:
     return hashlib.sha256("\0".join(digests).encode()).hexdigest()[:16]
 
 
-def gathered(package: str) -> tuple[str, ...]:
-    """The modules of `package` its `__init__` imports from (`from .base import Chunker`), in the
-    order it imports them; () for a module, or a package that gathers none."""
-    return relative_imports(package)[0]
+def identify_ahead(*parts: Any) -> threading.Thread:
+    """Reads the code of every component `parts` name (`code_hash`) on a thread of its own while a
+    run's first stages work, so the judge's threads find it read (or wait for the reading under
+    way) instead of reading it on the judging clock (0.2 CPU-s for the triad and its endpoint). A
+    failure is left for the stage that keys with it to meet."""
 
+    def read() -> None:
+        for target in sorted(set(find_targets(parts))):
+            try:
+                code_hash(target)
+            except Exception:  # noqa: BLE001 - the stage computes it again and reports it
+                pass
 
-def relative_imports(package: str) -> tuple[tuple[str, ...], frozenset[str]]:
-    """What a package's `__init__` imports from itself: the modules it gathers names from, in order,
-    and the submodules it imports by name (`from . import helpers`)."""
-    module = sys.modules.get(package)
-    if not hasattr(module, "__path__"):
-        return (), frozenset()
-    try:
-        with PARSING:
-            tree = ast.parse(module_source(package))
-    except (SyntaxError, ValueError):
-        return (), frozenset()
-    relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1]
-    found = (n.module for n in tree.body if n in relative and n.module and "." not in n.module)
-    named = frozenset(a.asname or a.name for n in relative if not n.module for a in n.names)
-    return tuple(dict.fromkeys(f"{package}.{name}" for name in found)), named
-
-
-def imported_by_chance(module: str, package: str) -> bool:
-    """Whether `module` is an attribute of `package` only because something imported it (the
-    import system sets each submodule on its package): not a module the package gathers or
-    imports itself (`from . import helpers`). What else imported it is no part of the code."""
-    if module.rpartition(".")[0] != package:
-        return False
-    gathers, named = relative_imports(package)
-    return module not in gathers and module.rpartition(".")[2] not in named
-
-
-def unit_of(name: str) -> str:
-    """The unit module `name`'s code is read in: the package that gathers it (`gathered`), else itself."""
-    package = name.rpartition(".")[0]
-    return package if package and name in gathered(package) else name
+    thread = threading.Thread(target=read, name="ragexp-code-identity", daemon=True)
+    thread.start()
+    return thread
 
 
 def unit_digest(unit: str) -> str:
@@ -163,78 +200,6 @@ def unit_digest(unit: str) -> str:
             return code_digest(b"".join(module_source(n) for n in (unit, *parts)))
         body.extend(tree.body)
     return hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode()).hexdigest()
-
-
-def locate(target: str) -> Any:
-    parts = target.split(".")
-    for split in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[split:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
-
-
-def ragexp_module(name: Any) -> TypeGuard[str]:
-    return isinstance(name, str) and (name == "ragexp" or name.startswith("ragexp."))
-
-
-@cache
-def installed_folders() -> tuple[str, ...]:
-    """The Python installation's folders (standard library, site-packages): code there is the
-    environment's, pinned by its versions, not the user's."""
-    import site
-    import sysconfig
-
-    folders = {sysconfig.get_path(p) for p in ("stdlib", "platstdlib", "purelib", "platlib")}
-    folders.update(site.getsitepackages() + [site.getusersitepackages()])
-    return tuple(str(Path(f).resolve()) + "/" for f in folders if f)
-
-
-def tracked(name: Any, own_package: str = "ragexp") -> TypeGuard[str]:
-    """Whether module `name` is part of a component's code: ragexp's, the component's own
-    package's (`own_package`), or any module whose file is outside the Python installation
-    (a user's helper module next to their component)."""
-    if not isinstance(name, str):
-        return False
-    if ragexp_module(name) or name == own_package or name.startswith(own_package + "."):
-        return True
-    path = getattr(sys.modules.get(name), "__file__", None)
-    return isinstance(path, str) and not str(Path(path).resolve()).startswith(installed_folders())
-
-
-def module_closure(roots: set[str], own_package: str = "ragexp") -> set[str]:
-    """`roots` and the tracked modules (`tracked`) their globals come from, transitively; a module
-    a package gathers brings the package and all it gathers (`gathered`): they are one unit."""
-    seen, todo = set(), [r for r in roots if r]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in sys.modules:
-            continue
-        seen.add(name)
-        unit = unit_of(name)
-        todo.extend(m for m in (unit, *gathered(unit)) if m not in seen)
-        for value in list(vars(sys.modules[name]).values()):
-            if isinstance(value, type(sys)) and imported_by_chance(value.__name__, name):
-                continue
-            used = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
-            if used not in seen and tracked(used, own_package):
-                todo.append(used)
-    return seen
-
-
-def module_source(name: str) -> bytes:
-    path = getattr(sys.modules.get(name), "__file__", None)
-    try:
-        return Path(path).read_bytes() if path else b""
-    except OSError:
-        return b""
 
 
 def stage_code_hash(compute: Callable) -> str:
@@ -262,10 +227,6 @@ def definition_hash(module: str, name: str) -> str:
             return code_digest(text)[:16]
     return code_digest(source)[:16]
 
-
-# CPython 3.11's parser is not safe when threads parse at once (a stage's first questions, judged on
-# several threads, ask for its code's identity together): "AST constructor recursion depth mismatch"
-PARSING = threading.Lock()
 
 
 class Unimported(ast.NodeTransformer):
