@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ragexp.base.redact import scrub_url
+from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.overrides import point_name
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
@@ -167,10 +167,7 @@ def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str
     (output_dir / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     if not logged and tracker is not None:
         try:
-            try:
-                config = OmegaConf.to_container(cfg, resolve=True)
-            except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
-                config = OmegaConf.to_container(cfg, resolve=False)
+            config = written_config(cfg)  # an interpolation that fails is logged unresolved
             tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,  # type: ignore[dict-item]
                                files=run_files(output_dir), started=started, tags=job_tags(sweep))
         except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on
