@@ -36,6 +36,9 @@ def secret_in_setting(key: str, value: Any) -> str | None:
             return (f"{key} must be the NAME of an environment variable (such as OPENAI_API_KEY) that holds the "
                     "key, not the key itself")
         return None
+    if ".headers_env." in f".{key}" and "$" not in text and not ENV_NAME.fullmatch(text):
+        return (f"{key} must be the NAME of an environment variable that holds the header's value, or a template "
+                "naming it ('Bearer $NAME'), not the value itself")
     owner, dot, header = key.rpartition(".headers.")
     if dot and header and "." not in header:
         why = credential_header(header, text)

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.overrides import point_name
@@ -52,7 +52,7 @@ def swept_values(sweep: dict) -> str:
     if not swept:
         return ""
     hydra = HydraConfig.get()
-    return point_name(hydra.overrides.task, swept) or hydra.job.override_dirname
+    return point_name(OmegaConf.to_container(hydra.overrides.task, resolve=False), swept) or hydra.job.override_dirname
 
 
 def execute(cfg: DictConfig) -> float | None:
