@@ -355,3 +355,23 @@ def test_secrets_entered_every_way_are_in_no_file_and_no_stream_of_a_run_and_a_s
         assert job.data.params["system.url"] == "${oc.env:SVC_URL}"
         assert job.data.params["system.params.region"] == "${oc.env:PARAM_VALUE}"
         assert job.data.params["judge.endpoint.base_url"] == "${oc.env:JUDGE_URL}"
+
+
+def test_every_log_line_names_urls_masked():
+    import logging
+
+    from ragexp.base.redact import MaskedLog
+
+    handler = logging.StreamHandler(__import__("io").StringIO())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        MaskedLog.install()
+        MaskedLog.install()
+        assert sum(isinstance(f, MaskedLog) for f in handler.filters) == 1
+        logging.getLogger("ragexp.anything").warning("cannot reach %s (%s)", f"http://u:{LITERAL}@h/a?key={LITERAL}", "refused")
+        logging.getLogger("ragexp").warning("open http://h:5000/#/experiments/1/runs?workflowType=machine_learning")
+    finally:
+        root.removeHandler(handler)
+    assert handler.stream.getvalue().splitlines() == [
+        "cannot reach http://***@h/a?key=*** (refused)", "open http://h:5000/#/experiments/1/runs?workflowType=machine_learning"]

@@ -9,13 +9,15 @@ log line, a printed URL or a trace passes what it writes through.
 - `written_config(cfg)`: a composed config as every writer writes it (config.yaml, MLflow params):
   each value that comes from `${oc.env:NAME}` written as `${oc.env:NAME}`, never resolved, then
   `masked`.
-- `scrub_url(text)`: free text (a message, a log line, a failure reason) with every URL in it masked.
+- `scrub_url(text)`: free text (a message, a log line, a failure reason) with every URL in it masked;
+  `MaskedLog`, a logging filter, passes every line of a run's log and console through it.
 
 What the command line may not carry (`ragexp.config.secrets`) is told by the same rules: a
 credential-named key, a URL with credentials or a query string, the shapes of common API keys.
 Standard library only (omegaconf is imported by `written_config` alone)."""
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -114,6 +116,25 @@ def scrub_url(text: str, query: bool = True) -> str:
         return text
     text = URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     return URL.sub(lambda m: mask_query(m.group(0)), text) if query and "?" in text else text
+
+
+class MaskedLog(logging.Filter):
+    """A handler's filter that masks the URLs of every record it writes (`scrub_url`): a run's log
+    file and console say `http://***@host/a?key=***` whatever a message was given."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        shown = scrub_url(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        """On every handler of the root logger (Hydra's console and file handlers of this job), once."""
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, cls) for f in handler.filters):
+                handler.addFilter(cls())
 
 
 def has_credentials(text: str) -> bool:

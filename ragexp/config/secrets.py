@@ -53,7 +53,7 @@ def secret_in_setting(key: str, value: Any) -> str | None:
     if KEY_SHAPES.search(text):
         return f"{key}: the value looks like an API key; {FIX} and name that variable in the *.api_key_env setting"
     if credential_name(key) and not text.startswith("${"):
-        return (f"{key}: a secret is not written in a config or on the command line; {FIX} and give "
+        return (f"{key}: secrets are not given on the command line or in a config file; {FIX} and give "
                 f"{key}='${{oc.env:NAME}}' (an LLM endpoint's key: name the variable in its api_key_env)")
     return None
 

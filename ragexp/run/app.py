@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.base.redact import scrub_url, written_config
+from ragexp.base.redact import MaskedLog, scrub_url, written_config
 from ragexp.config.overrides import point_name
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
@@ -66,6 +66,7 @@ def execute(cfg: DictConfig) -> float | None:
     quiet = multirun and not cfg.get("verbose")  # a sweep's job: one line on the console, the rest in its log
     job, sweep = None, {}
     try:
+        MaskedLog.install()
         if quiet:
             quiet_console()
         run_where_launched()
