@@ -192,6 +192,7 @@ def test_a_literal_secret_on_the_command_line_is_refused_before_hydra_writes_any
     "+system.params.access_token=${oc.env:TOKEN}", "system.url='http://127.0.0.1:9/answer?api_key=${oc.env:K}'",
     "system.url=http://127.0.0.1:9/answer?", "+system.params.max_tokens=256", "+system.params.tokenizer=bpe",
     "+system.params.key_field=id", "system.params.top_k=1,2", "system.headers_env.X-Api-Key=SVC_TOKEN",
+    "+system.params.note='Why? See http://docs.example/x?page=2 first'",  # a URL inside text: masked where written
 ])
 def test_a_secret_read_from_the_environment_and_ordinary_settings_pass(override):
     assert secret_in_override(override) is None

@@ -81,14 +81,10 @@ def credential_header(header: str, value: object) -> str | None:
     return None
 
 
-def literal_query(url: str) -> bool:
-    """Whether a URL's query string carries a value that is not an interpolation (`?api_key=X`)."""
-    head, sep, rest = url.partition("?")
-    if not sep or "#" in head:
-        return False
-    query = rest.partition("#")[0]
-    return any(value and not value.startswith("${") for item in query.split("&")
-               for value in [item.partition("=")[2] if "=" in item else item])
+def literal_query(text: str) -> bool:
+    """Whether `text` is a URL with a value in its query string that is not an interpolation
+    (`?api_key=X`, not `?api_key=${oc.env:K}`). A URL inside longer text (a prompt) is not asked."""
+    return URL.fullmatch(text.strip()) is not None and mask_query(text.strip()) != text.strip()
 
 
 def mask_query(url: str) -> str:

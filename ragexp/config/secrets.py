@@ -47,7 +47,7 @@ def secret_in_setting(key: str, value: Any) -> str | None:
     if has_credentials(text):
         return (f"{key}: the URL carries credentials (user:password@ or a token before @); {FIX} and give "
                 f"{key}='${{oc.env:NAME}}' (the URL from the variable NAME), or use the server's own key setting")
-    if "://" in text and literal_query(text):
+    if literal_query(text):
         return (f"{key}: the URL has values in its query string (a key there would be written to .hydra/ and MLflow); "
                 f"{FIX} and give {key}='${{oc.env:NAME}}' (the URL from the variable NAME)")
     if KEY_SHAPES.search(text):
