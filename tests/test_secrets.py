@@ -372,7 +372,13 @@ def test_every_log_line_names_urls_masked():
         assert sum(isinstance(f, MaskedLog) for f in handler.filters) == 1
         logging.getLogger("ragexp.anything").warning("cannot reach %s (%s)", f"http://u:{LITERAL}@h/a?key={LITERAL}", "refused")
         logging.getLogger("ragexp").warning("open http://h:5000/#/experiments/1/runs?workflowType=machine_learning")
+        try:
+            raise ConnectionError(f"http://h/a?key={LITERAL}")
+        except ConnectionError:
+            logging.getLogger("ragexp").exception("job failed")
     finally:
         root.removeHandler(handler)
-    assert handler.stream.getvalue().splitlines() == [
-        "cannot reach http://***@h/a?key=*** (refused)", "open http://h:5000/#/experiments/1/runs?workflowType=machine_learning"]
+    lines = handler.stream.getvalue().splitlines()
+    assert lines[:3] == ["cannot reach http://***@h/a?key=*** (refused)",
+                         "open http://h:5000/#/experiments/1/runs?workflowType=machine_learning", "job failed"]
+    assert lines[-1] == "ConnectionError: http://h/a?key=***" and LITERAL not in "".join(lines)

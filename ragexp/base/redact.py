@@ -123,6 +123,8 @@ class MaskedLog(logging.Filter):
         shown = scrub_url(message)
         if shown != message:
             record.msg, record.args = shown, None
+        if record.exc_info and not record.exc_text:  # the traceback, formatted once here as the handler would
+            record.exc_text = scrub_url(logging.Formatter().formatException(record.exc_info))
         return True
 
     @classmethod

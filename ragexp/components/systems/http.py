@@ -246,7 +246,7 @@ class HttpSystem(System):
                 except httpx.TimeoutException:
                     why = f"no whole reply within {self.timeout_s:g} s (system.timeout_s)"
                 except httpx.HTTPError as err:
-                    why = f"connection error ({type(err).__name__}: {err})"
+                    why = scrub_url(f"connection error ({type(err).__name__}: {err})")  # httpx may name the URL
                 else:
                     status = response.status_code
                     if status < 300:
