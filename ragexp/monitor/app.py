@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.base.redact import from_environment, written_config
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
 from ragexp.monitor import ab as ab_test
 from ragexp.monitor import alerts as alerting
@@ -133,8 +134,9 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         tags["monitor.baseline"] = baseline["run_id"]
     logging_failed = None
     try:
-        config = OmegaConf.to_container(cfg, resolve=True)
-        if config["monitor"].get("webhook_url"):  # a webhook URL often carries its token: never logged
+        config = written_config(cfg)
+        if config["monitor"].get("webhook_url") and not from_environment(config["monitor"]["webhook_url"]):
+            # a webhook URL often carries its token: never logged (${oc.env:NAME} is logged as it is)
             config["monitor"]["webhook_url"] = shown(config["monitor"]["webhook_url"])
         parent = store.log(name, config, windows, totals, tags, tested)
     except Exception as err:  # noqa: BLE001 - the alerts still go out (printed, alerts.json, webhook); exit 4 at the end

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.base.redact import scrub_url
+from ragexp.base.redact import MaskedLog, scrub_url, written_config
 from ragexp.config.overrides import point_name
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
@@ -52,7 +52,7 @@ def swept_values(sweep: dict) -> str:
     if not swept:
         return ""
     hydra = HydraConfig.get()
-    return point_name(hydra.overrides.task, swept) or hydra.job.override_dirname
+    return point_name(OmegaConf.to_container(hydra.overrides.task, resolve=False), swept) or hydra.job.override_dirname
 
 
 def execute(cfg: DictConfig) -> float | None:
@@ -66,6 +66,7 @@ def execute(cfg: DictConfig) -> float | None:
     quiet = multirun and not cfg.get("verbose")  # a sweep's job: one line on the console, the rest in its log
     job, sweep = None, {}
     try:
+        MaskedLog.install()
         if quiet:
             quiet_console()
         run_where_launched()
@@ -167,10 +168,7 @@ def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str
     (output_dir / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     if not logged and tracker is not None:
         try:
-            try:
-                config = OmegaConf.to_container(cfg, resolve=True)
-            except Exception:  # noqa: BLE001 - an interpolation that fails is logged unresolved
-                config = OmegaConf.to_container(cfg, resolve=False)
+            config = written_config(cfg)  # an interpolation that fails is logged unresolved
             tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,  # type: ignore[dict-item]
                                files=run_files(output_dir), started=started, tags=job_tags(sweep))
         except Exception as err:  # noqa: BLE001 - the failure is on disk; the sweep goes on

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.base.redact import scrub_url
+from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.build import build
 from ragexp.config.validation import validate
 from ragexp.errors import UserCodeStopped
@@ -173,7 +173,7 @@ class Job:
             mode = self.cfg.get("embedding_map", EMBEDDING_MAP)
             drawn = mode is True or (mode == "auto" and not self.swept)
             write_map(pictures["embedding_map"], folder, drawn)
-        write_config(folder, {**OmegaConf.to_container(self.cfg, resolve=True), "run_name": result.name})  # type: ignore[dict-item]
+        write_config(folder, {**written_config(self.cfg), "run_name": result.name})
         return Outcome(result, folder, results_file, failure)
 
     def log(self, outcome: Outcome) -> str | None:

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import random
-import re
 import signal
 import socket
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.base.processes import alive, this_process
-from ragexp.base.redact import has_credentials, scrub_url
+from ragexp.base.redact import has_credentials, masked, scrub_url
 from ragexp.errors import RagexpError
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, MAP_FILES, RUN_META, TABLE
@@ -24,20 +23,20 @@ from ragexp.store.sqlite_store import database_of, opened
 from ragexp.types import RunResult
 
 log = logging.getLogger("ragexp")
-SECRET = re.compile(r"(^|_)(api_key|secret|password|token)$", re.IGNORECASE)
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, str]:
-    """Nested config -> {"a.b.c": "value"}, with secret-looking keys left out."""
+    """Nested config -> {"a.b.c": "value"}, masked (ragexp.base.redact.masked)."""
     flat = {}
-    for key, value in config.items():
-        if SECRET.search(str(key)):
-            continue
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = scrub_url(json.dumps(value) if isinstance(value, list) else str(value))
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[f"{prefix}{key}"] = json.dumps(value) if isinstance(value, list) else str(value)
+
+    walk(masked(config), prefix)
     return flat
 
 
@@ -45,12 +44,12 @@ CONFIG = "config.yaml"
 
 
 def write_config(folder: Path, config: dict[str, Any]) -> Path:
-    """The resolved job config in the run folder (secret-looking keys left out, URL credentials
-    masked): what the run's params and its config.yaml artifact are made of."""
+    """The job config in the run folder, masked (ragexp.base.redact: give it `written_config(cfg)`,
+    which keeps `${oc.env:NAME}` unresolved): what the run's params and its config.yaml artifact are made of."""
     from ragexp.base.yaml_text import dump_yaml
 
     path = Path(folder) / CONFIG
-    path.write_text(dump_yaml(scrub(config)))
+    path.write_text(dump_yaml(masked(config)))
     return path
 
 
@@ -573,10 +572,3 @@ def folder_metrics(values: dict, meta: dict) -> dict[str, float]:
             **({JOB_TIME: meta["job_time_s"]} if meta.get("job_time_s") is not None else {})}
 
 
-def scrub(config: Any) -> Any:
-    """The config without secret-looking keys, for artifacts."""
-    if isinstance(config, dict):
-        return {k: scrub(v) for k, v in config.items() if not SECRET.search(str(k))}
-    if isinstance(config, list):
-        return [scrub(v) for v in config]
-    return scrub_url(config)

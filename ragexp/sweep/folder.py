@@ -3,14 +3,20 @@ Hydra's basic sweeper enumerates it, each point validated before any job runs. (
 and its jobs share, sweep.json and failure.json, are ragexp.store.run_folder's.)"""
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+
+def given_overrides(config: DictConfig) -> list[str]:
+    """The command line's overrides as given: `${oc.env:NAME}` not resolved (iterating the config's
+    list would resolve it, writing the variable's value where the override is parsed or named)."""
+    return [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False)]  # type: ignore[union-attr]
 
 
 def swept_keys(config: DictConfig) -> list[str]:
     """The keys a multirun varies: sweep overrides on the command line and hydra.sweeper.params."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    parsed = OverridesParser.create().parse_overrides(given_overrides(config))
     keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
     keys += [str(k) for k in (config.hydra.sweeper.get("params") or {})]
     return list(dict.fromkeys(keys))
@@ -24,7 +30,7 @@ def grid_points(config: DictConfig) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     arguments = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
-    arguments += list(config.hydra.overrides.task)
+    arguments += given_overrides(config)
     parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
     return [point for batch in BasicSweeper.split_arguments(parser.parse_overrides(arguments), None) for point in batch]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.base.redact import written_config
 from ragexp.errors import RagexpError
 from ragexp.synth import TYPES
 from ragexp.datasets import corpus_fingerprint, fingerprint
@@ -113,7 +114,7 @@ def execute(cfg: DictConfig) -> None:
         finally:
             session.close()
         metrics = counts(result, stats, time.time() - started)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = written_config(cfg)
         folder = Path(synth.out).resolve()
         reasons = Counter(r.reason for r in result.rejections)
         write_dataset(folder, result, dataset.documents,

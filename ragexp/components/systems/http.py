@@ -148,7 +148,8 @@ class HttpSystem(System):
         return problems
 
     def settings(self) -> dict:
-        return {"system": "http", "url": self.url, "body": self.body, "answer_field": self.answer_field,
+        # the URL's credentials are not part of what it answers; its query string may be (not masked here: hashed only)
+        return {"system": "http", "url": scrub_url(self.connect_url, query=False), "body": self.body, "answer_field": self.answer_field,
                 "contexts_field": self.contexts_field, "params": self.params, "version": self.version}
 
     def asked(self, question: Question) -> tuple:
@@ -245,7 +246,7 @@ class HttpSystem(System):
                 except httpx.TimeoutException:
                     why = f"no whole reply within {self.timeout_s:g} s (system.timeout_s)"
                 except httpx.HTTPError as err:
-                    why = f"connection error ({type(err).__name__}: {err})"
+                    why = scrub_url(f"connection error ({type(err).__name__}: {err})")  # httpx may name the URL
                 else:
                     status = response.status_code
                     if status < 300:
