@@ -93,7 +93,7 @@ def test_single_call_asks_once_and_per_criterion_asks_each_at_once(server, tmp_p
     [sent] = server.chat_requests()
     assert set(rubric_criteria(sent["body"])) == set(FIVE)
 
-    server.gather, server.latency = 5, 0.2  # the first requests wait until five are in flight together
+    server.gather = 5  # the first requests wait until five are in flight together
     judge, llm = connected(Rubric(FIVE, mode="per_criterion"), server, tmp_path / "b")
     assert judge.judge(QUESTION, HITS, Answer("Another answer.")).scores["detail"] == 10
     asked = server.chat_requests()[1:]
