@@ -500,6 +500,7 @@ class Busy(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.process  # timing is its subject: a wait of at least 1 s that a Retry-After date asks for
 def test_the_http_system_waits_as_long_as_a_retry_after_date_asks(tmp_path):
     """Retry-After as an HTTP date (RFC 9110 allows both forms) was ignored by the HTTP system (retried
     after its backoff, 0.4 s); one reader serves the LLM clients and it."""

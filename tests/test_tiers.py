@@ -107,6 +107,10 @@ def timing_in(function: ast.AST) -> list[tuple[int, str]]:
                     sleeping = {c.value for c in ast.walk(value) if isinstance(c, ast.Constant)} & SLEEPING_FAULTS
                     if sleeping:
                         found.append((node.lineno, f"the test server sleeps: faults {', '.join(sorted(sleeping))}"))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # deadline = time.monotonic() + 5
+            value = number(node.right) if is_clock(node.left) else number(node.left) if is_clock(node.right) else None
+            if value is not None and value < MINUTE:
+                found.append((node.lineno, f"a deadline under {MINUTE} s: {ast.unparse(node)[:60]}"))
         elif isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             limits = [v for s in sides if (v := number(s)) is not None and v < MINUTE]
@@ -208,6 +212,7 @@ def test_the_scan_finds_each_kind_of_timing(tmp_path):
         "def test_deadline(server):\n    subprocess.run(['x'], timeout=5)\n    server.faults, server.latency = [], 0.2\n"
         "def test_bound():\n    start = time.monotonic()\n    assert time.monotonic() - start < 2\n"
         "def test_wait(event):\n    event.wait(0.5)\n"
+        "def test_until():\n    deadline = time.monotonic() + 5\n"
         "def test_thread():\n    threading.Thread(target=lambda: print('x')).start()\n"
         "def test_code():\n    subprocess.run(['python', '-c', 'import time; time.sleep(0.3)'], timeout=120)\n"
         "@pytest.mark.process\ndef test_timing_is_its_subject():\n    time.sleep(1)\n"
@@ -219,5 +224,5 @@ def test_the_scan_finds_each_kind_of_timing(tmp_path):
     finally:
         TESTS = kept
     assert {f.function for f in found} == {"test_sleeps", "helper", "test_deadline", "test_bound", "test_wait",
-                                           "test_thread", "test_code"}
+                                           "test_until", "test_thread", "test_code"}
     assert sum(f.function == "test_deadline" for f in found) == 2
