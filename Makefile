@@ -9,7 +9,7 @@ ENGINES_VENV := .venv-engines
 ENGINES_PY := $(ENGINES_VENV)/bin/python
 ENGINES_STAMP := $(ENGINES_VENV)/.installed
 
-.PHONY: help install run test test-process test-engines test-full lint bench clean docs docs-serve docs-screenshots
+.PHONY: help install run test test-load test-process test-engines test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -30,6 +30,17 @@ run: install  ## run the default experiment (offline: bundled sample, MiniLM, ex
 
 test: install  ## the fast test tier: in-process, no timing, on both cores (pytest-xdist; what CI runs first)
 	$(PY) -m pytest -m "not slow and not process and not engines" -n 2
+
+LOAD ?= 8
+test-load: install  ## the fast tier on a loaded machine: busy loops started (and stopped) to bring the load to LOAD (8); its wall and load printed (not in CI)
+	@hogs=$$(awk -v want=$(LOAD) '{n = want - int($$1 + 0.5); print (n > 0 ? n : 0)}' /proc/loadavg); \
+	pids=""; for n in $$(seq 1 $$hogs); do $(PY) -c 'while True: pass' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	echo "test-load: $$hogs busy loops beside a load of $$(cut -d' ' -f1 /proc/loadavg), for a load of $(LOAD)"; \
+	start=$$(date +%s); status=0; \
+	$(PY) -m pytest -m "not slow and not process and not engines" -n 2 -q -p no:cacheprovider || status=$$?; \
+	echo "test-load: wall $$(( $$(date +%s) - start )) s, load $$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at the end, exit $$status"; \
+	exit $$status
 
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, the soak test (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow and not engines"

@@ -11,7 +11,7 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
   being served at once, and `mean_in_flight()` the mean number in flight between the first
   arrival and the last reply (each request is served from its arrival to its reply's last byte). `gather = N` holds the first requests until N are in flight together (at
-  most 10 s), so a client that allows N concurrent requests reaches N however slow the machine.
+  most 60 s, a guard against a hang), so a client that allows N concurrent requests reaches N however slow the machine.
 - Each request is recorded with its arrival time: `time` (time.monotonic) and `wall` (time.time),
   and, once its reply is written, `done` (time.monotonic).
 - Faults are scripted: `server.faults` is a list consumed one per request, each an HTTP status
@@ -214,7 +214,7 @@ class OpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.gathered.notify_all()
-                    server.gathered.wait_for(lambda: server.max_in_flight >= server.gather, timeout=10)
+                    server.gathered.wait_for(lambda: server.max_in_flight >= server.gather, timeout=60)
                 try:
                     status, payload, headers = server.answer(self.path, body)
                 finally:
@@ -254,7 +254,7 @@ class OpenAIServer:
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
 
-    def replied(self, timeout: float = 10) -> list[dict]:
+    def replied(self, timeout: float = 60) -> list[dict]:
         """The chat requests once each has its `done` stamp (a client holds its reply a moment
         before the server's thread stamps it), waiting at most `timeout` seconds for that."""
         with self.lock:

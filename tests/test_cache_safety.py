@@ -407,7 +407,7 @@ def test_a_readable_reask_is_cached_but_not_the_reply_it_corrects(tmp_path, serv
 
 
 def endpoint_client(server, usage, **settings):
-    endpoint = Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01, timeout_s=5, **settings)
+    endpoint = Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01, timeout_s=60, **settings)
     return ChatClient(endpoint, "judge", "sk-test", usage, Prices({}), None)
 
 

@@ -134,10 +134,12 @@ def test_help_and_cfg_import_neither_torch_nor_mlflow(tmp_path):
 
 def test_the_command_ends_without_teardown_but_with_its_exit_handlers_status_and_output(tmp_path):
     """`python -m ragexp` skips the interpreter's teardown of its modules (1.1 s after a sweep), not
-    what Python does before it: other threads joined, exit handlers run, output flushed, the status."""
-    code = ("import atexit, sys, threading, time\n"
+    what Python does before it: other threads joined, exit handlers run, output flushed, the status.
+    The thread waits for the main thread's end (no clock): it writes after the command's output only
+    if the command ends the main thread as Python does, and before the exit handler only if it is joined."""
+    code = ("import atexit, sys, threading\n"
             "atexit.register(lambda: print('exit handler ran'))\n"
-            "threading.Thread(target=lambda: (time.sleep(0.3), print('thread ended'))).start()\n"
+            "threading.Thread(target=lambda: (threading.main_thread().join(), print('thread ended'))).start()\n"
             "from concurrent.futures import ThreadPoolExecutor\n"
             "pool = ThreadPoolExecutor(2)\n"
             "pool.submit(int)  # idle workers, kept: stopped at exit as Python stops them (joblib's too)\n"

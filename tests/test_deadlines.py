@@ -43,6 +43,7 @@ DOORS = {  # door -> (its request, given settings; the setting a failure names; 
 }
 
 
+@pytest.mark.process  # timing is its subject: a deadline of 2 s met within 3 s
 @pytest.mark.parametrize("door", DOORS)
 def test_a_reply_sent_a_byte_a_second_fails_at_the_deadline(server, door):
     make, setting, error = DOORS[door]
@@ -65,6 +66,7 @@ def test_a_reply_over_max_reply_bytes_fails_at_that_size_and_is_not_retried(serv
     assert len(server.requests) == 1
 
 
+@pytest.mark.process  # timing is its subject: a reply sent slowly within a 5 s deadline
 @pytest.mark.parametrize("door", DOORS)
 def test_a_reply_within_the_deadline_and_the_cap_is_read_as_ever(server, door):
     """The same settings let a normal reply through, also when it is sent slowly but in time."""

@@ -108,7 +108,7 @@ def test_a_cached_rerun_and_a_weights_sweep_make_no_request(server, tmp_path):
 
 
 def test_requests_overlap_up_to_max_concurrency(server, tmp_path):
-    server.latency, server.gather = 0.25, 4  # the first four requests are answered once all four are in flight
+    server.gather = 4  # the first four requests are answered once all four are in flight
     proc = run_app(*llm_args(server), "dataset.limit=8", "tracker=none", "judge.endpoint.max_concurrency=4",
                    "generator.endpoint.max_concurrency=4", cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr

@@ -40,6 +40,7 @@ def test_reply_tokens_and_cost_come_from_usage(server):
     assert stats["llm_requests"] == 1 and stats["llm_retries"] == 0 and stats["generator_cost_usd"] == 0
 
 
+@pytest.mark.process  # timing is its subject: a 0.5 s timeout and a 1 s Retry-After
 def test_transient_failures_are_retried_and_counted_honouring_retry_after(server):
     server.faults = [{"status": 429, "retry_after": "1"}, 500, 503, "timeout"]
     server.timeout_sleep = 1.5
@@ -117,7 +118,7 @@ def test_budget_stops_new_requests_once_spent(server):
 
 
 def test_concurrency_limit_and_requests_per_minute(server, monkeypatch, tmp_path):
-    server.latency, server.gather = 0.2, 3  # the first three requests are answered once all three are in flight
+    server.gather = 3  # the first three requests are answered once all three are in flight
     c = client(server, max_concurrency=3)
     threads = [threading.Thread(target=c.complete, args=(ask(f"q{n}"),)) for n in range(8)]
     for t in threads:
@@ -125,7 +126,7 @@ def test_concurrency_limit_and_requests_per_minute(server, monkeypatch, tmp_path
     for t in threads:
         t.join()
     assert server.max_in_flight == 3
-    server.latency, server.gather, server.requests = 0.0, 0, []
+    server.gather, server.requests = 0, []
     reserved = []  # the turns the client took: the schedule it decided
 
     def spy(key, interval_s):

@@ -44,7 +44,7 @@ def test_garbage_and_errors_are_one_clear_message(server, monkeypatch):
 
 def test_unreachable_endpoint_names_the_url(monkeypatch):
     monkeypatch.setenv("K", "k")
-    embedder = OpenAIEmbedder(Endpoint("http://127.0.0.1:9/v1", "m", "K", max_retries=0, timeout_s=2))
+    embedder = OpenAIEmbedder(Endpoint("http://127.0.0.1:9/v1", "m", "K", max_retries=0))
     with pytest.raises(RagexpError, match=r"embedder.endpoint.base_url: cannot reach http://127.0.0.1:9/v1"):
         embedder.embed(["x"])
 
@@ -80,6 +80,7 @@ def test_embeddings_go_through_the_chat_request_path_counted_and_priced(server, 
     assert stats["embedder_cost_usd"] == pytest.approx(3 * 2.0 / 1e6)
 
 
+@pytest.mark.process  # timing is its subject: a Retry-After pause that holds every thread
 def test_a_retry_after_holds_every_threads_embedding_requests(server, monkeypatch):
     """A 429 with Retry-After pauses the endpoint for every thread: each request that waits for its
     turn once the pause is decided (in any thread) goes out no earlier than the pause's end."""

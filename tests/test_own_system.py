@@ -360,6 +360,7 @@ class Slow(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.process  # timing is its subject: a 0.5 s deadline against a service that holds its reply
 def test_an_http_service_that_times_out_fails_the_question_naming_the_setting():
     from ragexp.components.systems.http import HttpSystem
     from ragexp.errors import QuestionFailed
@@ -499,6 +500,7 @@ class Busy(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.process  # timing is its subject: a wait of at least 1 s that a Retry-After date asks for
 def test_the_http_system_waits_as_long_as_a_retry_after_date_asks(tmp_path):
     """Retry-After as an HTTP date (RFC 9110 allows both forms) was ignored by the HTTP system (retried
     after its backoff, 0.4 s); one reader serves the LLM clients and it."""
@@ -554,6 +556,7 @@ def test_a_context_score_that_is_not_finite_is_one_line_naming_the_row(tmp_path,
         OutputsDataset(path=str(path)).load()
 
 
+@pytest.mark.process  # timing is its subject: a 1 s deadline on a call that hangs, the run done within 30 s
 def test_a_python_system_call_that_hangs_fails_its_question_at_the_deadline(tmp_path, monkeypatch):
     """system.timeout_s: a call that hangs fails its question at the deadline, the others are answered,
     and the run does not wait for the hung call (it had no per-question limit)."""

@@ -115,6 +115,7 @@ def test_mean_in_flight_is_the_served_time_over_the_span_from_first_arrival_to_l
         server.httpd.server_close()
 
 
+@pytest.mark.process  # timing is its subject: requests held in flight together (the server's latency, its 10 s gathering)
 def test_every_answered_request_is_stamped_and_gathered_requests_are_in_flight_together(tmp_path):
     with OpenAIServer(latency=0.05) as server:
         server.gather, server.chat = 3, lambda body: judge_json()

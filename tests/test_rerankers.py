@@ -163,7 +163,7 @@ def test_llm_reranker_listwise_one_request_per_question_priced_and_cached(tmp_pa
 
 
 def test_llm_reranker_pointwise_asks_once_per_candidate_all_at_once(tmp_path, server):
-    server.gather = 3  # the server holds the first requests until 3 are in flight (or 10 s pass)
+    server.gather = 3  # the server holds the first requests until 3 are in flight
     proc, values = run_llm(tmp_path, server, "run", "reranker.mode=pointwise", "reranker.candidates=3", questions=1)
     assert proc.returncode == 0, proc.stderr
     assert len(server.chat_requests()) == values["llm_requests"] == 3

@@ -46,8 +46,8 @@ def connected(rubric: Rubric, server, tmp_path, **judge) -> tuple[RubricJudge, L
     ('{"cites": {"score": "FAIL",}, "grounded": {"score": "Fully", "reasoning": "all there",}, "direct": "2",'
      ' "detail": {"score": "10"}, "plain": {"verdict": "Mixed"},}',
      {"cites": 0, "grounded": 4, "direct": 2, "detail": 10, "plain": 0.5}),
-    # booleans for a binary criterion, a level by its value; an earlier quoted object is not read
-    ('The answer said {"cites": {"score": "pass"}}. My verdict: {"cites": {"score": false}, "grounded": {"score": 1},'
+    # booleans for a binary criterion, a level by its value (a quoted object: tests/test_injection.py)
+    ('The answer cites nothing. My verdict: {"cites": {"score": false}, "grounded": {"score": 1},'
      ' "direct": {"score": 5}, "detail": {"score": 1}, "plain": {"score": 0}}',
      {"cites": 0, "grounded": 1, "direct": 5, "detail": 1, "plain": 0}),
 ])
@@ -93,7 +93,7 @@ def test_single_call_asks_once_and_per_criterion_asks_each_at_once(server, tmp_p
     [sent] = server.chat_requests()
     assert set(rubric_criteria(sent["body"])) == set(FIVE)
 
-    server.gather, server.latency = 5, 0.2  # the first requests wait until five are in flight together
+    server.gather = 5  # the first requests wait until five are in flight together
     judge, llm = connected(Rubric(FIVE, mode="per_criterion"), server, tmp_path / "b")
     assert judge.judge(QUESTION, HITS, Answer("Another answer.")).scores["detail"] == 10
     asked = server.chat_requests()[1:]

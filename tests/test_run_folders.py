@@ -27,7 +27,7 @@ def test_the_default_run_folders_go_down_to_the_microsecond(tmp_path):
 
 
 def test_a_folder_another_live_run_holds_is_refused_and_a_dead_ones_taken_over(tmp_path):
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)  # alive until killed
     try:
         folder = tmp_path / "run"
         folder.mkdir()
@@ -40,7 +40,7 @@ def test_a_folder_another_live_run_holds_is_refused_and_a_dead_ones_taken_over(t
         assert not (folder / "results.json").exists()
     finally:
         other.kill()
-        other.wait()
+        other.communicate()
     assert not alive(holder)
     proc = run_app(*CHEAP, "tracker=none", f"hydra.run.dir={folder}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

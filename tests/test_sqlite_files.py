@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import cli_env
 from ragexp.base.sqlite_files import creation_lock, shared
 
@@ -19,6 +21,7 @@ def test_a_file_is_made_in_wal_mode_with_its_table(tmp_path):
     assert sqlite3.connect(tmp_path / "a.sqlite").execute("SELECT k FROM t").fetchall() == [("x",)]
 
 
+@pytest.mark.process  # timing is its subject: another process seen waiting 3 s
 def test_another_process_waits_for_the_lock_before_it_makes_the_file(tmp_path):
     """While this process holds the creation lock, a process opening the reply cache makes nothing;
     it makes the file once the lock is let go, and its reply is stored."""

@@ -12,6 +12,9 @@ from ragexp.components.systems import PythonSystem
 from ragexp.errors import QuestionFailed, RagexpError, UserCodeStopped
 from ragexp.types import Dataset, Question
 
+# worker processes started for each test, calls answered within a 5 s deadline, a stuck one killed at it
+pytestmark = pytest.mark.process
+
 MODULE = """import os, sys, time
 
 

@@ -115,7 +115,7 @@ def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept
     client = mlflow.MlflowClient(uri)
     experiment = client.create_experiment("ragexp")
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)  # alive until killed
     me = this_process()
     try:
         def left(name, host, pid, start):
@@ -139,7 +139,7 @@ def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept
         assert logged.data.tags["ragexp.host"] == me["host"] and logged.data.tags["ragexp.pid"] != str(me["pid"])
     finally:
         sleeper.kill()
-        sleeper.wait()
+        sleeper.communicate()
 
 
 def half_made(path: Path, runs: bool = False) -> None:

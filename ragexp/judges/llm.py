@@ -8,7 +8,7 @@ from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template, numbered_context, template_problems
-from ragexp.llm.replies import Unreadable, boolean, clamped, json_objects, number, text
+from ragexp.llm.replies import Unreadable, boolean, clamped, number, text
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.base.settings import PositiveInt, Temperature
 
@@ -62,7 +62,7 @@ class LLMJudge(LLMJudgeBase):
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         values = {"question": question.text, "context": numbered_context(hits) or "(nothing was retrieved)",
                   "expected": expected_text(question), "generated": answer.text.strip() or "(empty answer)"}
-        return [self.request(self.system.render(**values), self.user.render(**values), repeat)]
+        return [self.request(self.system.render(**values), self.user.render(**values), repeat, tuple(values.values()))]
 
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
         [request] = self.plan_once(question, hits, answer, repeat)
@@ -105,11 +105,9 @@ class LLMJudge(LLMJudgeBase):
         return scores, hallucination, reasoning, out_of_range, failed if failed is not None else {}
 
     @classmethod
-    def salvage(cls, reply: str, why: Unreadable) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]] | None:
-        """A reply still unreadable after its re-ask: the metrics it gives, each of the others failed
-        for this question with the reason (never scored); None when it gives none (the question fails)."""
-        objects = json_objects(reply)
-        if not objects:
-            return None
-        read = cls.read(objects[-1], failed={})
+    def salvage(cls, reply: dict) -> tuple[dict[str, float], bool | None, str, list[str], dict[str, str]] | None:
+        """A verdict still unreadable after its re-ask: the metrics it gives, each of the others
+        failed for this question with the reason (never scored); None when it gives none (the
+        question fails)."""
+        read = cls.read(reply, failed={})
         return read if read[0] else None

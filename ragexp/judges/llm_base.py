@@ -28,8 +28,10 @@ class LLMJudgeBase(AsksForJSON, Judge):
         self.reask_prompt = Template(reask_prompt, ("problem",), "judge.reask_prompt")
         self.name = name or f"{self.kind}-{endpoint.model}"
 
-    def request(self, system: str, user: str, repeat: int) -> ChatRequest:
-        return ChatRequest((("system", system), ("user", user)), self.temperature, self.max_tokens, self.json_mode, repeat)
+    def request(self, system: str, user: str, repeat: int, data: tuple[str, ...] = ()) -> ChatRequest:
+        """`data`: the content filled into the prompts (a reply's JSON object found there is a quote)."""
+        return ChatRequest((("system", system), ("user", user)), self.temperature, self.max_tokens, self.json_mode, repeat,
+                           data=data)
 
     def judge(self, question: Question, hits: Sequence[Hit], answer: Answer) -> Judgement:
         runs = [self.judge_once(question, hits, answer, repeat) for repeat in range(self.repeats)]

@@ -80,7 +80,7 @@ class TriadJudge(LLMJudgeBase):
 
     def step(self, step: str, repeat: int, **values: str) -> ChatRequest:
         system, user = self.prompts[step]
-        return self.request(system.render(**values), user.render(**values), repeat)
+        return self.request(system.render(**values), user.render(**values), repeat, tuple(values.values()))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         """The requests for one repeat; the answer's sentences stand in for the claims it will have."""

@@ -11,7 +11,7 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
@@ -31,7 +31,9 @@ class ChatRequest:
     or "off". `repeat` tells the repeats of one request apart (it is part of the cache key).
     `schema`: the JSON schema of the reply (as JSON text), asked for as `response_format`
     json_schema where the endpoint takes it, else as json_object; it follows from the messages,
-    so it is not part of the cache key."""
+    so it is not part of the cache key. `data`: the content the messages carry (question,
+    contexts, answers, as filled into the prompt): a JSON object of the reply found there is a
+    quote, never the verdict (`ragexp.llm.replies`); it too follows from the messages."""
 
     messages: tuple[tuple[str, str], ...]
     temperature: float = 0.0
@@ -39,11 +41,11 @@ class ChatRequest:
     json_mode: str = "off"
     repeat: int = 0
     schema: str = ""
+    data: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def followed_by(self, reply: str, message: str) -> ChatRequest:
         """The same request continued by the assistant's `reply` and a new user `message`."""
-        return ChatRequest((*self.messages, ("assistant", reply), ("user", message)),
-                           self.temperature, self.max_tokens, self.json_mode, self.repeat, self.schema)
+        return replace(self, messages=(*self.messages, ("assistant", reply), ("user", message)))
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Reply:
     input_tokens: int = 0
     output_tokens: int = 0
     cached: bool = False
+    schema: bool = False  # asked for with a JSON schema (response_format json_schema): one JSON object
 
 
 JsonMode = Literal["auto", "on", "off", True, False]
@@ -272,7 +275,8 @@ class ChatClient:
             self._json_format = False
             return True
 
-        return self.sender.post("/chat/completions", body, self._read, rejected)
+        reply = self.sender.post("/chat/completions", body, self._read, rejected)
+        return replace(reply, schema=sent["schema"])
 
     def _read(self, completion) -> Reply:
         """The reply's text and token counts from the completion's JSON (a str when the endpoint

@@ -7,7 +7,7 @@ from ragexp.errors import UnreadableReply
 from ragexp.llm.client import ChatClient, ChatRequest, Reply
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
-from ragexp.llm.replies import Unreadable, read_reply
+from ragexp.llm.replies import Disagreeing, Unreadable, own_objects, read_reply
 from ragexp.types import Answer, Hit, Question
 
 T = TypeVar("T")
@@ -39,19 +39,21 @@ class UsesLLM:
 
 
 class AsksForJSON(UsesLLM):
-    """Asks for a JSON reply; a reply that cannot be read is asked once more with the problem
-    stated (`reask_prompt`, field {problem}), then the question fails with the reason. Only a reply
-    that was read is cached (an unreadable one, its re-ask if that failed too, never are); a cached
-    reply that cannot be read (left by an older ragexp) is asked afresh."""
+    """Asks for a JSON reply; a reply that cannot be read (its verdict: `ragexp.llm.replies`) is
+    asked once more with the problem stated (`reask_prompt`, field {problem}), then the question
+    fails with the reason. Only a reply that was read is cached (an unreadable one, its re-ask if
+    that failed too, never are); a cached reply that cannot be read (left by an older ragexp) is
+    asked afresh."""
 
     counters: tuple[str, ...] = ("reasks", "unreadable_replies", "clamped_values")
     reask_prompt: Template  # with the field {problem}, set by the subclass
 
     def ask_json(self, request: ChatRequest, read: Callable[[dict], T],
-                 salvage: Callable[[str, Unreadable], T | None] | None = None) -> T:
+                 salvage: Callable[[dict], T | None] | None = None) -> T:
         """`read` of the reply, asked once more when it cannot be read. Still unreadable: what
-        `salvage(reply text, why)` makes of it (a judgement of the fields that could be read, the
-        others failed with the reason), else the question fails."""
+        `salvage(object)` makes of the re-ask's one object that is not a quote (a judgement of
+        the fields that could be read, the others failed with the reason), else the question
+        fails. Verdicts that disagree are never salvaged."""
         reply, value = self.attempt(request, read)
         if not isinstance(value, Unreadable):
             return value
@@ -61,24 +63,25 @@ class AsksForJSON(UsesLLM):
         again, value = self.attempt(followup, read)
         if isinstance(value, Unreadable):
             self.client.count("unreadable_replies")
-            saved = salvage(again.text, value) if salvage is not None else None
+            saved = salvaged(again, followup, value, salvage)
             if saved is not None:
                 return saved
             raise UnreadableReply(f"{self.client.role}: unreadable reply after a re-ask: {value}") from None
         return value
 
     def attempt(self, request: ChatRequest, read: Callable[[dict], T]) -> tuple[Reply, T | Unreadable]:
-        """The reply and what `read` made of it, or why it could not be read. Only a reply that was
-        read is cached; a cached one that cannot be read (stored by an older ragexp) is asked afresh."""
+        """The reply and what `read` made of its verdict, or why it could not be read. Only a reply
+        that was read is cached; a cached one that cannot be read (stored by an older ragexp) is
+        asked afresh."""
         reply = self.ask(request, store=False)
         try:
-            value = read_reply(reply.text, read)
+            value = read_reply(reply.text, read, request.data, reply.schema)
         except Unreadable as err:
             if not reply.cached:
                 return reply, err
             reply = self.ask(request, store=False, use_cache=False)
             try:
-                value = read_reply(reply.text, read)
+                value = read_reply(reply.text, read, request.data, reply.schema)
             except Unreadable as again:
                 return reply, again
         assert self.client is not None  # ask() raised without one
@@ -89,3 +92,15 @@ class AsksForJSON(UsesLLM):
         """Counts values the reply gave out of range (clamped, or ignored)."""
         if n and self.client is not None:
             self.client.count("clamped_values", n)
+
+
+def salvaged(reply: Reply, request: ChatRequest, why: Unreadable, salvage: Callable[[dict], T | None] | None) -> T | None:
+    """What `salvage` makes of the reply's one object that is not a quote; None without
+    `salvage`, for verdicts that disagree, or when the reply has no such object or several."""
+    if salvage is None or isinstance(why, Disagreeing):
+        return None
+    try:
+        own = own_objects(reply.text, request.data, reply.schema)
+    except Unreadable:
+        return None
+    return salvage(own[0]) if len(own) == 1 else None

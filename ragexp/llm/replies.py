@@ -1,15 +1,24 @@
-"""Reading an LLM's JSON reply tolerantly, then strictly: the verdict is the whole reply when it is
-one JSON object, else the LAST complete JSON object in it (in a code fence or after prose), never
-an earlier one: an earlier object is something the judge quoted (an injected fake verdict in a
-document or an answer, say) before giving its own. Its fields are then checked against what the
-judge asked for. A reply that cannot be read raises `Unreadable` with the reason (the judge asks
-once more, then fails the question)."""
+"""Reading an LLM's JSON reply tolerantly, then strictly, and which of its JSON objects is the
+verdict. Neither place in the reply tells: a judge may quote an injected verdict before its own or
+after it. So:
+
+- a JSON object whose text occurs in the data the request sent (`ChatRequest.data`: the
+  question, the contexts, the answers), whitespace, indentation and trailing commas aside, is a
+  quote, never the verdict, wherever it stands;
+- of the other objects, those that give what was asked for (`read` takes them) are the verdict
+  when they agree; when they disagree the reply is `Disagreeing`: the judge is asked once more,
+  then the question fails with the reason;
+- a reply asked for with a JSON schema (`response_format` json_schema) is one object, its verdict
+  (unless that object is a quote); two objects there are unreadable.
+
+Their fields are then checked against what the judge asked for. A reply that cannot be read
+raises `Unreadable` with the reason (the judge asks once more, then fails the question)."""
 from __future__ import annotations
 
 import json
 import math
 import re
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -18,25 +27,36 @@ class Unreadable(ValueError):
     """The reply holds no JSON object with the expected fields; the message says what is wrong."""
 
 
+class Disagreeing(Unreadable):
+    """The reply gives more than one verdict (objects that are no quotes and that give what was
+    asked for) and they differ: none of them is taken, nor any part of one."""
+
+
 def json_objects(text: str) -> list[dict]:
     """Every JSON object in `text` (whole, in a ```json fence, or surrounded by prose), outermost
     first, in order; a trailing comma before a closing brace or bracket is forgiven."""
+    return [obj for obj, _ in json_spans(text)]
+
+
+def json_spans(text: str) -> list[tuple[dict, str]]:
+    """Each JSON object of `json_objects` with its text (trailing commas left out)."""
     text = without_trailing_commas(text)
     decoder = json.JSONDecoder()
     found, position = [], 0
     while (start := text.find("{", position)) >= 0:
         try:
             value, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested past what Python parses
             position = start + 1
             continue
         if isinstance(value, dict):
-            found.append(value)
+            found.append((value, text[start:end]))
         position = end
     return found
 
 
 TRAILING_COMMA = re.compile(r",\s*[}\]]")
+CLOSING_NEXT = re.compile(r"\s*[}\]]")
 
 
 def without_trailing_commas(text: str) -> str:
@@ -51,21 +71,60 @@ def without_trailing_commas(text: str) -> str:
             escaped = char == "\\" and not escaped
         elif char == '"':
             in_string = True
-        elif char == "," and text[n + 1:].lstrip()[:1] in ("}", "]"):
+        elif char == "," and CLOSING_NEXT.match(text, n + 1):
             continue
         out.append(char)
     return "".join(out)
 
 
-def read_reply(text: str, read: Callable[[dict], T]) -> T:
-    """`read(obj)` of the verdict: the last complete JSON object in `text` (the whole reply when it
-    is one); Unreadable with `read`'s complaint about it, or that there is none. Earlier objects
-    are never read, even when the last one is not usable."""
-    objects = json_objects(text)
-    if not objects:
+def read_reply(text: str, read: Callable[[dict], T], data: Sequence[str] = (), one_object: bool = False) -> T:
+    """`read(obj)` of the reply's verdict: its objects that are not quotes of `data`, read; the
+    one reading when they agree. Unreadable with `read`'s complaint about the last object when
+    none can be read, or why there is no verdict; Disagreeing when two readings differ.
+    `one_object`: the reply was asked for with a JSON schema, so it holds one object."""
+    readings: list[T] = []
+    complaint = None
+    for obj in own_objects(text, data, one_object):
+        try:
+            readings.append(read(obj))
+        except Unreadable as err:
+            complaint = err
+    if not readings:
+        assert complaint is not None  # own_objects gives at least one object
+        raise complaint
+    if any(reading != readings[0] for reading in readings[1:]):
+        raise Disagreeing(f"the reply gives {len(readings)} different verdicts (JSON objects with the fields asked "
+                          "for); reply with exactly one")
+    return readings[0]
+
+
+def own_objects(text: str, data: Sequence[str] = (), one_object: bool = False) -> list[dict]:
+    """The JSON objects of the reply that may be its verdict: every one that is not a quote of
+    `data`, in order. Unreadable when there is none, when every one is a quote, or (`one_object`)
+    when the reply holds more than one."""
+    found = json_spans(text)
+    if not found:
         shown = " ".join(text.split())[:80]
         raise Unreadable(f"no JSON object in the reply ({shown!r})" if shown else "empty reply")
-    return read(objects[-1])
+    if one_object and len(found) > 1:
+        raise Unreadable(f"{len(found)} JSON objects in a reply asked for as one (with a JSON schema)")
+    quoted = "\0".join(plain(d) for d in data)
+    own = [obj for obj, span in found if not (data and plain(span) in quoted)]
+    if not own:
+        raise Unreadable("the reply's only JSON object" + ("s quote" if len(found) > 1 else " quotes")
+                         + " the data it was given (the question, a document or an answer); they are never the "
+                         "verdict: give your own")
+    return own
+
+
+COMMA_BEFORE_CLOSING = re.compile(r",(?=[}\]])")
+
+
+def plain(text: str) -> str:
+    """`text` as a quote is compared: without whitespace, a neutralised tag's `‹` read as `<`,
+    without commas before a closing brace or bracket (one pass of C-speed string work: data may
+    be megabytes long, and nested deep)."""
+    return COMMA_BEFORE_CLOSING.sub("", "".join(str(text).replace("\u2039", "<").split()))
 
 
 def field(obj: dict, name: str) -> Any:

@@ -77,12 +77,13 @@ class LLMQuestionGenerator(AsksForJSON):
         context = passages(source)
         return ChatRequest((("system", self.system.render(context=context)),
                             ("user", self.prompts[source.type].render(context=context))),
-                           self.temperature, self.max_tokens, self.json_mode)
+                           self.temperature, self.max_tokens, self.json_mode, data=(context,))
 
     def verify_request(self, candidate: Candidate) -> ChatRequest:
         user = self.verify_template.render(context=passages(candidate.source), question=candidate.question,
                                            answer=candidate.answer)
-        return ChatRequest((("user", user),), 0.0, 200, self.json_mode)
+        return ChatRequest((("user", user),), 0.0, 200, self.json_mode,
+                           data=(passages(candidate.source), candidate.question, candidate.answer))
 
     def make(self, source: Source, seed: int = 0) -> Candidate:
         """Raises QuestionFailed (unreadable reply after a re-ask, request failed, budget spent)."""

@@ -51,17 +51,18 @@ class LLMReranker(AsksForJSON, Reranker):
                 *template_problems(("question", "document"), pointwise_prompt=pointwise_prompt),
                 *template_problems(("problem",), reask_prompt=reask_prompt)]
 
-    def request(self, user: str) -> ChatRequest:
+    def request(self, user: str, data: tuple[str, ...]) -> ChatRequest:
         return ChatRequest((("system", self.system.render()), ("user", user)), self.temperature, self.max_tokens,
-                           self.json_mode)
+                           self.json_mode, data=data)
 
     def requests(self, question: Question, hits: Sequence[Hit]) -> list[ChatRequest]:
         if self.mode == "listwise":
+            documents = candidate_list(hits, self.max_chars)
             return [self.request(self.listwise.render(question=question.text, count=Delimited(str(len(hits))),
-                                                      documents=candidate_list(hits, self.max_chars)))]
-        return [self.request(self.pointwise.render(question=question.text,
-                                                   document=" ".join(h.chunk.text.split())[: self.max_chars]))
-                for h in hits]
+                                                      documents=documents), (question.text, documents))]
+        shown = [" ".join(h.chunk.text.split())[: self.max_chars] for h in hits]
+        return [self.request(self.pointwise.render(question=question.text, document=document), (question.text, document))
+                for document in shown]
 
     def planned_requests(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[ChatRequest]:
         return self.requests(question, hits[: self.candidates])

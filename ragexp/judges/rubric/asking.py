@@ -10,7 +10,7 @@ from typing import Sequence
 from ragexp.judges.llm import expected_text
 from ragexp.judges.rubric.criteria import Criterion, field_value
 from ragexp.llm.prompts import Delimited, neutralise, numbered_context
-from ragexp.llm.replies import Unreadable, json_objects
+from ragexp.llm.replies import Disagreeing, Unreadable, own_objects
 from ragexp.types import Answer, Hit, Question
 
 DATA = {"question": "the question", "contexts": "the retrieved context", "answer": "the generated answer",
@@ -77,15 +77,28 @@ def data_text(criteria: Sequence[Criterion], question: Question, hits: Sequence[
     return "\n\n".join(parts)
 
 
-def read_verdicts(text: str, criteria: Sequence[Criterion]) -> dict[str, Verdict | Unreadable]:
-    """Each criterion's verdict in the reply (the last JSON object in it, as every judge reads its
-    reply), or why it cannot be read."""
-    objects = json_objects(text)
-    if not objects:
-        shown = " ".join(text.split())[:80]
-        missing = Unreadable(f"no JSON object in the reply ({shown!r})" if shown else "empty reply")
-        return {c.name: missing for c in criteria}
-    reply = objects[-1]
+def read_verdicts(text: str, criteria: Sequence[Criterion], data: Sequence[str] = (),
+                  one_object: bool = False) -> dict[str, Verdict | Unreadable]:
+    """Each criterion's verdict in the reply, or why it cannot be read. The verdict is chosen as
+    every judge's (`ragexp.llm.replies`): an object that quotes `data` is never read; of the
+    others, those that give some criterion a verdict must agree (else every criterion is
+    unreadable: the judge is asked again); `one_object`: asked with a JSON schema."""
+    try:
+        own = own_objects(text, data, one_object)
+    except Unreadable as err:
+        return {c.name: err for c in criteria}
+    readings = [entries(obj, criteria) for obj in own]
+    given = [{n: v for n, v in found.items() if isinstance(v, Verdict)} for found in readings]
+    fitting = [n for n, verdicts in enumerate(given) if verdicts]
+    if any(given[n] != given[fitting[0]] for n in fitting[1:]):
+        disagreeing = Disagreeing(f"the reply gives {len(fitting)} different verdicts (JSON objects with criteria's "
+                                  "scores); reply with exactly one")
+        return {c.name: disagreeing for c in criteria}
+    return readings[fitting[0] if fitting else -1]
+
+
+def entries(reply: dict, criteria: Sequence[Criterion]) -> dict[str, Verdict | Unreadable]:
+    """Each criterion's verdict in one JSON object of the reply, or why it cannot be read."""
     keys = {str(k).strip().lower(): k for k in reply}
     if len(criteria) == 1 and criteria[0].name.lower() not in keys and ("score" in keys or "verdict" in keys):
         reply, keys = {criteria[0].name: reply}, {criteria[0].name.lower(): criteria[0].name}  # the entry alone

@@ -161,7 +161,8 @@ class RubricJudge(LLMJudgeBase):
     def ask_for(self, criteria: Sequence[Criterion], question: Question, hits: Sequence[Hit], answer: Answer,
                 repeat: int) -> ChatRequest:
         system = self.rubric.system.render(criteria=criteria_text(criteria), reply=reply_shape(criteria))
-        request = self.request(system, data_text(criteria, question, hits, answer), repeat)
+        user = data_text(criteria, question, hits, answer)
+        request = self.request(system, user, repeat, (user,))
         return replace(request, schema=json.dumps(reply_schema(criteria)))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
@@ -197,18 +198,20 @@ class RubricJudge(LLMJudgeBase):
         try:
             request = self.ask_for(criteria, question, hits, answer, repeat)
             reply = self.ask(request, store=False)
-            found = read_verdicts(reply.text, criteria)
+            found = read_verdicts(reply.text, criteria, request.data, reply.schema)
             if reply.cached and any(isinstance(v, Unreadable) for v in found.values()):  # left by an older ragexp
                 reply = self.ask(request, store=False, use_cache=False)
-                found = read_verdicts(reply.text, criteria)
+                found = read_verdicts(reply.text, criteria, request.data, reply.schema)
             unread = {n: v for n, v in found.items() if isinstance(v, Unreadable)}
             assert self.client is not None  # ask() raised without one
             if not unread:
                 self.client.store(request, reply)
                 return dict(found)  # type: ignore[arg-type]  # every value is a Verdict here
             self.client.count("reasks")
-            followup = request.followed_by(reply.text, self.reask_prompt.render(problem="; ".join(map(str, unread.values()))))
-            again = read_verdicts(self.ask(followup, store=False).text, [c for c in criteria if c.name in unread])
+            followup = request.followed_by(reply.text, self.reask_prompt.render(problem="; ".join(dict.fromkeys(map(str, unread.values())))))
+            again_reply = self.ask(followup, store=False)
+            again = read_verdicts(again_reply.text, [c for c in criteria if c.name in unread], followup.data,
+                                  again_reply.schema)
             merged: dict[str, Verdict | str] = {}
             for c in criteria:
                 value = found[c.name] if c.name not in unread else again[c.name]
