@@ -330,3 +330,21 @@ def test_the_reader_says_which_extra_to_install_when_opentelemetry_is_missing(tm
     with pytest.raises(RagexpError, match=r"^monitor.source=otlp needs the OpenTelemetry packages: "
                                           r"pip install 'ragexp\[otel\]'$"):
         read(path, tmp_path)
+
+
+def test_a_span_that_comes_after_its_trace_was_written_is_named(tmp_path):
+    """A trace is written once `linger` spans followed its root; a span of it read later is left
+    out by name, not added to another record nor dropped silently."""
+    from ragexp.monitor.spans import Span, SpanReader, Traces
+
+    def span(trace, span_id, parent=""):
+        return Span(trace, span_id, parent, "CHAIN", 0, 1, {}, None)
+
+    malformed = Malformed("skip")
+    traces = Traces(SpanReader(tmp_path / "spans.jsonl", "otlp-json", malformed, ()), linger=2)
+    assert list(traces.add([span("t1", "a1", "r1"), span("t1", "r1"), span("t2", "b1", "r2")])) == []
+    [written] = list(traces.add([span("t2", "r2")]))  # two spans after t1's root
+    assert [s.span_id for s in written] == ["a1", "r1"]
+    assert list(traces.add([span("t1", "late", "r1")])) == [] and malformed.count == 1
+    assert malformed.examples[0].startswith(f"{tmp_path / 'spans.jsonl'}: trace t1: span late arrived")
+    assert [[s.span_id for s in t] for t in traces.finish()] == [["b1", "r2"]]
