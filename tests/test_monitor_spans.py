@@ -260,7 +260,7 @@ def test_the_specifications_example_is_read_and_its_span_without_a_root_is_named
                     "startTimeUnixNano": 1544712660000000000, "endTimeUnixNano": 1544712661000000000, "kind": 2,
                     "attributes": [{"key": "my.span.attr", "value": {"stringValue": "some value"}}]}]}]}]}
     path = tmp_path / "trace.json"
-    path.write_text(json.dumps(example) + "\n")
+    path.write_text(json.dumps(example, indent=2) + "\n")  # over many lines, as the example is written
     with pytest.raises(RagexpError, match=r"trace 5b8efff798038103d269b633813fc60c: no root span"):
         read(path, tmp_path)
     records, found, malformed = read(path, tmp_path, on_error="skip")

@@ -5,7 +5,8 @@ reads like any log (as `monitor.source=mlflow` does with MLflow's traces).
 
 Formats (`monitor.otlp.format`; `auto` tells them by suffix and content):
 - `otlp-json`: JSON lines of `TracesData` (`{"resourceSpans": [...]}`), as the OpenTelemetry
-  Collector's file exporter writes them (`format: json`). Trace and span ids are hex there (not
+  Collector's file exporter writes them (`format: json`), or one `TracesData` over many lines (as
+  the specification's example is written). Trace and span ids are hex there (not
   base64 as protobuf's JSON mapping has it for bytes), so they are turned into bytes before
   `google.protobuf.json_format` reads the line into `opentelemetry-proto`'s message.
 - `otlp-proto`: the file exporter's `format: proto`: each `TracesData` (an
@@ -180,6 +181,12 @@ class SpanReader:
 
     def otlp_json(self) -> Iterator[list[Span]]:
         proto()
+        if pretty_printed(self.path):  # one TracesData written over many lines (the specification's example)
+            try:
+                yield list(spans_of(traces_data_of_json(self.path.read_bytes()), self.extra))
+            except ValueError as err:
+                self.bad(1, str(err))
+            return
         with self.path.open("rb") as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
@@ -304,7 +311,7 @@ def phoenix_span(row: dict, extra: tuple[str, ...], index: Iterable[str] = ()) -
     if isinstance(row.get("attributes"), dict):
         flat("", row["attributes"], attributes)
     for column, value in row.items():
-        if column.startswith("attributes.") and value is not None:
+        if column.startswith("attributes.") and value is not None and value == value:  # NaN: no such attribute
             flat(column.removeprefix("attributes."), value, attributes)
     attributes = {k: v for k, v in attributes.items() if kept(k, extra)}
     if "start_time" not in row or "end_time" not in row:
@@ -315,6 +322,17 @@ def phoenix_span(row: dict, extra: tuple[str, ...], index: Iterable[str] = ()) -
     kind = row.get("span_kind") or attributes.get("openinference.span.kind") or ""
     return Span(str(trace_id).lower(), str(span_id).lower(), str(row.get("parent_id") or "").lower(), str(kind).upper(),
                 nanoseconds(row["start_time"]), nanoseconds(row["end_time"]), attributes, failed)
+
+
+def pretty_printed(path: Path) -> bool:
+    """Whether an OTLP/JSON file is one object over many lines (its first line alone is no JSON
+    object) rather than the file exporter's one object a line."""
+    with path.open("rb") as handle:
+        first = next((line for line in handle if line.strip()), b"")
+    try:
+        return not isinstance(msgspec.json.decode(first), dict)
+    except msgspec.DecodeError:
+        return first.lstrip().startswith(b"{")
 
 
 def sniff(path: Path) -> str:
@@ -331,6 +349,8 @@ def sniff(path: Path) -> str:
             return "otlp-json"
         if b'"context.span_id"' in first or b'"context.trace_id"' in first:
             return "phoenix"
+        if b'"resourceSpans"' in text[:4096] and first.strip() == b"{":
+            return "otlp-json"  # one TracesData written over many lines
         raise RagexpError(f"{path}:1: not OTLP: neither OTLP/JSON (a JSON object with resourceSpans per line) nor "
                           "Phoenix's spans table (context.trace_id, context.span_id columns); set monitor.otlp.format")
     if suffix in (".json", ".jsonl", ".ndjson") or not head:
