@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,otel]'
 	touch $(STAMP)
 
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
@@ -49,7 +49,7 @@ $(ENGINES_STAMP): pyproject.toml constraints.txt
 	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)
 	$(ENGINES_PY) -m pip install --quiet --upgrade pip
 	$(ENGINES_PY) -m pip install --quiet -c constraints.txt torch
-	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends]'
+	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends,otel]'
 	touch $(ENGINES_STAMP)
 
 test-engines: $(ENGINES_STAMP)  ## the engines (Ray launcher, Optuna, ONNX/OpenVINO, submitit) in .venv-engines with the extras (marker `engines`; CI runs them)

@@ -1,7 +1,7 @@
 """python -m ragexp.calibrate: judge vs human labels, checked against statistics computed here by hand."""
 import csv
 import json
-from itertools import combinations
+from itertools import combinations, permutations
 
 import numpy as np
 import pytest
@@ -66,6 +66,23 @@ def quadratic_kappa(a, b, k):
     return 1 - (weights * observed).sum() / (weights * expected).sum()
 
 
+def ordinal_alpha(matrix):
+    """Krippendorff's alpha at the ordinal level from its definition (coders x units, every unit
+    coded by every coder): the coincidence matrix of values within units, and the ordinal distance
+    (the values' frequencies from one to the other, less half of the two ends', squared)."""
+    values = sorted(set(matrix.ravel()))
+    index = {v: i for i, v in enumerate(values)}
+    o = np.zeros((len(values), len(values)))
+    for unit in matrix.T:
+        for i, j in permutations(range(len(unit)), 2):
+            o[index[unit[i]], index[unit[j]]] += 1 / (len(unit) - 1)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    delta = np.array([[(n_c[min(c, k):max(c, k) + 1].sum() - (n_c[c] + n_c[k]) / 2) ** 2 for k in range(len(values))]
+                      for c in range(len(values))])
+    return 1 - (o * delta).sum() / n / ((np.outer(n_c, n_c) * delta).sum() / (n * (n - 1)))
+
+
 def test_agreement_numbers_equal_the_formulas(tmp_path):
     run = write_run(tmp_path / "run")
     labels = tmp_path / "labels.csv"
@@ -85,7 +102,7 @@ def test_agreement_numbers_equal_the_formulas(tmp_path):
     assert low <= row["spearman"] <= high and low < high
     assert row["krippendorff_alpha"] is None  # one annotator: no ceiling
     assert len(points) == 10 and (out / "confusion.png").stat().st_size > 1000
-    assert "| faithfulness | 1-10 | 8 | 1 |" in (out / "calibration.md").read_text()
+    assert "| faithfulness | 1-10 (ordinal) | 8 | 1 |" in (out / "calibration.md").read_text()
 
 
 def test_several_annotators_give_their_own_agreement(tmp_path):
@@ -100,12 +117,11 @@ def test_several_annotators_give_their_own_agreement(tmp_path):
     mean = (np.array(PEOPLE) + np.array(other)) / 2
     assert row["annotators"] == 2 and row["mae"] == pytest.approx(np.mean(np.abs(np.array(SCORES) - mean)))
     assert row["pairwise_kappa"] == pytest.approx(quadratic_kappa(np.array(PEOPLE) - 1, np.array(other) - 1, 10))
-    # Krippendorff's interval alpha by its definition: 1 - within-question disagreement / overall disagreement
-    pairs = np.array([PEOPLE, other], dtype=float)
-    values = pairs.ravel()
-    within = np.mean([(a - b) ** 2 for a, b in pairs.T]) * 2 / 2
-    overall = np.sum((values[:, None] - values[None, :]) ** 2) / (len(values) * (len(values) - 1))
-    assert row["krippendorff_alpha"] == pytest.approx(1 - within / overall)
+    # a 1-10 scale is ordinal: Krippendorff's ordinal alpha by its definition
+    assert row["level"] == "ordinal"
+    assert row["krippendorff_alpha"] == pytest.approx(ordinal_alpha(np.array([PEOPLE, other], dtype=float)))
+    low, high = row["krippendorff_alpha_ci"]
+    assert low <= row["krippendorff_alpha"] <= high and low < high
 
 
 def test_export_samples_every_stratum_and_reads_back_filled_in(tmp_path):

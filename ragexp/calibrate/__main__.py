@@ -30,7 +30,9 @@ report gives each labelled metric's mean over the whole run twice: the judge's a
 human-corrected (prediction-powered inference: the judge's mean corrected by its error on the
 labelled questions, with a valid confidence interval). Several RUNs with --labels (variants of a
 rubric's criterion, two judges): each one's agreement, then which agrees best with people, with a
-paired interval on the difference ("cannot tell" when it holds 0).
+paired interval on the difference ("cannot tell" when it holds 0). A run whose judge judged each
+question several times (judge.repeats) also gets the judge's agreement with itself: per metric the
+share of questions whose repeats disagree, and which.
 --outputs FILE: recorded outputs (question, contexts, answer[, reference, id], or ragas' user_input,
 retrieved_contexts, response) with labels as further columns (a judge metric, hallucination, any
 yes/no column); the judge the OVERRIDEs choose (as for python -m ragexp) judges every row; a yes/no
@@ -87,30 +89,78 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def markdown(run, results, level: float = 0.95) -> str:
-    def shown(interval) -> str:
-        return "—" if interval is None else f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+def shown(interval) -> str:
+    """An estimate with its interval, or a dash when there is none."""
+    if interval is None or interval.estimate != interval.estimate:
+        return "—"
+    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
+
+def markdown(run, results, level: float = 0.95, itself=()) -> str:
     from ragexp.calibrate.agreement import leniency
 
     lines = [f"# Calibration of judge {run.judge!r} on run {run.name}", "",
-             "| metric | scale | questions | annotators | Spearman | Kendall | kappa (quadratic) | MAE | bias "
-             "| annotators' alpha | annotators' kappa |", "|" + " --- |" * 11]
+             "| metric | scale (level) | questions | annotators | Spearman | Kendall | kappa | alpha | MAE | bias "
+             "| annotators' alpha | annotators' kappa |", "|" + " --- |" * 12]
     for r in results:
-        cells = [shown(r.judge_vs_people.get(s)) for s in ("spearman", "kendall", "kappa", "mae", "bias")]
-        ceiling = [f"{v:.3f}" if v is not None else "—" for v in (r.alpha, r.pairwise_kappa)]
-        lines.append(f"| {r.metric} | {r.scale[0]:g}-{r.scale[1]:g} | {r.questions} | {r.annotators} | "
+        cells = [shown(r.judge_vs_people.get(s)) for s in ("spearman", "kendall", "kappa", "alpha", "mae", "bias")]
+        ceiling = [shown(r.alpha), shown(r.pairwise_kappa)]
+        scale = "yes/no" if r.yes_no else f"{r.scale[0]:g}-{r.scale[1]:g}"
+        lines.append(f"| {r.metric} | {scale} ({r.level}) | {r.questions} | {r.annotators} | "
                      + " | ".join(cells + ceiling) + " |")
-    lines += ["", "Judge vs people on the questions both scored (people: the mean over annotators); "
-              "[95% bootstrap CI]. bias > 0: the judge scores higher than people, i.e. it is more lenient, "
+    lines += ["", f"Judge vs people on the questions both scored (people: the mean over annotators); "
+              f"[{level:.0%} bootstrap CI over questions]. kappa: Cohen's, with quadratic weights on a scale's points, "
+              "unweighted on a yes/no metric. alpha: Krippendorff's, the judge and the people as two coders, at the "
+              "metric's level of measurement (nominal for yes/no, ordinal for a scale of whole points, interval for a "
+              "continuous 0-1 score). bias > 0: the judge scores higher than people, i.e. it is more lenient, "
               "except where higher is worse (hallucination: it flags more, i.e. it is stricter). The annotators' "
-              "agreement (Krippendorff's alpha, mean pairwise kappa) is the ceiling for the judge."]
+              "agreement (Krippendorff's alpha at the same level, mean pairwise kappa) is the ceiling for the judge."]
     biased = [(r.metric, b) for r in results if (b := r.judge_vs_people.get("bias")) is not None
               and not b.low <= 0 <= b.high]
     lines += [""] + [f"- {metric}: the judge is {leniency(metric, b.estimate)} (bias {b.estimate:+.3f}, "
                      f"its CI excludes 0)" for metric, b in biased] if biased else []
+    lines += yes_no_lines(results)
     lines += corrected_means(results, level)
+    lines += self_agreement_lines(run, itself, level)
     return "\n".join(lines) + "\n"
+
+
+def yes_no_lines(results) -> list[str]:
+    """A yes/no metric's kappa beside what it depends on: how often judge and people agree, and how
+    often each says yes (at a prevalence near 0 or 1 kappa stays low however often they agree)."""
+    lines = []
+    for r in results:
+        found = r.judge_vs_people
+        if not r.yes_no or "agreement" not in found:
+            continue
+        share = found["prevalence"].estimate
+        line = (f"- {r.metric} (yes/no): kappa {shown(found['kappa'])} (unweighted); they agree on "
+                f"{shown(found['agreement'])} of the questions; people say yes to {shown(found['prevalence'])}, "
+                f"the judge to {shown(found['judge_prevalence'])}")
+        if not 0.2 <= share <= 0.8:
+            line += ("; at this prevalence kappa stays low even when judge and people mostly agree: read it "
+                     "with the agreement")
+        lines.append(line)
+    return [""] + lines if lines else []
+
+
+def self_agreement_lines(run, itself, level: float = 0.95) -> list[str]:
+    """The judge's agreement with itself over its repeats of each question (judge.repeats)."""
+    if not itself:
+        return []
+    temperature = run.judge_config.get("temperature")
+    at = f" at temperature {temperature:g}" if isinstance(temperature, (int, float)) else ""
+    repeats = max(s.repeats for s in itself)
+    lines = ["", f"## The judge against itself ({repeats} repeats{at})", "",
+             "| metric | level | questions | flip rate | alpha across repeats | questions that flip |", "|" + " --- |" * 6]
+    for s in itself:
+        flipped = ", ".join(s.flipped[:10]) + (f" (+{len(s.flipped) - 10} more)" if len(s.flipped) > 10 else "")
+        lines.append(f"| {s.metric} | {s.level} | {s.questions} | {shown(s.flip_rate)} | {shown(s.alpha)} | "
+                     f"{flipped or '—'} |")
+    lines += ["", f"A flip: a question whose repeats land on different points of the metric's scale (a different "
+              f"verdict on yes/no; quarter points on 0-1) [{level:.0%} Wilson CI]. alpha: Krippendorff's with the "
+              "repeats as coders. A question that flips sits near the judge's boundary: its score is partly chance."]
+    return lines
 
 
 def corrected_means(results, level: float = 0.95) -> list[str]:
@@ -173,7 +223,7 @@ def confusion_plot(results, path: Path) -> Path | None:
     return path
 
 
-def log_run(run, results, files: list[Path]) -> str | None:
+def log_run(run, results, files: list[Path], itself=()) -> str | None:
     """A calibration run in the judged run's experiment, tagged with the judged run's id."""
     if run.run_id is None:
         return None
@@ -189,11 +239,17 @@ def log_run(run, results, files: list[Path]) -> str | None:
     metrics = []
     for r in results:
         values = {name: interval.estimate for name, interval in r.judge_vs_people.items()}
-        values.update({"krippendorff_alpha": r.alpha, "pairwise_kappa": r.pairwise_kappa, "questions": r.questions})
+        values.update({"krippendorff_alpha": r.alpha.estimate if r.alpha else None,
+                       "pairwise_kappa": r.pairwise_kappa.estimate if r.pairwise_kappa else None,
+                       "questions": r.questions})
         for name, mean in (("judge_mean", r.judge_mean), ("corrected_mean", r.corrected_mean)):
             if mean is not None:
                 values.update({name: mean.estimate, f"{name}_low": mean.low, f"{name}_high": mean.high})
         metrics += [Metric(f"{name}_{metric_key(r.metric)}", float(v), 0, 0) for name, v in values.items()
+                    if v is not None and v == v]
+    for a in itself:  # the judge against itself: flip_rate_<metric>, self_alpha_<metric>
+        metrics += [Metric(f"{name}_{metric_key(a.metric)}", float(v), 0, 0)
+                    for name, v in (("flip_rate", a.flip_rate.estimate), ("self_alpha", a.alpha.estimate if a.alpha else None))
                     if v is not None and v == v]
     client.log_batch(run_id, metrics=metrics)
     for file in files:
@@ -234,23 +290,26 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not 0 < args.level < 1 or args.resamples < 1:
             raise RagexpError("--level must be between 0 and 1, --resamples at least 1")
-        from ragexp.calibrate.agreement import measure
+        from ragexp.calibrate.agreement import measure, self_agreement
 
         results = measure(run, labels_of(args, run), args.resamples, args.seed, args.level)
     except RagexpError as err:
         print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
         return 2
+    itself = self_agreement(run, args.resamples, args.seed, args.level)
     folder = Path(args.out or Path("ragexp-calibrate") / (run.run_id[:8] if run.run_id else run.name))
     folder.mkdir(parents=True, exist_ok=True)
-    report = markdown(run, results, args.level)
+    report = markdown(run, results, args.level, itself)
     files = [folder / "calibration.md", folder / "calibration.json"]
     files[0].write_text(report)
     files[1].write_text(json.dumps({"run": run.run_id or run.name, "judge": run.judge,
-                                    "metrics": [r.row() for r in results]}, indent=2) + "\n")
+                                    "metrics": [r.row() for r in results],
+                                    "self_agreement": {"temperature": run.judge_config.get("temperature"),
+                                                       "metrics": [a.row() for a in itself]}}, indent=2) + "\n")
     plot = confusion_plot(results, folder / "confusion.png")
     files += [plot] if plot else []
     print(report)
-    logged = None if args.no_log else log_run(run, results, files)
+    logged = None if args.no_log else log_run(run, results, files, itself)
     print(f"report: {folder}" + (f"; logged as run {logged} (tag ragexp.calibrates={run.run_id})" if logged else ""))
     return 0
 

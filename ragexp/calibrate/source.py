@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ class JudgedRun:
     run_id: str | None = None  # MLflow run id; None for a folder
     experiment_id: str | None = None
     tracking_uri: str | None = None
+    judge_config: dict = field(default_factory=dict)  # the run's `judge` settings (its temperature, repeats)
 
     @property
     def metrics(self) -> list[str]:
@@ -90,7 +91,8 @@ def from_folder(folder: Path) -> JudgedRun:
     results = folder / "results.json"
     named = [v.get("judge") for v in json.loads(results.read_text()).values()] if results.is_file() else []
     judge = str(table["judge"].iloc[0]) if "judge" in table and len(table) else (named[0] if named else "judge")
-    return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder), config))
+    return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder), config),
+                     judge_config=dict((config or {}).get("judge") or {}))
 
 
 def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
@@ -109,7 +111,7 @@ def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
         config = yaml.safe_load(Path(client.download_artifacts(run_id, CONFIG, tmp)).read_text()) if CONFIG in logged else {}
     scales = judge_scales(run.data.params.get("judge._target_"), f"run {run_id}", config)
     return JudgedRun(run.info.run_name or run_id[:8], run.data.tags.get("judge", "judge"), table, scales,
-                     run_id, run.info.experiment_id, resolved)
+                     run_id, run.info.experiment_id, resolved, dict((config or {}).get("judge") or {}))
 
 
 def with_hallucination(run: JudgedRun) -> JudgedRun:

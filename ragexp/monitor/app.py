@@ -63,6 +63,13 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         path, count = export_traces(t.experiment, t.get("tracking_uri"), t.get("run_id"), out / "traces-input.jsonl")
         log.info("%d traces of experiment %r read into %s", count, t.experiment, path)
         readers = [LogReader(path, columns, malformed, "jsonl")]
+    elif source == "otlp":  # OpenTelemetry spans, as a log in the default columns (ragexp.monitor.spans)
+        from ragexp.monitor.spans import export_spans
+
+        otlp = OmegaConf.to_container(m.otlp, resolve=True) if m.get("otlp") else {}
+        read = export_spans(input_files(m.input), otlp, malformed, out / "spans-input.jsonl")
+        log.info("%d spans of %s read into %d records in %s", read.spans, m.input, read.records, read.path)
+        readers = [LogReader(read.path, columns, malformed, "jsonl")]
     else:
         readers = [LogReader(path, columns, malformed, m.format) for path in input_files(m.input)]
     reader = readers[0]

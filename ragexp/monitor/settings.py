@@ -8,17 +8,18 @@ from ragexp.base.settings import NonEmptyStr, NonNegativeFloat, NonNegativeInt, 
 
 
 class MonitorSettings:
-    """Where the records come from (`source`: a log file `input` in `format` with `columns`, or an
-    MLflow experiment's `traces`), how they are summarised (`window`, `judge_sample` judged per
+    """Where the records come from (`source`: a log file `input` in `format` with `columns`, an
+    MLflow experiment's `traces`, or OpenTelemetry spans in `input` read as `otlp` says), how they are summarised (`window`, `judge_sample` judged per
     window with `seed`, `exact_percentiles_max`), compared (`baseline`; `ab`: variants against a
     control, ragexp.monitor.ab) and told (`webhook_url`)."""
 
-    def __init__(self, source: Literal["file", "mlflow"], input: str | None, traces: Mapping[str, Any],
+    def __init__(self, source: Literal["file", "mlflow", "otlp"], input: str | None, traces: Mapping[str, Any],
                  format: Literal["auto", "jsonl", "csv", "tsv"], columns: Mapping[str, str | None],
                  feedback_satisfied_from: float | None, model: NonEmptyStr, window: NonEmptyStr,
                  judge_sample: NonNegativeInt, seed: int, on_error: OnError, exact_percentiles_max: PositiveInt,
                  baseline: str | None, ab: Mapping[str, Any], name: str | None, webhook_url: str | None, webhook_retries: NonNegativeInt,
-                 webhook_backoff_s: NonNegativeFloat, webhook_timeout_s: PositiveFloat):
+                 webhook_backoff_s: NonNegativeFloat, webhook_timeout_s: PositiveFloat,
+                 otlp: Mapping[str, Any]):
         self.source, self.input = source, input
 
     @classmethod
@@ -29,6 +30,9 @@ class MonitorSettings:
         found = []
         if source == "file" and not input:
             found.append("input: not set; set monitor.input=/path/to/log.jsonl (JSONL or CSV)")
+        if source == "otlp" and not input:
+            found.append("input: not set; set monitor.input=/path/to/spans.jsonl (OTLP/JSON, OTLP/protobuf or "
+                         "Phoenix's spans table)")
         try:
             ABSettings.of(dict(ab) if ab else None)
         except RagexpError as err:
