@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ragexp.store.trackers import MlflowTracker, artifacts_beside
+from ragexp.store.mlflow_client import artifacts_beside
+from ragexp.store.trackers import MlflowTracker
 
 
 def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_working_folder(tmp_path, monkeypatch):
@@ -33,7 +34,7 @@ def test_only_sqlite_stores_get_an_artifact_folder_chosen_by_ragexp(tmp_path, mo
 
 
 def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_store():
-    from ragexp.store.trackers import runs_view_link
+    from ragexp.store.ui_links import runs_view_link
 
     server = runs_view_link("http://user:pw@mlflow.example:5000/", "7")
     assert server == "MLflow UI: http://***@mlflow.example:5000/#/experiments/7/runs?workflowType=machine_learning"
@@ -78,20 +79,20 @@ def test_a_run_that_ended_as_its_process_exited_is_not_marked_killed(tmp_path, m
     together ended KILLED)."""
     import mlflow
 
-    from ragexp.store import trackers
+    from ragexp.store import dead_runs, trackers
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(uri)
     experiment = client.create_experiment("ragexp")
-    me = trackers.process_tags()
+    me = dead_runs.process_tags()
     run_id = client.create_run(experiment, run_name="just-ended", tags=me).info.run_id
 
     def ended_then_exited(record):  # between the search and this finding, the run ended and its process exited
         client.set_terminated(run_id, "FINISHED")
         return False
 
-    monkeypatch.setattr(trackers, "alive", ended_then_exited)
+    monkeypatch.setattr(dead_runs, "alive", ended_then_exited)
     tracker = trackers.MlflowTracker("ragexp", uri)
     tracker.client()
     assert client.get_run(run_id).info.status == "FINISHED"
@@ -108,7 +109,7 @@ def test_runs_left_running_by_a_dead_process_are_ended_killed_and_live_ones_kept
 
     from conftest import HASH, run_app
     from ragexp.base.processes import alive, started, this_process
-    from ragexp.store.trackers import logger_of
+    from ragexp.store.dead_runs import logger_of
 
     monkeypatch.chdir(tmp_path)  # the experiment's artifacts go to ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

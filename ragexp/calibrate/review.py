@@ -112,7 +112,7 @@ def review_link(experiment_id: str, queue_id: str | None = None) -> str:
     server's address, or `mlflow ui` over a local store)."""
     import mlflow
 
-    from ragexp.store.trackers import ui_address
+    from ragexp.store.ui_links import ui_address
 
     path = f"#/experiments/{experiment_id}/review-queue" + (f"?selectedQueueId={queue_id}" if queue_id else "")
     return ui_address(mlflow.get_tracking_uri(), path)

@@ -11,7 +11,8 @@ from pathlib import Path
 from ragexp.errors import RagexpError, StoreUnreachable
 from ragexp.monitor.alerts import describe
 from ragexp.monitor.windows import metric_suffix
-from ragexp.store.trackers import MlflowTracker, flatten
+from ragexp.store.run_config import flatten
+from ragexp.store.trackers import MlflowTracker
 from ragexp.store.lookup import run_absent
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")

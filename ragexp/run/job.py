@@ -25,7 +25,9 @@ from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
 from ragexp.store.log_ahead import SWEEP, LoggedAhead, discard
-from ragexp.store.trackers import MlflowTracker, not_logged, write_config
+from ragexp.store.logged_record import not_logged
+from ragexp.store.run_config import write_config
+from ragexp.store.trackers import MlflowTracker
 from ragexp.types import RunResult
 
 OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named

@@ -12,8 +12,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.store.log_ahead import SweepLogging
-from ragexp.store.trackers import MlflowTracker, not_logged
+from ragexp.store.sweep_logging import SweepLogging
+from ragexp.store.logged_record import not_logged
+from ragexp.store.trackers import MlflowTracker
 from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
@@ -44,7 +45,7 @@ class SweepTracking(Callback):
     run), then opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them. When the
     jobs run in this process (Hydra's basic launcher), a helper process opens the parent run and
-    logs each job's folder while the next job runs (ragexp.store.log_ahead.SweepLogging);
+    logs each job's folder while the next job runs (ragexp.store.sweep_logging.SweepLogging);
     `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
     makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
     report/ and logged to the parent run), then exits with status 4 when a job failed (the sweep

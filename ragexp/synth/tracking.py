@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from ragexp.store.provenance import git_commit
-from ragexp.store.trackers import MlflowTracker, flatten
+from ragexp.store.run_config import flatten
+from ragexp.store.trackers import MlflowTracker
 
 
 def log_synth(tracker, experiment: str, name: str, config: dict, metrics: dict[str, float], tags: dict[str, str],

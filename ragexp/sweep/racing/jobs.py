@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ragexp.store.reader import Run, read_table
 from ragexp.store.run_folder import AGGREGATES, FAILURE_FILE, TABLE
-from ragexp.store.trackers import CONFIG, flatten
+from ragexp.store.run_config import CONFIG, flatten
 
 
 @dataclass
