@@ -229,3 +229,54 @@ def test_a_tables_missing_values_are_json_nulls():
     row = json_value([1.0, math.nan, [0.5, math.inf], {"a": -math.inf}, "text", None, 3])
     assert row == [1.0, None, [0.5, None], {"a": None}, "text", None, 3]
     json.dumps(row, allow_nan=False)
+
+
+TRACKER_CLASSES = {"NoTracker", "MlflowTracker", "LoggedAhead", "Queued"}
+
+
+def test_code_outside_the_store_asks_a_tracker_through_its_protocol_only():
+    """Outside ragexp/store, no isinstance() or type() check names a tracker class and no private
+    attribute of a tracker is read (synth read `_experiment_id`): a new tracker implements
+    `Tracker` and nothing else changes."""
+    import ast
+    from pathlib import Path
+
+    import ragexp
+
+    package = Path(ragexp.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = []
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "type"):
+                named = [n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for a in node.args
+                         for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))]
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) and getattr(node.left.func, "id", "") == "type":
+                named = [getattr(c, "id", getattr(c, "attr", "")) for c in node.comparators]
+            if set(named) & TRACKER_CLASSES:
+                found.append(f"{path.relative_to(package)}:{node.lineno} checks a tracker's class")
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and "tracker" in ast.unparse(node.value).lower()):
+                found.append(f"{path.relative_to(package)}:{node.lineno} reads {ast.unparse(node)}")
+    assert found == []
+
+
+def test_the_trackers_implement_the_tracker_protocol():
+    from ragexp.store.tracker_contract import Tracker
+    from ragexp.store.trackers import NoTracker
+
+    for tracker in (NoTracker(), MlflowTracker("ragexp", "sqlite:///unused.db")):
+        assert isinstance(tracker, Tracker)
+    assert NoTracker().given_store() is None and NoTracker().ahead() is None and NoTracker().opened() is None
+    assert MlflowTracker("a", "sqlite:///x.db").in_experiment("b").experiment == "b"
+
+
+def test_a_tracker_given_a_store_names_it_before_opening_it(monkeypatch):
+    """`where()` of a tracker not yet opened names the store it was given, not MLflow's default (a run
+    whose server was unreachable named sqlite:///<cwd>/mlflow.db in its recovery advice)."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracker = MlflowTracker("ragexp", "http://user:pw@127.0.0.1:9/")
+    assert tracker.where() == "mlflow experiment 'ragexp' at http://***@127.0.0.1:9/"
+    assert tracker.given_store()["tracking_uri"] == "http://user:pw@127.0.0.1:9/"

@@ -71,10 +71,35 @@ def close_dead_runs(client, experiment_id: str) -> None:
         record = logger_of(run.data.tags)
         if record is None or alive(record) or not still_running(client, run.info.run_id):
             continue
+        if run.data.tags.get("ragexp.role") == "sweep":
+            ended_sweep(client, run, me)
+            continue
         client.set_tag(run.info.run_id, "ragexp.closed_by", f"{me['ragexp.host']}:{me['ragexp.pid']}")
         client.set_terminated(run.info.run_id, "KILLED")
         log.warning("run %s (%s) was left RUNNING by process %s on %s, which is gone; marked KILLED",
                     run.info.run_id, run.info.run_name, record["pid"], record["host"])
+
+
+def ended_sweep(client, run, me: dict[str, str]) -> None:
+    """A sweep's parent run whose sweep ended without closing it (the store was gone at its end: its
+    folder's sweep.json says `ended`) ends FAILED, tagged with the jobs not logged. A sweep killed
+    before its end is left to its rerun (`end_killed_sweeps`)."""
+    from ragexp.store.logged_record import JOBS_NOT_LOGGED
+    from ragexp.store.run_folder import read_sweep
+
+    folder = run.data.tags.get("sweep_dir")
+    ended = read_sweep(folder).get("ended") if folder else None
+    if not ended:
+        return
+    unlogged = list(ended.get("jobs_not_logged") or [])
+    if unlogged:
+        client.set_tag(run.info.run_id, JOBS_NOT_LOGGED, ", ".join(unlogged)[:5000])
+    client.set_tag(run.info.run_id, "ragexp.closed_by", f"{me['ragexp.host']}:{me['ragexp.pid']}")
+    client.set_terminated(run.info.run_id, "FAILED")
+    log.warning("sweep run %s (%s) ended without closing it (%s); marked FAILED%s: `python -m ragexp.track %s` logs "
+                "what is missing and ends it as the sweep would have", run.info.run_id, run.info.run_name,
+                ended.get("not_closed_because") or "its store did not answer",
+                f", {len(unlogged)} jobs not logged" if unlogged else "", folder)
 
 
 def end_killed_sweeps(client, experiment_id: str, overrides: str | None, successor: str) -> None:

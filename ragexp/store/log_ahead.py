@@ -40,9 +40,8 @@ SWEEP: list[SweepLogging] = []  # the helper of the sweep under way in this proc
 
 
 def settings_of(tracker) -> dict:
-    """What a helper needs to log as `tracker` would (an MlflowTracker)."""
-    return {"experiment": tracker.experiment, "tracking_uri": tracker.tracking_uri,
-            "question_records": tracker.question_records}
+    """What a helper needs to log as `tracker` would (`Tracker.ahead`: an MlflowTracker's)."""
+    return tracker.ahead() or {}
 
 
 def helper() -> subprocess.Popen | None:
@@ -113,6 +112,9 @@ class LoggedAhead:
 
     def __getattr__(self, name: str):  # what the helper does not serve, the tracker does (in this process)
         return getattr(self.tracker, name)
+
+    def ahead(self) -> dict | None:  # served by a helper already
+        return None
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
         answer = self.asked({"folder": str(Path(folder).resolve()), "parent_id": parent_id})

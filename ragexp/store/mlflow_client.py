@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ragexp.base.redact import scrub_url
 from ragexp.errors import RagexpError
 from ragexp.store.dead_runs import close_dead_runs
 from ragexp.store.locked_retries import RetryingLocked
@@ -65,6 +66,6 @@ def experiment_client(uri: str, experiment: str) -> tuple[Any, str]:
         unanswered = uri.startswith(("http://", "https://")) and getattr(err, "error_code", None) in (
             None, "INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE")  # no answer, or a server error: not the setting
         raise (StoreUnreachable if unanswered else RagexpError)(
-            f"tracker.tracking_uri: cannot use MLflow store {uri} ({err})") from None
+            f"tracker.tracking_uri: cannot use MLflow store {scrub_url(uri)} ({scrub_url(str(err))})") from None
     OPENED[key] = (client, experiment_id)
     return client, experiment_id

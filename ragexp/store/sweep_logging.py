@@ -96,9 +96,8 @@ class SweepLogging:
 
     def queued(self, tracker, name: str | None, job: int | None):
         """`tracker`, its `log_folder` handed to the helper when it logs where the sweep does."""
-        from ragexp.store.trackers import MlflowTracker
-
-        if self.settings is None or type(tracker) is not MlflowTracker or settings_of(tracker) != self.settings:
+        settings = tracker.ahead()
+        if self.settings is None or settings is None or settings != self.settings:
             return tracker
         return Queued(tracker, self, name, job)
 
@@ -145,6 +144,9 @@ class Queued:
 
     def __getattr__(self, name: str):
         return getattr(self.tracker, name)
+
+    def ahead(self) -> dict | None:  # served by the sweep's helper already
+        return None
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
         if self.helper.send(folder, parent_id, self.name, self.job):

@@ -1,6 +1,7 @@
 """Trackers: where a run's params, metrics and tables go. `tracker=mlflow` (default) or `none`."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -12,15 +13,34 @@ from typing import Any
 from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.store.dead_runs import end_killed_sweeps, process_tags
 from ragexp.store.folder_logging import log_folder
+from ragexp.store.logged_record import record_logged
 from ragexp.store.mlflow_client import experiment_client
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_config import flatten, write_config
+from ragexp.store.tracker_contract import Opened
 from ragexp.store.ui_links import SHARED_VIEW, runs_view, runs_view_link
 from ragexp.types import RunResult
 
 
 class NoTracker:
     """Logs nothing (results.json and the console summary are still written)."""
+
+    tracking_uri: str | None = None
+
+    def given_store(self) -> dict | None:
+        return None
+
+    def opened(self) -> Opened | None:
+        return None
+
+    def in_experiment(self, name: str) -> NoTracker:
+        return self
+
+    def ahead(self) -> dict | None:
+        return None
+
+    def close(self) -> None:
+        pass
 
     def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         return ""
@@ -33,7 +53,8 @@ class NoTracker:
     def start_sweep(self, name: str, tags: dict[str, str]) -> str | None:
         return None
 
-    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False, counts: dict | None = None) -> None:
+    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False, counts: dict | None = None,
+                  tags: dict[str, str] | None = None) -> None:
         pass
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
@@ -89,6 +110,27 @@ class MlflowTracker(NoTracker):
         client, self._experiment_id = experiment_client(mlflow.get_tracking_uri(), self.experiment)
         return client
 
+    def given_store(self) -> dict | None:
+        """The store as given (`tracker.tracking_uri`, else $MLFLOW_TRACKING_URI; None: MLflow's default
+        store in `directory`, where the run was started), without importing MLflow."""
+        return {"tracking_uri": self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
+                "experiment": self.experiment, "directory": os.getcwd()}
+
+    def opened(self) -> Opened | None:
+        client = self.client()
+        return Opened(client, self._experiment_id)
+
+    def in_experiment(self, name: str) -> MlflowTracker:
+        moved = copy.copy(self)
+        moved.experiment = name
+        return moved
+
+    def ahead(self) -> dict | None:
+        """A helper logs as this class does; a subclass may log otherwise, so it logs itself."""
+        if type(self) is not MlflowTracker:
+            return None
+        return {"experiment": self.experiment, "tracking_uri": self.tracking_uri, "question_records": self.question_records}
+
     def imported(self) -> None:
         import mlflow
 
@@ -97,9 +139,14 @@ class MlflowTracker(NoTracker):
             import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 
     def where(self) -> str:
-        import mlflow
+        """The store given (never MLflow's default in place of a store given but not yet opened)."""
+        if self.tracking_uri:
+            uri = self.tracking_uri
+        else:
+            import mlflow
 
-        return f"mlflow experiment {self.experiment!r} at {scrub_url(mlflow.get_tracking_uri())}"
+            uri = mlflow.get_tracking_uri()
+        return f"mlflow experiment {self.experiment!r} at {scrub_url(uri)}"
 
     def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         """How to open run `run_id`'s evaluation view in MLflow's UI, or without one the experiment's
@@ -141,9 +188,10 @@ class MlflowTracker(NoTracker):
         end_killed_sweeps(client, self._experiment_id, tags.get("sweep_overrides"), run.info.run_id)
         return run.info.run_id
 
-    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False, counts: dict | None = None) -> None:
+    def end_sweep(self, parent_id: str | None, results: dict, failed: bool = False, counts: dict | None = None,
+                  tags: dict[str, str] | None = None) -> None:
         """Closes the sweep's parent run with the merged results and the job counts (`counts`:
-        jobs_total, jobs_ok, jobs_failed; logged as metrics and `ragexp.<name>` tags)."""
+        jobs_total, jobs_ok, jobs_failed; logged as metrics and `ragexp.<name>` tags) and `tags`."""
         if parent_id:
             from mlflow.entities import Metric
 
@@ -154,6 +202,8 @@ class MlflowTracker(NoTracker):
                 client.log_batch(parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()])
                 for key, value in counts.items():
                     client.set_tag(parent_id, f"ragexp.{key}", str(value))
+            for key, value in (tags or {}).items():
+                client.set_tag(parent_id, key, value)
             client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
 
     def log_report(self, run_id: str | None, folder: Path) -> None:
@@ -190,10 +240,15 @@ class MlflowTracker(NoTracker):
         return run_id
 
     def log_folder(self, folder: Path, parent_id: str | None = None) -> str | None:
-        """Logs a run folder as one MLflow run (`ragexp.store.folder_logging.log_folder`): a job logs
-        its folder this way, and `python -m ragexp.track FOLDER` logs it later the same way."""
+        """Logs a run folder as one MLflow run (`ragexp.store.folder_logging.log_folder`) and records the
+        run's id in it (`ragexp.store.logged_record`): a job logs its folder this way, and
+        `python -m ragexp.track FOLDER` logs it later the same way."""
+        import mlflow
+
         client = self.client()
-        return log_folder(client, self._experiment_id, folder, parent_id, self.question_records)
+        run_id = log_folder(client, self._experiment_id, folder, parent_id, self.question_records)
+        record_logged(folder, run_id, self._experiment_id, mlflow.get_tracking_uri())
+        return run_id
 
     def log_run(self, result: RunResult, config: dict[str, Any], parent_id: str | None = None,
                 started: float | None = None, failure: str | None = None) -> str | None:
