@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ragexp.errors import RagexpError
-from ragexp.store.reader import RUN_ID, TABLE, TABLES, client_for, get_run, read_table, read_table_file
+from ragexp.store.question_tables import TABLE, TABLES, read_table, read_table_file
+from ragexp.store.reader import RUN_ID, client_for, get_run
 
 CONFIGS = (".hydra/config.yaml", "config.yaml")
 CONFIG = "config.yaml"  # the run's config, as a job logs it to MLflow
