@@ -163,7 +163,7 @@ class SweepTracking(Callback):
                 record_end(sweep_dir, bool(failures), unlogged, why)
                 print(f"ragexp: error: the sweep's run {parent_id} could not be ended in {self.where()} ({why}); the next "
                       f"command against that store ends it FAILED, tagged with the jobs not logged; `python -m ragexp.track "
-                      f"{sweep_dir}` logs them under it and ends it as this sweep would have", file=sys.stderr)
+                      f"{sweep_dir.resolve()}` logs them under it and ends it as this sweep would have", file=sys.stderr)
             if closed and not unlogged and race is None:
                 view = self.leaderboard(sweep_dir)
                 if self.tracker.ui_link():
