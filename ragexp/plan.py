@@ -62,7 +62,8 @@ def plan(args) -> list[str]:
 
     from ragexp.errors import RagexpError
     from ragexp.stats import power
-    from ragexp.store.reader import NOT_SCORES, question_table
+    from ragexp.store.question_tables import NOT_SCORES
+    from ragexp.store.reader import question_table
 
     if not 0 < args.alpha < 1 or not 0 < args.power < 1 or not 0 <= args.correlation < 1:
         raise RagexpError("--alpha and --power must be between 0 and 1, --correlation in [0, 1)")

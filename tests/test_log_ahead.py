@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import HASH, cli_env
-from ragexp.store import log_ahead
+from ragexp.store import log_ahead, sweep_logging
 
 
 @pytest.mark.process
@@ -36,7 +36,8 @@ def test_without_its_helper_the_job_logs_the_folder_itself(tmp_path, monkeypatch
     from conftest import compose
     from ragexp.run.pipeline import run as run_pipeline
     from ragexp.store.run_folder import write_results
-    from ragexp.store.trackers import MlflowTracker, write_config
+    from ragexp.store.run_config import write_config
+    from ragexp.store.trackers import MlflowTracker
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -109,7 +110,7 @@ def run_folders(tmp_path, names):
     from conftest import compose
     from ragexp.run.pipeline import run as run_pipeline
     from ragexp.store.run_folder import write_results
-    from ragexp.store.trackers import write_config
+    from ragexp.store.run_config import write_config
 
     folders = []
     for name in names:
@@ -134,13 +135,13 @@ def test_a_sweeps_helper_opens_its_parent_run_and_logs_its_jobs_folders_while_th
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     a, b = run_folders(tmp_path, ["a", "b"])
     (b / "run.json").unlink()  # not a folder a job writes: its logging fails
-    helper = log_ahead.SweepLogging.start()
+    helper = sweep_logging.SweepLogging.start()
     assert log_ahead.SWEEP == [helper]
     opened = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep x", {"sweep_overrides": "o", "ragexp.pid": "4242"})
     assert opened["store"] == uri and "sweeps" in opened["where"]
     parent = opened["parent_id"]
     job = helper.queued(MlflowTracker("sweeps", uri), "a", 0)
-    assert isinstance(job, log_ahead.Queued) and job.where() == opened["where"]
+    assert isinstance(job, sweep_logging.Queued) and job.where() == opened["where"]
     assert helper.queued(MlflowTracker("elsewhere", uri), "c", 2).__class__ is MlflowTracker
     assert job.log_folder(a, parent) is None  # handed over: no run id yet
     assert helper.queued(MlflowTracker("sweeps", uri), "b", 1).log_folder(b, parent) is None
@@ -166,7 +167,7 @@ def test_a_folder_its_helper_did_not_log_is_logged_by_the_sweep_itself(tmp_path,
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     a, b = run_folders(tmp_path, ["a", "b"])
-    helper = log_ahead.SweepLogging.start()
+    helper = sweep_logging.SweepLogging.start()
     parent = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep y", {"sweep_overrides": "o"})["parent_id"]
     helper.sent[str(a.resolve())] = {"parent_id": parent, "name": "a", "job": 0}  # given, as the helper dies
     helper.process.kill()

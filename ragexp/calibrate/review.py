@@ -71,10 +71,8 @@ def label_schema(metric: str, scale: tuple[float, float], experiment_id: str, ex
 
 
 def needs_logged(run: JudgedRun) -> tuple[str, str]:
-    if run.run_id is None or run.experiment_id is None:
-        raise RagexpError(f"{run.name}: MLflow's review queues hold a logged run's questions: give the run's MLflow "
-                          "run id (python -m ragexp.track FOLDER logs a run folder and prints it)")
-    return run.run_id, run.experiment_id
+    """The run's MLflow run and experiment (a run folder's: the run it records once logged)."""
+    return run.logged()
 
 
 def export(run: JudgedRun, size: int, seed: int = 0, chosen: list[str] | None = None) -> Queue:
@@ -112,7 +110,7 @@ def review_link(experiment_id: str, queue_id: str | None = None) -> str:
     server's address, or `mlflow ui` over a local store)."""
     import mlflow
 
-    from ragexp.store.trackers import ui_address
+    from ragexp.store.ui_links import ui_address
 
     path = f"#/experiments/{experiment_id}/review-queue" + (f"?selectedQueueId={queue_id}" if queue_id else "")
     return ui_address(mlflow.get_tracking_uri(), path)

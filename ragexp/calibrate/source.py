@@ -13,7 +13,8 @@ from typing import Any
 
 from ragexp.errors import RagexpError
 from ragexp.judges.contract import Judge
-from ragexp.store.reader import RUN_ID, TABLE, TABLES, client_for, get_run, read_table, read_table_file
+from ragexp.store.question_tables import TABLE, TABLES, read_table, read_table_file
+from ragexp.store.reader import RUN_ID, client_for, get_run
 
 CONFIGS = (".hydra/config.yaml", "config.yaml")
 CONFIG = "config.yaml"  # the run's config, as a job logs it to MLflow
@@ -29,6 +30,24 @@ class JudgedRun:
     experiment_id: str | None = None
     tracking_uri: str | None = None
     judge_config: dict = field(default_factory=dict)  # the run's `judge` settings (its temperature, repeats)
+    folder: Path | None = None  # a run folder's: its MLflow run, once logged, is the one it records
+
+    def logged(self) -> tuple[str, str]:
+        """The MLflow run and experiment of this run (a folder's: the run it records, its store made
+        the current one); RagexpError in one line for a folder never logged."""
+        if self.run_id is None and self.folder is not None:
+            from ragexp.store.logged_record import never_logged, read_record, store_of
+            from ragexp.store.reader import tracking_uri
+
+            record = read_record(self.folder)
+            if not record.get("run_id"):
+                raise never_logged(self.folder)
+            self.tracking_uri = tracking_uri(store_of(self.folder, self.tracking_uri))
+            self.run_id, self.experiment_id = record["run_id"], record.get("experiment_id")
+        if self.run_id is None or self.experiment_id is None:
+            raise RagexpError(f"{self.name}: MLflow's review queues hold a logged run's questions: give the run's MLflow "
+                              "run id or its logged run folder")
+        return self.run_id, self.experiment_id
 
     @property
     def metrics(self) -> list[str]:
@@ -78,7 +97,7 @@ def rubric_scales(rubric: dict | None, where: str) -> dict[str, tuple[float, flo
     return scales
 
 
-def from_folder(folder: Path) -> JudgedRun:
+def from_folder(folder: Path, tracking_uri: str | None = None) -> JudgedRun:
     import yaml
 
     table_file = next((folder / t for t in TABLES if (folder / t).is_file()), None)
@@ -92,7 +111,7 @@ def from_folder(folder: Path) -> JudgedRun:
     named = [v.get("judge") for v in json.loads(results.read_text()).values()] if results.is_file() else []
     judge = str(table["judge"].iloc[0]) if "judge" in table and len(table) else (named[0] if named else "judge")
     return JudgedRun(folder.name, judge, table, judge_scales(target, str(config_file or folder), config),
-                     judge_config=dict((config or {}).get("judge") or {}))
+                     tracking_uri=tracking_uri, folder=folder, judge_config=dict((config or {}).get("judge") or {}))
 
 
 def from_mlflow(run_id: str, tracking_uri: str | None) -> JudgedRun:
@@ -145,7 +164,7 @@ def load(target: str, tracking_uri: str | None = None) -> JudgedRun:
     """`target`: a run folder, or an MLflow run id."""
     path = Path(target)
     if path.is_dir():
-        return with_hallucination(cheap_scores(from_folder(path)))
+        return with_hallucination(cheap_scores(from_folder(path, tracking_uri)))
     if RUN_ID.match(target):
         return with_hallucination(cheap_scores(from_mlflow(target, tracking_uri)))
     raise RagexpError(f"{target}: neither a run folder nor an MLflow run id (32 hex digits)")

@@ -111,7 +111,7 @@ class Gate:
         produced = set(produced)
         if self.baseline is not None:  # read before any work: a baseline that cannot be read stops the run first
             from ragexp.metrics.regression import baseline_table
-            from ragexp.store.reader import NOT_SCORES
+            from ragexp.store.question_tables import NOT_SCORES
 
             self._base = base = baseline_table(self.baseline)
             missing = [m for m in self.regression or () if m not in base.columns]

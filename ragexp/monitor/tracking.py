@@ -11,8 +11,9 @@ from pathlib import Path
 from ragexp.errors import RagexpError, StoreUnreachable
 from ragexp.monitor.alerts import describe
 from ragexp.monitor.windows import metric_suffix
-from ragexp.store.trackers import MlflowTracker, flatten
+from ragexp.store.run_config import flatten
 from ragexp.store.lookup import run_absent
+from ragexp.store.tracker_contract import Opened
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -28,13 +29,19 @@ class MonitorStore:
 
     def __init__(self, tracker):
         self.tracker = tracker
-        self.active = isinstance(tracker, MlflowTracker)
-        self._client = None
+        self.active = tracker.given_store() is not None
+        self.opened: Opened | None = None
+
+    def store(self) -> Opened:
+        """The tracker's MLflow store, opened once, and its experiment."""
+        if self.opened is None:
+            self.opened = self.tracker.opened()
+        if self.opened is None:
+            raise RagexpError("the monitor logs to and reads from MLflow: use tracker=mlflow")
+        return self.opened
 
     def client(self):
-        if self._client is None:
-            self._client = self.tracker.client()
-        return self._client
+        return self.store().client
 
     def where(self) -> str:
         return self.tracker.where()
@@ -77,8 +84,7 @@ class MonitorStore:
             return None
         from mlflow.entities import Metric, Param, RunTag
 
-        client = self.client()
-        experiment = client.get_experiment_by_name(self.tracker.experiment).experiment_id
+        client, experiment = self.store()
         parent = client.create_run(experiment, run_name=name, tags={**tags, "ragexp.role": "monitor"}).info.run_id
         try:
             params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]

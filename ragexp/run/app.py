@@ -21,7 +21,6 @@ from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserC
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job, TrackingFailed
 from ragexp.store.run_folder import AUDIT_FILES, FAILURE_FILE, read_sweep
-from ragexp.store.log_ahead import LoggedAhead
 from ragexp.run.report import summary
 
 log = logging.getLogger("ragexp")
@@ -98,7 +97,7 @@ def execute(cfg: DictConfig) -> float | None:
         if not multirun:
             print(f"ragexp: error: {err}", file=sys.stderr)
             sys.exit(RUN_FAILED)
-        return record_failed_job(cfg, job, sweep, str(err), RUN_FAILED)
+        return record_failed_job(cfg, job, sweep, str(err), RUN_FAILED, not_logged=True)
     except RagexpError as err:
         code = RUN_FAILED if isinstance(err, UserCodeStopped) else BAD_INPUT
         if not multirun:
@@ -111,7 +110,7 @@ def execute(cfg: DictConfig) -> float | None:
         log.exception("job failed")
         return record_failed_job(cfg, job, sweep, f"{type(err).__name__}: {err}", RUN_FAILED)
     finally:
-        if job is not None and isinstance(job.tracker, LoggedAhead):
+        if job is not None and job.tracker is not None:
             job.tracker.close()  # its helper process, when the job ended before logging
     if failure:
         print(f"ragexp: error: {failure}", file=sys.stderr)
@@ -149,7 +148,7 @@ def job_line(result, objective: str, folder: Path) -> str:
 
 
 def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str, code: int,
-                      logged: bool = False) -> float:
+                      logged: bool = False, not_logged: bool = False) -> float:
     """A job of a multirun that failed: `failure.json` in its folder (read by the sweep's end,
     `ragexp.sweep.callbacks`) and, unless its run is already `logged`, a FAILED run under the sweep's
     parent run with the reason. Returns NaN (a sweeper such as Optuna marks the trial failed)."""
@@ -164,9 +163,10 @@ def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str
     print(f"ragexp: error: job {hydra.job.num} ({name}) failed: {reason}; the sweep goes on", file=sys.stderr)
     output_dir = Path(hydra.runtime.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    record = {"name": name, "job": hydra.job.num, "reason": reason, "exit_code": code}
+    record = {"name": name, "job": hydra.job.num, "reason": reason, "exit_code": code,
+              **({"not_logged": True} if not_logged else {})}  # its results are whole: `ragexp.track` logs them
     (output_dir / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    if not logged and tracker is not None:
+    if not (logged or not_logged) and tracker is not None:  # a folder not logged is logged whole by `ragexp.track`
         try:
             config = written_config(cfg)  # an interpolation that fails is logged unresolved
             tracker.log_failed(name, {**config, "run_name": name}, sweep.get("parent_run_id"), reason,  # type: ignore[dict-item]

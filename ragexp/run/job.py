@@ -25,7 +25,8 @@ from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
 from ragexp.store.log_ahead import SWEEP, LoggedAhead, discard
-from ragexp.store.trackers import MlflowTracker, not_logged, write_config
+from ragexp.store.logged_record import not_logged, record_store
+from ragexp.store.run_config import write_config
 from ragexp.types import RunResult
 
 OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named
@@ -158,7 +159,7 @@ class Job:
         if OmegaConf.select(self.cfg, "llm.dry_run", default=False):
             discard()
             return estimate(self.cfg, self.name)
-        if self.ahead and type(self.tracker) is MlflowTracker:  # MLflow imported in a process of its own meanwhile
+        if self.ahead and self.tracker.ahead() is not None:  # MLflow imported in a process of its own meanwhile
             self.tracker = LoggedAhead(self.tracker)
         else:
             discard()  # a helper started with the command, not needed
@@ -174,6 +175,7 @@ class Job:
             drawn = mode is True or (mode == "auto" and not self.swept)
             write_map(pictures["embedding_map"], folder, drawn)
         write_config(folder, {**written_config(self.cfg), "run_name": result.name})
+        record_store(folder, self.tracker.given_store())  # the store it is meant for, before it is logged
         return Outcome(result, folder, results_file, failure)
 
     def log(self, outcome: Outcome) -> str | None:

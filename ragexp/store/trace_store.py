@@ -40,7 +40,7 @@ def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str
     to the run `run_id`, the feedback credited to `judge`; returns their trace ids. The full spans of
     traces.jsonl when the folder has it; else, with `light`, a light record per question (timed at
     `started`, time.time(), else now); else nothing. `retry(call, *args)` makes each write
-    (ragexp.store.trackers.retry_locked)."""
+    (ragexp.store.locked_retries.retry_locked)."""
     folder = Path(folder)
     traced = (folder / TRACES).is_file()
     if not (traced or light) or not (folder / "questions.jsonl").is_file():

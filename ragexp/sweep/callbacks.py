@@ -4,39 +4,47 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
 import sys
+import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.store.log_ahead import SweepLogging
-from ragexp.store.trackers import MlflowTracker, not_logged
+from ragexp.store.sweep_logging import SweepLogging
+from ragexp.base.processes import this_process
+from ragexp.base.redact import scrub_url
+from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
+from ragexp.store.logged_record import not_logged as not_logged_reason
 from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
+from ragexp.sweep.ending import (close_parent, counts_of, folder_leaderboard, job_name, merged_results, not_logged,
+                                 record_end, store_leaderboard)
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
 log = logging.getLogger("ragexp")
 
 
-def merged_results(sweep_dir: Path) -> tuple[dict, list[dict]]:
-    """The jobs' results.json files merged, and the failed jobs' failure.json records; a failed
-    job is listed in the merged results as {"status": "failed", "failure_reason": ...} (beside
-    its aggregates if it had any)."""
-    merged: dict = {}
-    for results in sorted(sweep_dir.glob("*/results.json")):
-        merged.update(json.loads(results.read_text()))
-    failures = []
-    for path in sorted(sweep_dir.glob(f"*/{FAILURE_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
-        failure = json.loads(path.read_text())
-        failures.append(failure)
-        merged[failure["name"]] = {**merged.get(failure["name"], {}), "status": "failed",
-                                   "failure_reason": failure["reason"]}
-    return merged, failures
+@contextmanager
+def not_a_warning():
+    """An exception of a sweep callback ends the sweep with its exit status and one line (Hydra would
+    turn it into a warning and the sweep would exit 0): a store that does not answer 4, a setting 2,
+    anything else a bug, with its traceback, 1."""
+    try:
+        yield
+    except StoreUnreachable as err:
+        print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
+        sys.exit(RUN_FAILED)
+    except RagexpError as err:
+        print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
+        sys.exit(BAD_INPUT)
+    except Exception:  # noqa: BLE001 - a bug: shown whole, and the sweep fails
+        traceback.print_exc()
+        sys.exit(1)
 
 
 class SweepTracking(Callback):
@@ -44,24 +52,31 @@ class SweepTracking(Callback):
     run), then opens the parent run and leaves its id and the swept keys in the
     sweep folder (sweep.json), where each job, in this process or another, finds them. When the
     jobs run in this process (Hydra's basic launcher), a helper process opens the parent run and
-    logs each job's folder while the next job runs (ragexp.store.log_ahead.SweepLogging);
+    logs each job's folder while the next job runs (ragexp.store.sweep_logging.SweepLogging);
     `on_multirun_end` attaches the jobs' results.json files, merged, to the parent run, closes it,
     makes the sweep's leaderboard report (`python -m ragexp.compare`, in the sweep folder's
     report/ and logged to the parent run), then exits with status 4 when a job failed (the sweep
     went on; failed jobs are listed with their reasons) or else 3 when a job missed a
-    quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts."""
+    quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts. Jobs not
+    logged (a store gone away) or a parent that cannot be ended: the leaderboard of the run folders,
+    exit 4, and the end recorded for later (ragexp.sweep.ending). No exception of a callback is
+    left to Hydra, which would only warn (`not_a_warning`)."""
 
     composed: ComposedOnce | None = None  # the grid's points, each composed once (ragexp.sweep.composed)
     helper: SweepLogging | None = None  # the helper that logs the jobs' folders (jobs in this process)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        with not_a_warning():
+            self.started(config)
+
+    def started(self, config: DictConfig) -> None:
         from ragexp.config.build import build
 
         sweeper = config.hydra.sweeper.get("_target_")
         grid = sweeper in (BASIC_SWEEPER, RACING_SWEEPER)  # known in advance, checked before any job
         self.tracker = build(config.tracker)
         if (sweeper == BASIC_SWEEPER and config.hydra.launcher.get("_target_") == BASIC_LAUNCHER
-                and type(self.tracker) is MlflowTracker):  # its jobs run here: a helper logs them meanwhile
+                and self.tracker.ahead() is not None):  # its jobs run here: a helper logs them meanwhile
             self.helper = SweepLogging.start()  # (it imports MLflow while the grid is composed)
         if grid:
             self.composed = compose_once(config)  # each point composed once for the checks and its job
@@ -79,7 +94,6 @@ class SweepTracking(Callback):
                       "no job was started:\n  " + "\n  ".join(invalid), file=sys.stderr)
                 sys.exit(2)
         if sweeper == RACING_SWEEPER:  # its settings, objective and rounds against the dataset (the sweeper checks again)
-            from ragexp.errors import RagexpError
             from ragexp.sweep.racing.plan import planned
 
             try:
@@ -89,13 +103,13 @@ class SweepTracking(Callback):
                 sys.exit(2)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        from ragexp.base.redact import scrub_url
-
         # as given (an ${oc.env:...} is not resolved), and with any credentials masked
         given = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
         overrides = scrub_url(" ".join(str(o) for o in given) if isinstance(given, list) else "")
         name = f"sweep {sweep_dir.parent.name}/{sweep_dir.name}"
-        tags = {"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides, "ragexp.pid": str(os.getpid())}
+        launcher = this_process()  # (its start time too: the next command tells a sweep gone from a live one)
+        tags = {"sweep_dir": str(sweep_dir.resolve()), "sweep_overrides": overrides, "ragexp.pid": str(launcher["pid"]),
+                "ragexp.process_started": str(launcher["started"])}
         opened = self.helper.open_sweep(self.tracker, name, tags) if self.helper is not None else None
         if opened is None:  # no helper (or it is gone): this process opens the store and logs its jobs
             self.helper = None
@@ -112,8 +126,14 @@ class SweepTracking(Callback):
             job_return.cfg = job_return.hydra_cfg = None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from ragexp.errors import GATE_FAILED, RUN_FAILED
+        with not_a_warning():
+            self.ended(config)
 
+    def where(self) -> str:
+        """The store the sweep logs to, in words (said by its helper when it has one)."""
+        return self.helper.where if self.helper is not None and self.helper.where else self.tracker.where()
+
+    def ended(self, config: DictConfig) -> None:
         if self.composed is not None:
             self.composed.close()
         if self.helper is not None:
@@ -123,26 +143,41 @@ class SweepTracking(Callback):
 
         sweep_dir = Path(config.hydra.sweep.dir)
         merged, failures = merged_results(sweep_dir)
-        jobs = len([d for d in sweep_dir.iterdir() if (d / ".hydra").is_dir()]) if sweep_dir.is_dir() else 0
-        counts: dict[str, float] = {"jobs_total": jobs, "jobs_ok": jobs - len(failures), "jobs_failed": len(failures)}
+        counts: dict[str, float] = counts_of(sweep_dir, failures)
+        jobs = int(counts["jobs_total"])
         race = racing.read_state(sweep_dir)
         if race is not None:  # a racing sweep: each configuration's last round, its cost against the full grid's
             merged = racing.results(race)
             counts.update(racing.counts(race))
         if merged:
             (sweep_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
-        if getattr(self, "parent_id", None):
-            self.tracker.end_sweep(self.parent_id, merged, failed=bool(failures), counts=counts)
-            view = self.leaderboard(sweep_dir) if race is None else None
-            if self.tracker.ui_link():
-                print(self.tracker.ui_link(view=view))
+        parent_id = getattr(self, "parent_id", None)
+        unlogged = [job_name(folder) for folder in not_logged(sweep_dir)] if parent_id else []
+        closed = False
+        if parent_id:
+            try:
+                close_parent(self.tracker, parent_id, merged, bool(failures), counts, unlogged)
+                closed = True
+            except Exception as err:  # noqa: BLE001 - recorded for the next command; the sweep exits 4
+                why = f"{type(err).__name__}: {scrub_url(str(err)).splitlines()[0][:300] if str(err).strip() else ''}"
+                record_end(sweep_dir, bool(failures), unlogged, why)
+                print(f"ragexp: error: the sweep's run {parent_id} could not be ended in {self.where()} ({why}); the next "
+                      f"command against that store ends it FAILED, tagged with the jobs not logged; `python -m ragexp.track "
+                      f"{sweep_dir.resolve()}` logs them under it and ends it as this sweep would have", file=sys.stderr)
+            if closed and not unlogged and race is None:
+                view = self.leaderboard(sweep_dir)
+                if self.tracker.ui_link():
+                    print(self.tracker.ui_link(view=view))
+            elif race is None:  # the store does not hold every job: the leaderboard of the run folders
+                folder_leaderboard(sweep_dir, failures)
         if race is not None:
             self.race_report(sweep_dir)
-        if failures:
-            print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
-                f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)
-            print(f"ragexp: error: {len(failures)} of {jobs} jobs failed (listed in {sweep_dir / 'results.json'})",
-                  file=sys.stderr)
+        if failures or (parent_id and not closed):
+            if failures:
+                print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
+                    f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)
+                print(f"ragexp: error: {len(failures)} of {jobs} jobs failed (listed in {sweep_dir / 'results.json'})",
+                      file=sys.stderr)
             sys.exit(RUN_FAILED)
         failed = [name for name, values in merged.items() if values.get("gate_passed") == 0]
         if any(k.startswith(REGRESSION) for values in merged.values() for k in values):
@@ -155,13 +190,11 @@ class SweepTracking(Callback):
     def record_not_logged(self, failed: list[dict]) -> None:
         """Jobs whose folder the helper could not log (a store gone away): failed jobs of the sweep, as a
         job that could not log itself is (failure.json, the reason and the command that logs it later)."""
-        from ragexp.errors import RUN_FAILED
-
         for job in failed:
             folder = Path(job["folder"])
-            reason = not_logged(self.tracker.where(), job["kind"], str(job["error"]), folder)
+            reason = not_logged_reason(self.where(), job["kind"], str(job["error"]), folder)
             print(f"ragexp: error: job {job['job']} ({job['name']}) failed: {reason}", file=sys.stderr)
-            record = {"name": job["name"], "job": job["job"], "reason": reason, "exit_code": RUN_FAILED}
+            record = {"name": job["name"], "job": job["job"], "reason": reason, "exit_code": RUN_FAILED, "not_logged": True}
             (folder / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     def race_report(self, sweep_dir: Path) -> None:
@@ -183,37 +216,8 @@ class SweepTracking(Callback):
                         type(err).__name__, err, report)
 
     def leaderboard(self, sweep_dir: Path) -> str | None:
-        """The sweep's comparison report, and the key of the runs-table view its printed link opens
-        (`view_columns`; None when the report could not be made: the sweep is already saved, so a
-        failure here is reported, not raised)."""
-        try:
-            from ragexp.compare import make
-            from ragexp.compare.report import leaderboard_table
-
-            board, files, _ = make([self.parent_id], getattr(self.tracker, "tracking_uri", None),
-                                   out_dir=sweep_dir / "report", overwrite=True)  # the sweep's own report
-            print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
-                  + leaderboard_table(board).markdown())
-            if board.selection.incomplete:
-                print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
-                    f"  failed: {job}" for job in board.selection.failed_jobs))
-            return self.tracker.share_view(*view_columns(board))
-        except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
-            log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
-                        type(err).__name__, err, self.parent_id)
-            return None
-
-
-KEY_METRICS = ("hallucination_rate", "avg_faithfulness", "mrr")  # beside the objective, the first two it has
-
-
-def view_columns(board) -> tuple[list[str], list[str]]:
-    """The runs-table columns the sweep's printed link opens with: its objective and the key metrics it
-    has; the params that tell its runs apart (a swept component as its class, `retriever._target_`)."""
-    metrics = [board.objective] + [m for m in KEY_METRICS if m in board.metrics and m != board.objective][:2]
-    logged = {key for entry in board.entries for key in entry.run.params}
-    params = [f"{c}._target_" if f"{c}._target_" in logged else c for c in board.param_columns]
-    return metrics, [p for p in params if p in logged]
+        """The sweep's comparison report from the store, printed; the key of the view its link opens."""
+        return store_leaderboard(self.tracker, self.parent_id, sweep_dir)
 
 
 REGRESSION = "regression_p_"  # a job's one-sided p-value of a metric against the gate's baseline (ragexp.metrics.gate)

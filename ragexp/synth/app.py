@@ -89,7 +89,7 @@ def execute(cfg: DictConfig) -> None:
         rules = build(synth.quality)
         mix = OmegaConf.to_container(synth.mix, resolve=True)
         asked = quotas(synth.size, mix)
-        tracker, session, cache = build(cfg.tracker), build(cfg.llm), build(cfg.cache)
+        tracker, session, cache = build(cfg.tracker).in_experiment(synth.experiment), build(cfg.llm), build(cfg.cache)
         if synth.get("mlflow_dataset"):
             keeps_datasets(tracker)
         with EmbeddingCache.beside(cache).building():  # every embedder built here shares one vector cache
@@ -123,7 +123,7 @@ def execute(cfg: DictConfig) -> None:
                        "short": result.short, "stopped": result.stopped, "config": config})
         tag = fingerprint(load_written(folder))
         print(summary(result, metrics, folder, generator.name))
-        run_id = log_synth(tracker, synth.experiment, cfg.get("run_name") or f"synth-{dataset.name}-{generator.name}",
+        run_id = log_synth(tracker, cfg.get("run_name") or f"synth-{dataset.name}-{generator.name}",
                            config, metrics, {"dataset_fingerprint": tag, "generator": generator.name}, folder)
         if run_id:
             print(f"tracked: {tracker.where()}, run {run_id}; dataset_fingerprint {tag}")

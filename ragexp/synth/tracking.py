@@ -9,18 +9,18 @@ import time
 from pathlib import Path
 
 from ragexp.store.provenance import git_commit
-from ragexp.store.trackers import MlflowTracker, flatten
+from ragexp.store.run_config import flatten
 
 
-def log_synth(tracker, experiment: str, name: str, config: dict, metrics: dict[str, float], tags: dict[str, str],
+def log_synth(tracker, name: str, config: dict, metrics: dict[str, float], tags: dict[str, str],
               folder: Path) -> str | None:
-    if not isinstance(tracker, MlflowTracker):
+    opened = tracker.opened()
+    if opened is None:  # tracker=none
         return None
     from mlflow.entities import Metric, Param
 
-    tracker.experiment = experiment
-    client = tracker.client()
-    run_id = client.create_run(tracker._experiment_id, run_name=name,
+    client = opened.client
+    run_id = client.create_run(opened.experiment_id, run_name=name,
                                tags={**tags, "git_commit": git_commit(), "ragexp.role": "synth"}).info.run_id
     try:
         params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
@@ -46,7 +46,7 @@ def to_mlflow_dataset(tracker, name: str, folder: Path) -> tuple[int, str]:
     from mlflow.genai import datasets
 
     keeps_datasets(tracker)
-    tracker.client()  # the store opened (and made) as for the run, its tracking URI set
+    opened = tracker.opened()  # the store opened (and made) as for the run, its tracking URI set
     records = []
     for line in (folder / "questions.jsonl").read_text(encoding="utf-8").splitlines():
         question = json.loads(line)
@@ -59,7 +59,7 @@ def to_mlflow_dataset(tracker, name: str, folder: Path) -> tuple[int, str]:
     try:
         found = datasets.get_dataset(name=name)
     except MlflowException:
-        found = datasets.create_dataset(name=name, experiment_id=[tracker._experiment_id])
+        found = datasets.create_dataset(name=name, experiment_id=[opened.experiment_id])
     found.merge_records(records)
     return len(records), datasets.get_dataset(name=name).digest
 
@@ -68,5 +68,5 @@ def keeps_datasets(tracker) -> None:
     """Refuses (before any work) a `synth.mlflow_dataset` without an MLflow store to write it to."""
     from ragexp.errors import RagexpError
 
-    if not isinstance(tracker, MlflowTracker):
+    if tracker.given_store() is None:
         raise RagexpError("synth.mlflow_dataset: the set goes to the tracker's MLflow store; choose tracker=mlflow")

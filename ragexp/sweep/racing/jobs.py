@@ -6,9 +6,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.store.reader import Run, read_table
+from ragexp.store.question_tables import read_table
+from ragexp.store.reader import Run
 from ragexp.store.run_folder import AGGREGATES, FAILURE_FILE, TABLE
-from ragexp.store.trackers import CONFIG, flatten
+from ragexp.store.run_config import CONFIG, flatten
 
 
 @dataclass

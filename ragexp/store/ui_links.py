@@ -1,0 +1,48 @@
+"""The MLflow UI link: where MLflow's UI shows a run's evaluation view or an experiment's runs table,
+and the shared runs-table view a sweep's link opens in."""
+from __future__ import annotations
+
+import json
+
+from ragexp.base.redact import scrub_url
+
+
+def runs_view_link(tracking_uri: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
+    """The line that opens a run's evaluation view (`run_id`: one row per question, with its answer,
+    expected answer and assessments) or, for a sweep, the experiment's runs table. MLflow 3.17's UI opens an experiment on
+    its GenAI overview unless the URL names a page: `runs/RUN/traces` is the run's Traces tab, its questions
+    as rows with the judge's scores as columns and their averages above them (MLflow shows the first
+    assessments up to ten columns in all, the others are one click away in *Columns*; clicking a row
+    shows the judge's rationale); `runs?workflowType=machine_learning` the runs table (its experiment page reads that query
+    parameter before the choice it keeps in localStorage). A tracking server serves the UI
+    at its own address; a local store (sqlite:///mlflow.db, ./mlruns) needs `mlflow ui` over it.
+    `view`: the key of a shared view of the runs table (`MlflowTracker.share_view`) the page opens in."""
+    path = (f"#/experiments/{experiment_id}/runs/{run_id}/traces" if run_id
+            else f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+            + (f"&{VIEW_KEY}={view}" if view else ""))
+    address = ui_address(tracking_uri, path)
+    return f"MLflow UI: {address}" if address else ""
+
+
+def ui_address(tracking_uri: str, path: str) -> str:
+    """Where MLflow's UI shows `path` (a `#/...` page) of the store `tracking_uri`: a tracking server's
+    own address, or `mlflow ui` over a local store; "" on Databricks."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"{scrub_url(tracking_uri.rstrip('/'))}/{path}"
+    if tracking_uri.startswith("databricks"):
+        return ""
+    return f"mlflow ui --backend-store-uri {tracking_uri} --port 5000, then open http://127.0.0.1:5000/{path}"
+
+
+VIEW_KEY = "viewStateShareKey"  # the URL parameter naming a shared view of MLflow's runs table
+SHARED_VIEW = "mlflow.sharedViewState."  # + the key: the experiment tag holding the view, as MLflow's Share button keeps it
+
+
+def runs_view(metrics: list[str], params: list[str]) -> str:
+    """A runs-table view as MLflow's UI reads a shared one: the first metric, the params, then the other
+    metrics as columns, in that order, sorted by the first metric, best first (sorting by a metric
+    also lists a sweep's child runs as rows of their own)."""
+    columns = [f"metrics.`{m}`" for m in metrics[:1]] + [f"params.`{p}`" for p in params] + \
+        [f"metrics.`{m}`" for m in metrics[1:]]
+    return json.dumps({"selectedColumns": columns, "columnOrder": columns, "orderByAsc": False, "searchFilter": "",
+                       "orderByKey": f"metrics.`{metrics[0]}`" if metrics else "attributes.start_time"}, sort_keys=True)
