@@ -142,3 +142,18 @@ def test_json_record_takes_what_python_takes_and_names_the_rest():
     with pytest.raises(MalformedLine, match="expected a JSON object, got list"):
         json_record(b"[1]", 1)
     assert json_record(b'{"emoji": "\\ud83d\\ude00"}', 1) == {"emoji": "\U0001f600"}  # a whole pair is text
+
+
+def test_a_csv_log_keeps_the_same_rule(tmp_path):
+    """A CSV log: a byte-order mark is not part of the header, a field that is not UTF-8 or over the
+    cap is a malformed line (they crashed the command, or stopped it also with on_error=skip)."""
+    path = tmp_path / "log.csv"
+    path.write_bytes(b"\xef\xbb\xbftimestamp,latency_ms,query\n2026-11-01T00:00:00Z,100,a\n"
+                     b"2026-11-01T00:01:00Z,100,caf\xe9\n2026-11-01T00:02:00Z,100,%s\n"
+                     b"2026-11-01T00:03:00Z,100,%s\n2026-11-01T00:04:00Z,100,b\n" % (b"x" * (CAP + 1), b"y" * 200_000))
+    summary, malformed = read_log(path, "skip")
+    assert summary.records == 2 and malformed.count == 3
+    assert [e.split(": ", 1)[0] for e in malformed.examples] == [f"{path}:{n}" for n in (3, 4, 5)]
+    assert "is not UTF-8" in malformed.examples[0] and "over the cap of 1,000" in malformed.examples[1]
+    with pytest.raises(RagexpError, match=rf"^{path}:3: query: byte 0xe9 is not UTF-8"):
+        read_log(path, "stop")

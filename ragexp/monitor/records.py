@@ -145,7 +145,10 @@ class LogReader:
 
     def delimited(self, delimiter: str) -> Iterator[Fields]:
         where = str(self.path)
-        with self.path.open(encoding="utf-8", newline="") as handle:
+        # utf-8-sig: a byte-order mark is not part of the first column's name; bytes that are not UTF-8
+        # stay as surrogates, so that the row holding them is named (and skipped with on_error=skip)
+        csv.field_size_limit(max(csv.field_size_limit(), self.max_field_bytes))
+        with self.path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
             reader = csv.reader(handle, delimiter=delimiter)
             self.header = header = next(reader, None) or []
             names = self.columns.names
@@ -154,33 +157,62 @@ class LogReader:
                                   "set monitor.columns.timestamp=<the time column>")
             index = {f: header.index(names[f]) if names[f] in header else None for f in COLUMNS}
             width = len(header)
-            try:
-                while True:
-                    lines, rows, problems = [], [], {}
-                    for row in reader:
-                        if len(row) != width:
-                            if row:
-                                problems[reader.line_num] = f"{len(row)} fields, the header has {width}"
-                            continue
-                        lines.append(reader.line_num)
-                        rows.append(row)
-                        if len(rows) == BATCH:
-                            break
-                    self.lines = reader.line_num - 1
-                    if not rows:
-                        for line, reason in sorted(problems.items()):
-                            self.malformed.report(f"{where}:{line}", reason)
-                        return
+            rows_left = iter(lambda: next_row(reader), None)
+            while True:
+                lines, rows, problems = [], [], {}
+                for row in rows_left:
+                    if isinstance(row, str):  # the reader's own complaint (a field over csv's limit, ...)
+                        problems[reader.line_num] = row
+                        continue
+                    problem = (f"{len(row)} fields, the header has {width}" if len(row) != width
+                               else self.bad_field(row, header))
+                    if problem:
+                        if row:
+                            problems[reader.line_num] = problem
+                        continue
+                    lines.append(reader.line_num)
+                    rows.append(row)
+                    if len(rows) == BATCH:
+                        break
+                self.lines = reader.line_num - 1
+                if not rows:
+                    for line, reason in sorted(problems.items()):
+                        self.malformed.report(f"{where}:{line}", reason)
+                    return
 
-                    def get(field, rows=rows):
-                        i = index[field]
-                        return None if i is None else [r[i] or None for r in rows]
+                def get(field, rows=rows):
+                    i = index[field]
+                    return None if i is None else [r[i] or None for r in rows]
 
-                    fields = self.columns.fields(lines, rows, get, where, self.malformed, problems)
-                    if fields is not None:
-                        yield fields
-            except csv.Error as err:
-                raise RagexpError(f"{where}:{reader.line_num}: not valid CSV ({err})") from None
+                fields = self.columns.fields(lines, rows, get, where, self.malformed, problems)
+                if fields is not None:
+                    yield fields
+
+    def bad_field(self, row: Sequence[str], header: Sequence[str]) -> str | None:
+        """What makes a CSV row malformed by the readers' rule (ragexp.base.json_lines): a field that
+        is not UTF-8, or over `max_field_bytes`; None when none is."""
+        for name, value in zip(header, row):
+            if value.isascii():
+                size = len(value)
+            else:
+                try:
+                    size = len(value.encode("utf-8"))
+                except UnicodeEncodeError as err:
+                    return f"{name}: byte 0x{ord(value[err.start]) - 0xDC00:02x} is not UTF-8 (save the file as UTF-8)"
+            if size > self.max_field_bytes:
+                return f"{name}: {size:,} bytes, over the cap of {self.max_field_bytes:,} (monitor.max_field_bytes)"
+        return None
+
+
+def next_row(reader) -> list[str] | str | None:
+    """The reader's next row, the text of its complaint about a line it cannot read (it goes on
+    with the next line), or None at the end."""
+    try:
+        return next(reader)
+    except StopIteration:
+        return None
+    except csv.Error as err:
+        return f"not valid CSV ({err})"
 
 
 class BlockLines(Sequence):
