@@ -13,8 +13,8 @@ reply cap cost and hold, against the OpenAI-protocol test server (tests/openai_s
   the stage cache's checks, embedding ahead), median of CLI_RUNS (5); goal, within 15% of the two
   round trips, with the load noted;
 - dribble: a reply written a byte a second (status line and headers too) with `timeout_s=2` and no
-  retry, per door (judge, generator, embeddings, system=http): seconds until the request fails
-  (goal: < 3 s);
+  retry, per door (judge, generator, embeddings, system=http, the monitor's webhook with
+  `webhook_timeout_s=2`): seconds until the request fails (goal: < 3 s);
 - size: a 50 MB reply to a judge request, in a process of its own: its peak RSS with the default
   `max_reply_bytes` (10 MB: the question fails) and with the cap raised to 100 MB (read whole)."""
 from __future__ import annotations
@@ -72,11 +72,28 @@ def round_trips(server):
     return pair
 
 
+class WebhookFailed(Exception):
+    pass
+
+
+def webhook(server, timeout_s: float = 10.0):
+    """The monitor's webhook door (ragexp.monitor.alerts.post), one attempt, as the other doors' requests."""
+    from ragexp.monitor.alerts import post
+
+    def send():
+        delivered, _, error = post(server.base_url + "/answer", {"alerts": []}, retries=0, timeout_s=timeout_s)
+        if not delivered:
+            raise WebhookFailed(error)
+        return delivered
+    return send
+
+
 def dribbled(server) -> dict:
     from test_deadlines import DOORS
 
     seconds = {}
-    for door, (make, _, error) in DOORS.items():
+    doors = {**DOORS, "monitor webhook": (webhook, "monitor.webhook_timeout_s", WebhookFailed)}
+    for door, (make, _, error) in doors.items():
         request = make(server, timeout_s=2)
         server.faults, server.dribble_s = ["dribble"], 1.0
         started = time.monotonic()

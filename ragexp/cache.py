@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from ragexp.config.cli_settings import parse_args
 from ragexp.errors import BAD_INPUT
-from ragexp.store.cache import DEFAULT_DIR, MARKER
+from ragexp.store.cache import DEFAULT_DIR
+from ragexp.store.cache_folder import TAG, clear, is_ragexp_tag, named
 
 
 def folder_size(path: Path) -> tuple[int, int]:
@@ -20,13 +20,15 @@ def folder_size(path: Path) -> tuple[int, int]:
 
 def not_a_cache(root: Path) -> str | None:
     """Why `root` must not be cleared, or None: it is the working folder or one above it, or it
-    lacks the stage cache's own mark (a folder ragexp did not make as a cache)."""
+    lacks ragexp's own CACHEDIR.TAG (a folder ragexp did not make as a cache, another tool's cache)."""
     here, folder = Path.cwd().resolve(), root.resolve()
     if folder == here or folder in here.parents:
         return f"--dir {root} is the working folder or one above it, which holds more than a cache"
-    if root.exists() and not (root / MARKER).is_file():
-        return (f"--dir {root} has no {MARKER}, so it is not a stage cache ragexp made (a cache made before "
-                f"ragexp marked its folders lacks it too: delete that folder yourself)")
+    if root.exists() and not is_ragexp_tag(root):
+        if (root / TAG).exists():
+            return f"--dir {root} carries another tool's {TAG}, so it is not a stage cache ragexp made"
+        return (f"--dir {root} has no {TAG}, so it is not a stage cache ragexp made (a cache made before "
+                f"ragexp tagged its folders lacks it too: a run with cache.dir={root} tags it)")
     return None
 
 
@@ -44,9 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not root.exists():
             print(f"{root}: empty (no cache yet)")
             return 0
-        files, size = folder_size(root)
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"removed {root}: {files} files, {size / 1e6:.1f} MB")
+        done = clear(root)
+        print(f"removed {root}: {done.files} files, {done.bytes / 1e6:.1f} MB")
+        if done.left:
+            print(f"left {len(done.left)} files ragexp did not write in {root}: {named(done.left, root)}")
         return 0
     if not root.exists():
         print(f"{root}: empty (no cache yet)")

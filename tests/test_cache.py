@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from conftest import HASH, TEST_KEY_ENV, cli_env, compose, llm_args, mlflow_runs, run_cli
+from conftest import HASH, TEST_KEY_ENV, cli_env, compose, llm_args, mlflow_runs, run_app, run_cli
 from ragexp.cache import main as cache_main
+from ragexp.errors import RagexpError
 from ragexp.store.cache import EmbeddingStore, StageCache, key_of
 from ragexp.run.pipeline import run
 
@@ -137,6 +138,64 @@ def test_cache_clear_deletes_only_a_stage_cache(tiny, tmp_path, monkeypatch, cap
         assert (unrelated / "chapter1.tex").exists()
     assert "working folder" in capsys.readouterr().err
     assert cache_main(["clear", "--dir", str(cache_dir)]) == 0 and not cache_dir.exists()
+
+
+def test_a_cache_dir_over_a_folder_of_other_files_is_refused(tiny, tmp_path):
+    """`cache.dir=mydata` over a folder holding a user's file (or another tool's CACHEDIR.TAG) is
+    refused in one line naming the file (exit 2), the folder left as it was: it is never tagged."""
+    data, _ = tiny
+    mydata = tmp_path / "mydata"
+    mydata.mkdir()
+    (mydata / "golden.jsonl").write_text('{"id": "1"}\n')
+    done = run_app(f"dataset.path={data}", "cache.dir=mydata", "tracker=none", "retriever.top_k=2", *HASH, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if "cache.dir=mydata" in x]
+    assert "golden.jsonl" in line and "Traceback" not in done.stderr
+    assert sorted(p.name for p in mydata.iterdir()) == ["golden.jsonl"]
+    cargo = tmp_path / "target"
+    cargo.mkdir()
+    (cargo / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by cargo.\n")
+    with pytest.raises(RagexpError, match="another tool's"):
+        StageCache(str(cargo))
+    assert [p.name for p in cargo.iterdir()] == ["CACHEDIR.TAG"]
+
+
+def test_clear_deletes_only_what_ragexp_wrote(tiny, capsys):
+    """In ragexp's own cache, `clear` deletes the stage folders, the embedding store and the LLM
+    cache, and leaves a file a user put there, naming it."""
+    data, cache_dir = tiny
+    work(data, cache_dir)
+    (cache_dir / "llm").mkdir(exist_ok=True)
+    (cache_dir / "llm" / "responses.sqlite").write_bytes(b"")
+    (cache_dir / "golden.jsonl").write_text("{}\n")
+    (cache_dir / "chunks" / "notes.txt").write_text("mine")
+    assert cache_main(["clear", "--dir", str(cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "left 2 files ragexp did not write" in out and "golden.jsonl" in out and "chunks/notes.txt" in out
+    left = sorted(str(p.relative_to(cache_dir)) for p in cache_dir.rglob("*") if p.is_file())
+    assert left == ["CACHEDIR.TAG", "chunks/notes.txt", "golden.jsonl"]
+    assert not (cache_dir / "judgements").exists() and not (cache_dir / "llm").exists()
+
+
+def test_clear_refuses_another_tools_cache(tmp_path, capsys):
+    """A folder carrying another tool's CACHEDIR.TAG (cargo's) is not ragexp's to clear."""
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by cargo.\n")
+    (target / "thesis.tex").write_text("keep me")
+    assert cache_main(["clear", "--dir", str(target)]) == 2
+    assert "another tool's CACHEDIR.TAG" in capsys.readouterr().err
+    assert (target / "thesis.tex").read_text() == "keep me"
+
+
+def test_a_cache_made_before_tagging_is_tagged_and_kept(tiny, tmp_path):
+    """A folder holding only ragexp's entries and no tag (a cache made before ragexp tagged its
+    folders) is taken as the cache: tagged, and its entries served."""
+    data, cache_dir = tiny
+    work(data, cache_dir)
+    (cache_dir / "CACHEDIR.TAG").unlink()
+    again = work(data, cache_dir)
+    assert again.counters["judgements_cached"] == 2 and (cache_dir / "CACHEDIR.TAG").is_file()
 
 
 @pytest.mark.process

@@ -268,3 +268,20 @@ def test_a_store_that_does_not_answer_is_an_error_not_a_missing_baseline(tmp_pat
     assert "ragexp.monitor: error: MLflow logging failed" in err and f"the outputs are in {out}" in err
     assert json.loads((out / "alerts.json").read_text())["mlflow_run"] is None
     assert (out / "windows.json").exists() and (out / "report.md").exists()
+
+
+@pytest.mark.process
+def test_the_webhook_timeout_bounds_each_whole_attempt(server):
+    """A webhook that answers a byte a second (status line and headers too) never lets one read wait
+    long: `monitor.webhook_timeout_s` still ends each attempt by its deadline (it took 75 s at 3 s)."""
+    import time
+
+    server.faults, server.dribble_s = ["dribble", "dribble"], 1.0
+    started = time.monotonic()
+    delivered, attempts, error = post(server.base_url + "/answer", {"alerts": []}, retries=1, backoff_s=0.0, timeout_s=2)
+    took = time.monotonic() - started
+    assert not delivered and attempts == 2 and len(server.requests) == 2
+    assert error == "no whole reply within 2 s (monitor.webhook_timeout_s)"
+    assert took < 5.5, took
+    server.faults, server.dribble_s = ["dribble"], 0.0005  # sent slowly but in time: delivered
+    assert post(server.base_url + "/answer", {"alerts": []}, retries=0, timeout_s=5)[0]

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
+from ragexp.base.json_lines import MAX_FIELD_BYTES, MalformedLine, json_record
 from ragexp.errors import RagexpError
 from ragexp.types import Dataset, Question
 from ragexp.base.settings import OnError, PositiveInt
@@ -110,29 +111,23 @@ class Unique:
         return True
 
 
-def read_jsonl(path: Path, rows: Rows | None = None) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line. A line that is not a JSON object names
-    file:line: an error, or (with `rows` in skip mode) a skipped row."""
+def read_jsonl(path: Path, rows: Rows | None = None, max_field_bytes: int = MAX_FIELD_BYTES,
+               setting: str | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line. A malformed line (the rule of
+    `ragexp.base.json_lines.json_record`: not UTF-8, not a JSON object, nested too deep, a lone
+    surrogate, a field over `max_field_bytes`, named by `setting`) names file:line: an error, or
+    (with `rows` in skip mode) a skipped row."""
     rows = rows or Rows("stop")
-    for number, line in text_lines(path):
-        if not line.strip():
-            continue
-        bad_bytes = undecodable(line)
-        if bad_bytes:
-            rows.malformed(f"{path}:{number}", bad_bytes)
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            rows.malformed(f"{path}:{number}", f"not valid JSON ({err.msg}, column {err.colno})")
-            continue
-        except RecursionError:  # a value nested thousands deep: Python's parser gives up
-            rows.malformed(f"{path}:{number}", "nested too deep to read (thousands of levels of [ or {)")
-            continue
-        if not isinstance(row, dict):
-            rows.malformed(f"{path}:{number}", f"expected a JSON object, got {type(row).__name__}")
-            continue
-        yield number, row
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json_record(line, number, max_field_bytes, setting)
+            except MalformedLine as err:
+                rows.malformed(f"{path}:{number}", str(err))
+                continue
+            yield number, row
 
 
 def corpus_fingerprint(documents) -> str:

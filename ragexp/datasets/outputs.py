@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping
 
+from ragexp.base.json_lines import MAX_FIELD_BYTES, MalformedLine, check_values
 from ragexp.components.systems import ContextError, hits_from_contexts
 from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, read_jsonl
 from ragexp.datasets.table import read_delimited
@@ -57,6 +58,7 @@ PRESETS = {None: DEFAULT_NAMES, "mlflow": MLFLOW_NAMES}
 # an exported trace's own bookkeeping: read for its spans, never kept as a column of the question
 TRACE_COLUMNS = {"trace", "spans", "trace_metadata", "tags", "assessments", "state", "request_time",
                  "execution_duration", "client_request_id"}
+CAP_SETTING = "dataset.max_field_bytes"
 TEXT_KEYS = ("question", "query", "input", "request", "answer", "response", "content", "output", "text")
 
 
@@ -177,8 +179,9 @@ class OutputsDataset(Loader):
     def __init__(self, path: str | None = None, columns: Mapping[str, str | None] | None = None,
                  preset: Literal["mlflow"] | None = None, list_separator: str = "|",
                  limit: PositiveInt | None = None, name: str = "outputs", on_error: OnError = "stop",
-                 qrels: str | None = None):
+                 qrels: str | None = None, max_field_bytes: PositiveInt = MAX_FIELD_BYTES):
         super().__init__(path, limit, name, on_error, qrels)
+        self.max_field_bytes = max_field_bytes
         self.columns = {k: v for k, v in dict(columns or {}).items() if v}
         self.preset, self.list_separator = preset, list_separator
         self.rows: list[dict] | None = None  # rows given in memory (from_rows)
@@ -197,25 +200,36 @@ class OutputsDataset(Loader):
         return loader
 
     def records(self, rows: Rows) -> Iterator[tuple[str, dict]]:
-        """(where, row) for each row of the file or of the rows given."""
+        """(where, row) for each row of the file or of the rows given, malformed ones (the readers'
+        rule, `ragexp.base.json_lines`: a lone surrogate, a field over `max_field_bytes`, ...) left to
+        `rows` (on_error)."""
         if self.rows is not None:
-            for number, row in enumerate(self.rows, start=1):
-                yield f"{self.name}:row {number}", row
+            yield from self.checked(rows, ((f"{self.name}:row {number}", row) for number, row in enumerate(self.rows, start=1)))
             return
         if not self.path:
             raise RagexpError("dataset.path: not set; set dataset.path=/path/to/outputs.jsonl (or .csv, .parquet)")
         path = existing_path(self.path, "dataset.path", "file")
         suffix = path.suffix.lower()
-        if suffix in (".jsonl", ".ndjson"):
-            for number, row in read_jsonl(path, rows):
+        if suffix in (".jsonl", ".ndjson"):  # read_jsonl holds each line to the rule itself
+            for number, row in read_jsonl(path, rows, self.max_field_bytes, CAP_SETTING):
                 yield f"{path}:{number}", row
         elif suffix in (".csv", ".tsv"):
-            for number, row in read_delimited("\t" if suffix == ".tsv" else ",")(path, rows):
-                yield f"{path}:{number}", row
+            delimited = read_delimited("\t" if suffix == ".tsv" else ",")(path, rows)
+            yield from self.checked(rows, ((f"{path}:{number}", row) for number, row in delimited))
         elif suffix == ".parquet":
-            yield from self.parquet(path)
+            yield from self.checked(rows, self.parquet(path))
         else:
             raise RagexpError(f"dataset.path: {path.name} must end in .jsonl, .csv, .tsv or .parquet")
+
+    def checked(self, rows: Rows, found: Iterable[tuple[str, dict]]) -> Iterator[tuple[str, dict]]:
+        """The rows that keep the readers' rule (values only: these rows were not JSON text)."""
+        for where, row in found:
+            try:
+                check_values(row, self.max_field_bytes, CAP_SETTING)
+            except MalformedLine as err:
+                rows.malformed(where, str(err))
+                continue
+            yield where, row
 
     def parquet(self, path: Path) -> Iterator[tuple[str, dict]]:
         import pandas as pd

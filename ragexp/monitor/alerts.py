@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
 from ragexp.errors import RagexpError
@@ -21,6 +19,7 @@ from ragexp.errors import RagexpError
 log = logging.getLogger(__name__)
 KINDS = ("drop", "rise", "above", "below")
 SEVERITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
+REPLY_BYTES = 1_000_000  # a webhook's answer is read, not used: more than this is no webhook's
 
 
 @dataclass(frozen=True)
@@ -127,21 +126,33 @@ def describe(alert: dict) -> str:
 
 def post(url: str, payload: dict, retries: int = 3, backoff_s: float = 1.0, timeout_s: float = 10.0) -> tuple[bool, int, str]:
     """POSTs `payload` as JSON; retried (backoff_s, doubling) on connection errors, timeouts, HTTP
-    429 and 5xx. Returns (delivered, attempts, last error)."""
+    429 and 5xx. `timeout_s` bounds each whole attempt (connect, headers and body: a server that
+    answers a byte at a time is cut off there), as `system.timeout_s` does. Returns (delivered,
+    attempts, last error)."""
+    import httpx
+
+    from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
+
     body = json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "ragexp-monitor"}
     error = ""
-    for attempt in range(1, retries + 2):
-        request = urllib.request.Request(url, body, {"Content-Type": "application/json", "User-Agent": "ragexp-monitor"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                response.read()
-            return True, attempt, ""
-        except urllib.error.HTTPError as err:
-            error = f"HTTP {err.code}"
-            if err.code != 429 and err.code < 500:
-                return False, attempt, error
-        except (urllib.error.URLError, OSError) as err:
-            error = str(getattr(err, "reason", err))
-        if attempt <= retries:
-            time.sleep(backoff_s * 2 ** (attempt - 1))
+    with bounded(httpx.Client(timeout=timeout_s)) as client:
+        for attempt in range(1, retries + 2):
+            try:
+                with within(timeout_s, REPLY_BYTES):
+                    response = client.post(url, content=body, headers=headers)
+            except httpx.TimeoutException:
+                error = f"no whole reply within {timeout_s:g} s (monitor.webhook_timeout_s)"
+            except ReplyTooLarge as err:  # delivered, but the answer is not a webhook's: not retried
+                return False, attempt, str(err)
+            except httpx.HTTPError as err:
+                error = f"connection error ({type(err).__name__}: {err})"
+            else:
+                if response.status_code < 300:
+                    return True, attempt, ""
+                error = f"HTTP {response.status_code}"
+                if response.status_code != 429 and response.status_code < 500:
+                    return False, attempt, error
+            if attempt <= retries:
+                time.sleep(backoff_s * 2 ** (attempt - 1))
     return False, retries + 1, error

@@ -62,16 +62,16 @@ def monitor(cfg: DictConfig, out: Path) -> int:
         t = m.traces
         path, count = export_traces(t.experiment, t.get("tracking_uri"), t.get("run_id"), out / "traces-input.jsonl")
         log.info("%d traces of experiment %r read into %s", count, t.experiment, path)
-        readers = [LogReader(path, columns, malformed, "jsonl")]
+        readers = [LogReader(path, columns, malformed, "jsonl", m.max_field_bytes)]
     elif source == "otlp":  # OpenTelemetry spans, as a log in the default columns (ragexp.monitor.spans)
         from ragexp.monitor.spans import export_spans
 
         otlp = OmegaConf.to_container(m.otlp, resolve=True) if m.get("otlp") else {}
         read = export_spans(input_files(m.input), otlp, malformed, out / "spans-input.jsonl")
         log.info("%d spans of %s read into %d records in %s", read.spans, m.input, read.records, read.path)
-        readers = [LogReader(read.path, columns, malformed, "jsonl")]
+        readers = [LogReader(read.path, columns, malformed, "jsonl", m.max_field_bytes)]
     else:
-        readers = [LogReader(path, columns, malformed, m.format) for path in input_files(m.input)]
+        readers = [LogReader(path, columns, malformed, m.format, m.max_field_bytes) for path in input_files(m.input)]
     reader = readers[0]
     described = str(reader.path.resolve()) if len(readers) == 1 else f"{m.input} ({len(readers)} files)"
     ab = ab_test.ABSettings.of(OmegaConf.to_container(m.ab, resolve=True) if m.get("ab") else None)

@@ -112,7 +112,7 @@ class Columns:
                 continue
             try:
                 converted[field] = vectorised(raw)
-            except (ValueError, TypeError, Warning):  # BadValue is a ValueError
+            except (ValueError, TypeError, OverflowError, Warning):  # BadValue is a ValueError
                 column = []
                 for value, line in zip(raw, lines):
                     try:

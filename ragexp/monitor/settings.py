@@ -16,7 +16,8 @@ class MonitorSettings:
     def __init__(self, source: Literal["file", "mlflow", "otlp"], input: str | None, traces: Mapping[str, Any],
                  format: Literal["auto", "jsonl", "csv", "tsv"], columns: Mapping[str, str | None],
                  feedback_satisfied_from: float | None, model: NonEmptyStr, window: NonEmptyStr,
-                 judge_sample: NonNegativeInt, seed: int, on_error: OnError, exact_percentiles_max: PositiveInt,
+                 judge_sample: NonNegativeInt, seed: int, on_error: OnError, max_field_bytes: PositiveInt,
+                 exact_percentiles_max: PositiveInt,
                  baseline: str | None, ab: Mapping[str, Any], name: str | None, webhook_url: str | None, webhook_retries: NonNegativeInt,
                  webhook_backoff_s: NonNegativeFloat, webhook_timeout_s: PositiveFloat,
                  otlp: Mapping[str, Any]):

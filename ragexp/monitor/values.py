@@ -11,6 +11,9 @@ import numpy as np
 POSITIVE = {"1", "+1", "true", "yes", "up", "thumbs_up", "thumbsup", "positive", "good", "like", "👍"}
 NEGATIVE = {"0", "-1", "false", "no", "down", "thumbs_down", "thumbsdown", "negative", "bad", "dislike", "👎"}
 MS_AFTER = 1e11  # an epoch number above this is in milliseconds (1e11 s is in the year 5138)
+# the times a record may have: far wider than any log, and narrow enough that every window around one
+# is a date Python can write (a time in the year 9999 or 1e17 s after the epoch is a malformed line)
+EARLIEST, LATEST = datetime(1900, 1, 1, tzinfo=UTC).timestamp(), datetime(9000, 1, 1, tzinfo=UTC).timestamp()
 
 
 class BadValue(ValueError):
@@ -18,7 +21,18 @@ class BadValue(ValueError):
 
 
 def epoch_seconds(value: Any) -> float:
-    """An ISO 8601 time (a naive one is UTC) or seconds / milliseconds since the epoch."""
+    """An ISO 8601 time (a naive one is UTC) or seconds / milliseconds since the epoch, between
+    EARLIEST and LATEST."""
+    try:
+        seconds = unchecked_seconds(value)
+    except OverflowError:
+        seconds = float("inf")
+    if not EARLIEST <= seconds < LATEST:
+        raise BadValue(f"timestamp {value!r} is out of range (the years 1900 to 8999)")
+    return seconds
+
+
+def unchecked_seconds(value: Any) -> float:
     if isinstance(value, str):
         try:
             moment = datetime.fromisoformat(value)
@@ -46,7 +60,13 @@ def times(raw: list) -> np.ndarray:
     seconds = np.array(raw, dtype=np.float64)
     if np.isnan(seconds).any():
         raise BadValue("missing times")
-    return np.where(seconds > MS_AFTER, seconds / 1000.0, seconds)
+    return in_range(np.where(seconds > MS_AFTER, seconds / 1000.0, seconds))
+
+
+def in_range(seconds: np.ndarray) -> np.ndarray:
+    if not ((seconds >= EARLIEST) & (seconds < LATEST)).all():
+        raise BadValue("times out of range")  # the per-value path names them
+    return seconds
 
 
 def iso_times(text: np.ndarray) -> np.ndarray:
@@ -60,7 +80,7 @@ def iso_times(text: np.ndarray) -> np.ndarray:
         moments = text.astype("datetime64[us]")
     if np.isnat(moments).any():
         raise BadValue("missing times")
-    return moments.astype(np.int64) / 1e6
+    return in_range(moments.astype(np.int64) / 1e6)
 
 
 def number(value: Any, field: str) -> float:
@@ -68,7 +88,7 @@ def number(value: Any, field: str) -> float:
         return np.nan
     try:
         result = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise BadValue(f"{field} {value!r} is not a number") from None
     if not result >= 0:
         raise BadValue(f"{field} {value!r} must be a number >= 0")

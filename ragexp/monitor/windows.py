@@ -20,6 +20,7 @@ from ragexp.monitor.records import Fields
 from ragexp.stats.sequential import Moments
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+LONGEST_WINDOW = 520 * UNITS["w"]  # so that every window of a record's time (values.EARLIEST..LATEST) is a date
 BUDGET_CHECK_EVERY = 1 << 17  # records between two checks of the exact-percentile budget (about)
 
 
@@ -27,7 +28,10 @@ def window_seconds(text: str) -> int:
     match = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", str(text))
     if not match or int(match.group(1)) < 1:
         raise RagexpError(f"monitor.window: {text!r} is not a duration such as 1d, 6h, 15m, 30s or 1w")
-    return int(match.group(1)) * UNITS[match.group(2)]
+    seconds = int(match.group(1)) * UNITS[match.group(2)]
+    if seconds > LONGEST_WINDOW:
+        raise RagexpError(f"monitor.window: {text!r} is longer than 520w (ten years)")
+    return seconds
 
 
 def iso(seconds: float) -> str:

@@ -32,17 +32,13 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ragexp.base.sqlite_files import shared
+from ragexp.store.cache_folder import claim
 from ragexp.store.code_identity import key_of, stage_code_hash  # noqa: F401 (key_of: the pipeline builds keys with it)
 from ragexp.types import CODECS
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DIR = ".ragexp-cache"
-# the mark of a stage cache's folder (the Cache Directory Tagging convention: backup tools skip it);
-# `python -m ragexp.cache clear` deletes only a folder that carries it
-MARKER = "CACHEDIR.TAG"
-MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
-               "# ragexp's stage cache: `python -m ragexp.cache clear --dir THIS_FOLDER` empties it.\n")
 FORMAT = "ragexp-stage-cache/2"  # the layout of an entry file; /1 was pickles, never read
 
 
@@ -186,15 +182,14 @@ class StageCache:
 
     def probe(self) -> None:
         """A folder that cannot be written (read-only, full, a file in its path): one message, and
-        the run goes on uncached (`enabled` cleared, so the embedding store is not used either)."""
+        the run goes on uncached (`enabled` cleared, so the embedding store is not used either).
+        A folder that is not ragexp's to use (it holds a user's files or another tool's tag) is
+        refused, a RagexpError (`ragexp.store.cache_folder.claim`)."""
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            claim(self.dir)
             with tempfile.TemporaryFile(dir=self.dir, prefix=".tmp-probe-") as file:
                 file.write(b"ragexp")
                 file.flush()
-            marker = self.dir / MARKER
-            if not marker.exists():
-                marker.write_text(MARKER_TEXT, encoding="utf-8")
         except OSError as err:
             self.enabled = False
             log.warning("cache.dir: cannot write to %s (%s); the run goes on uncached: fix the folder or set "

@@ -1,0 +1,122 @@
+"""A grid larger than `max_grid_points` is refused before any job and any store, with its size and
+how to race it or raise the cap; every grid prints its size, and a large one its progress, before
+its first job (a 10,000-point grid printed nothing for 240 s)."""
+import os
+import selectors
+import subprocess
+import sys
+import time
+
+import pytest
+from omegaconf import open_dict
+
+from conftest import CONF, cli_env
+
+WITHIN_S = float(os.environ.get("RAGEXP_TEST_GRID_WITHIN_S", 5))  # the goal; a loaded machine may need more
+
+
+@pytest.fixture
+def sweep_config():
+    """`sweep_config(*task)`: the multirun's master config as the SweepTracking callback gets it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    def make(*task: str, params: dict | None = None):
+        cfg = hydra_compose(config_name="config", return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.overrides.task = list(task)
+            if params:
+                cfg.hydra.sweeper.params = params
+        return cfg
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield make
+
+
+@pytest.mark.parametrize("task,params", [
+    (["chunker=recursive,semantic", "retriever.top_k=range(1,4)"], None),
+    (["retriever.top_k=1,2", "retriever.top_k=3,4,5", "dataset.limit=2"], None),  # a key swept twice: its last values
+    (["chunker=recursive,semantic"], {"retriever.top_k": "1,2,3"}),  # an experiment's hydra.sweeper.params
+    (["retriever=bm25"], None),  # no sweep: one point
+])
+def test_the_grid_is_counted_as_the_basic_sweeper_enumerates_it(sweep_config, task, params):
+    from ragexp.sweep.folder import grid_points, grid_size
+
+    cfg = sweep_config(*task, params=params)
+    assert grid_size(cfg)[0] == len(grid_points(cfg))
+
+
+def test_a_grid_over_the_cap_is_refused_with_its_size_and_the_ways_out(sweep_config, capsys):
+    from ragexp.sweep.folder import grid_size, refuse_oversized
+
+    cfg = sweep_config("retriever.top_k=range(1,101)", "chunker.chunk_size=range(100,200)")
+    size, counts = grid_size(cfg)
+    assert size == 10_000 and counts == {"retriever.top_k": 100, "chunker.chunk_size": 100}
+    with pytest.raises(SystemExit) as refused:
+        refuse_oversized(cfg, size, counts)
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "10,000 points (100 retriever.top_k x 100 chunker.chunk_size), more than max_grid_points=5,000" in line
+    assert "hydra/sweeper=racing" in line and "max_grid_points=10000" in line
+    with open_dict(cfg):
+        cfg.max_grid_points = 10_000
+    refuse_oversized(cfg, size, counts)  # the cap raised: the grid runs
+    with open_dict(cfg):
+        cfg.max_grid_points = 5000
+        cfg.hydra.sweeper._target_ = "hydra_plugins.ragexp_racing.RacingSweeper"
+    refuse_oversized(cfg, size, counts)  # raced: every point on a few questions first, so no cap
+
+
+def lines_until(proc: subprocess.Popen, wanted: str, within_s: float) -> tuple[list[tuple[float, str]], bool]:
+    """The stderr lines (seconds since `proc` started, text) until one holds `wanted`, or `within_s` passes."""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    started, seen, buffer = proc.started, [], b""  # type: ignore[attr-defined]
+    while time.monotonic() - started < within_s:
+        if not selector.select(timeout=0.1):
+            if proc.poll() is not None:
+                break
+            continue
+        chunk = os.read(proc.stderr.fileno(), 65536)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            seen.append((time.monotonic() - started, line.decode(errors="replace")))
+            if wanted in seen[-1][1]:
+                return seen, True
+    return seen, False
+
+
+def start(tmp_path, *args):
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", "-m", *args], cwd=tmp_path, env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc.started = started  # type: ignore[attr-defined]
+    return proc
+
+
+@pytest.mark.process
+def test_a_grid_over_the_cap_is_refused_within_5_s_before_any_job_and_store(tmp_path):
+    proc = start(tmp_path, "retriever.top_k=range(1,101)", "chunker.chunk_size=range(100,200)")
+    try:
+        seen, found = lines_until(proc, "more than max_grid_points", WITHIN_S)
+        assert found, seen
+        assert proc.wait(timeout=30) == 2
+    finally:
+        proc.kill()
+    assert not (tmp_path / "mlflow.db").exists() and not list(tmp_path.glob("multirun/*/*/*/.hydra"))
+
+
+@pytest.mark.process
+def test_a_large_grid_prints_its_size_and_progress_within_5_s(tmp_path):
+    proc = start(tmp_path, "retriever.top_k=range(1,11)", "chunker.chunk_size=range(100,200)", "tracker=none")
+    try:
+        seen, found = lines_until(proc, "grid points in", WITHIN_S)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert found, seen
+    assert any("a grid of 1,000 points" in line for _, line in seen)
+    assert "checked" in seen[-1][1] and "of 1,000 grid points" in seen[-1][1] and "s left" in seen[-1][1]
