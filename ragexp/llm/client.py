@@ -4,6 +4,7 @@ and its turn (`requests_per_minute`, a Retry-After pause), and is sent, retried 
 failures with exponential backoff and jitter. Tokens and cost come from the reply's `usage`."""
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import json
@@ -30,8 +31,8 @@ class ChatRequest:
     is "auto" (ask for a JSON reply; drop the request format if the endpoint rejects it), "on"
     or "off". `repeat` tells the repeats of one request apart (it is part of the cache key).
     `schema`: the JSON schema of the reply (as JSON text), asked for as `response_format`
-    json_schema where the endpoint takes it, else as json_object; it follows from the messages,
-    so it is not part of the cache key."""
+    json_schema where the endpoint takes it, else as json_object. Every field is part of the cache
+    key (`request_key`), a field added later too."""
 
     messages: tuple[tuple[str, str], ...]
     temperature: float = 0.0
@@ -63,11 +64,15 @@ def parse_json_mode(value: JsonMode) -> str:
 
 
 def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
-    """The cache key: endpoint, model, messages and sampling settings (never the API key)."""
-    identity = {"base_url": endpoint.base_url, "model": endpoint.model, "messages": request.messages,
-                "temperature": request.temperature, "max_tokens": request.max_tokens,
-                "json_mode": request.json_mode, "repeat": request.repeat}
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    """The cache key: the model as the endpoint names it (`Endpoint.identity`: its URL and model name;
+    a model file ragexp serves: the file's digest, never its port) and every field of the request:
+    messages, sampling settings, the reply's schema (never the API key)."""
+    return hashlib.sha256(json.dumps(stored_request(endpoint, request), sort_keys=True).encode()).hexdigest()
+
+
+def stored_request(endpoint: Endpoint, request: ChatRequest) -> dict:
+    """The request as keyed and as stored beside its reply."""
+    return {**endpoint.identity(), **dataclasses.asdict(request)}
 
 
 def retry_after(err) -> float | None:
@@ -237,10 +242,7 @@ class ChatClient:
         """Caches a reply that was sent (and, for a checked reply, could be used)."""
         if self.cache is None or reply.cached:
             return
-        self.cache.put(request_key(self.endpoint, request),
-                       {"base_url": self.endpoint.base_url, "model": self.endpoint.model,
-                        "messages": request.messages, "temperature": request.temperature,
-                        "max_tokens": request.max_tokens, "json_mode": request.json_mode, "repeat": request.repeat},
+        self.cache.put(request_key(self.endpoint, request), stored_request(self.endpoint, request),
                        {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
 
     def _params(self, request: ChatRequest, json_format: bool, schema: bool = False) -> dict:
