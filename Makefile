@@ -9,7 +9,7 @@ ENGINES_VENV := .venv-engines
 ENGINES_PY := $(ENGINES_VENV)/bin/python
 ENGINES_STAMP := $(ENGINES_VENV)/.installed
 
-.PHONY: help install run test test-process test-engines test-full lint bench clean docs docs-serve docs-screenshots
+.PHONY: help install run test test-process test-model test-engines test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -33,7 +33,10 @@ test: install  ## the fast test tier: in-process, no timing, on both cores (pyte
 	$(PY) -m pytest -m "not slow and not process and not engines" -n 2
 
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, the soak test (marker `process`; CI runs them)
-	$(PY) -m pytest -m "process and not slow and not engines"
+	$(PY) -m pytest -m "process and not slow and not engines and not model"
+
+test-model: install  ## the real-model tier: SmolLM2-135M served by ragexp through each LLM path, on one thread (marker `model`; CI runs it; <= 10 min on 2 cores)
+	$(PY) -m pytest -m "model and not slow" --durations=0
 
 $(ENGINES_STAMP): pyproject.toml constraints.txt
 	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)
