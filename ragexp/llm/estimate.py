@@ -10,6 +10,11 @@ from typing import Sequence
 from ragexp.llm.client import ChatRequest
 
 CHARS_PER_TOKEN = 4
+# a model ragexp serves, on one CPU thread: tokens per second per 100 MB of model file (SmolLM2-135M
+# Q4_1, 98 MB, on one thread of a busy 2-core machine: ~150 prompt and ~30 reply tokens/s); a larger
+# file is proportionally slower
+PROMPT_TOKENS_PER_S_100MB = 150.0
+REPLY_TOKENS_PER_S_100MB = 30.0
 
 
 def prompt_tokens(request: ChatRequest) -> int:
@@ -26,14 +31,30 @@ class RoleEstimate:
     input_tokens: int
     output_tokens: int
     cost_usd: float
-    priced: bool  # the model is in the price table
+    priced: bool  # the model is in the price table, or costs nothing (a model ragexp serves)
+    seconds: float | None = None  # a model ragexp serves: the time its requests would take (rough)
 
     @classmethod
     def of(cls, role: str, endpoint, prices, requests: Sequence[ChatRequest]) -> RoleEstimate:
         tokens_in = sum(prompt_tokens(r) for r in requests)
         tokens_out = sum(r.max_tokens for r in requests)
+        if getattr(endpoint, "free", False):
+            return cls(role, repr(endpoint), "a server ragexp starts", len(requests), tokens_in, tokens_out, 0.0, True,
+                       served_seconds(endpoint, tokens_in, tokens_out))
         return cls(role, endpoint.model, endpoint.base_url, len(requests), tokens_in, tokens_out,
                    prices.cost(endpoint.model, tokens_in, tokens_out), prices.known(endpoint.model))
+
+
+def served_seconds(endpoint, tokens_in: int, tokens_out: int) -> float | None:
+    """How long a served model would take for these tokens, one request at a time (its speed per
+    100 MB of file, above; replies at their max_tokens ceiling): None when the file cannot be read."""
+    from ragexp.llm.endpoint import model_file
+
+    found = model_file(endpoint.model_path)
+    if isinstance(found, str):
+        return None
+    hundreds_mb = max(found.stat().st_size / 1e8, 0.01)
+    return hundreds_mb * (tokens_in / PROMPT_TOKENS_PER_S_100MB + tokens_out / REPLY_TOKENS_PER_S_100MB)
 
 
 @dataclass(frozen=True)
@@ -59,6 +80,10 @@ class Estimate:
             lines.append(f"  {r.role:<10} {r.requests:>6} requests to {r.model} at {r.base_url}: "
                          f"~{r.input_tokens:,} input tokens, <= {r.output_tokens:,} output tokens, "
                          f"<= ${r.cost_usd:.4f}{price}")
+            if r.seconds is not None:
+                lines.append(f"  {'':<10} on one CPU thread: <= ~{r.seconds / 60:.1f} min (prompts at ~"
+                             f"{PROMPT_TOKENS_PER_S_100MB:g} and replies at ~{REPLY_TOKENS_PER_S_100MB:g} tokens/s per "
+                             "100 MB of model file, replies at max_tokens; a rough bound)")
         lines.append(f"  total      {self.requests:>6} requests, estimated cost <= ${self.cost_usd:.4f} "
                      f"(input at ~{CHARS_PER_TOKEN} characters per token, output at max_tokens; "
                      "requests already in the cache would cost nothing)")

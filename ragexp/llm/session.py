@@ -15,6 +15,7 @@ from ragexp.types import Answer, Hit, Question
 from ragexp.base.settings import NonNegativeFloat
 
 log = logging.getLogger(__name__)
+FREE = Prices(None)
 
 
 class LLMSession:
@@ -47,9 +48,10 @@ class LLMSession:
                 continue
             key = endpoint.api_key(setting)
             endpoint.probe(setting)
-            if not self.prices.known(endpoint.model):
+            if not endpoint.free and not self.prices.known(endpoint.model):
                 log.warning("no price for model %r in llm.prices: its cost is counted as 0", endpoint.model)
-            component.client = ChatClient(endpoint, role, key, self.usage, self.prices, self.cache(), setting)
+            prices = FREE if endpoint.free else self.prices  # a model ragexp serves costs nothing
+            component.client = ChatClient(endpoint, role, key, self.usage, prices, self.cache(), setting)
             for name in component.counters:
                 self.usage.count(name, role, 0)
 

@@ -1,0 +1,123 @@
+"""Child processes that end with the process that started them. `start` launches one and stops it
+when this process exits (an exit handler: Python's own exit, and `ragexp.__main__.command`'s quick
+exit, which runs the exit handlers before `os._exit`); the child, a Python program, calls
+`watch_parent()` at its start, so that it ends itself within `WATCH_S` seconds once its parent is
+gone however it ended (kill -9 included), when no exit handler ran. A child forked along with this
+process (a worker forked by a pool) is not stopped by the fork's exit: only by the process that
+started it. General: the local model server (ragexp.llm.served) uses it; any helper process can."""
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import threading
+import time
+from typing import IO, Any, Callable
+
+from ragexp.base.processes import alive, this_process
+
+PARENT = "RAGEXP_CHILD_OF"  # in the child's environment: its parent as "host pid started"
+WATCH_S = 1.0  # how often a child looks for its parent (it ends within this, well under 5 s)
+
+_RUNNING: list[Child] = []
+_LOCK = threading.Lock()
+
+
+class Child:
+    """A started child process (`process`, a Popen); `stop` ends it (idempotent)."""
+
+    def __init__(self, process: subprocess.Popen, name: str):
+        self.process, self.name, self.owner = process, name, os.getpid()
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Closes its input, asks it to end (SIGTERM), waits up to `grace_s`, then kills it."""
+        if os.getpid() != self.owner:  # a forked copy of the starter: the child is not ours to stop
+            return
+        with _LOCK:
+            if self in _RUNNING:
+                _RUNNING.remove(self)
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(argv: list[str], name: str, *, stdin: Any = subprocess.DEVNULL, stdout: Any = subprocess.DEVNULL,
+          stderr: Any = subprocess.DEVNULL, env: dict[str, str] | None = None, text: bool = True) -> Child:
+    """Starts `argv` as a child of this process, stopped at this process's exit; `name` says what
+    it is in messages. Raises OSError when it cannot start."""
+    me = this_process()
+    environment = {**(os.environ if env is None else env), PARENT: f"{me['host']} {me['pid']} {me['started']}"}
+    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=environment, text=text,
+                               start_new_session=True)  # a Ctrl-C of the terminal reaches the parent, which stops it
+    child = Child(process, name)
+    with _LOCK:
+        if not _RUNNING and not _registered:
+            atexit.register(stop_all)
+            _registered.append(True)
+        _RUNNING.append(child)
+    return child
+
+
+_registered: list[bool] = []
+
+
+def stop_all() -> None:
+    """Stops every child this process started and has not stopped (the exit handler)."""
+    with _LOCK:
+        children = [c for c in _RUNNING if c.owner == os.getpid()]
+    for child in children:
+        child.stop()
+
+
+def parent_record() -> dict | None:
+    """The parent that started this process through `start` ({"host", "pid", "started"}), or None."""
+    value = os.environ.get(PARENT, "").split()
+    if len(value) != 3:
+        return None
+    host, pid, started = value
+    try:
+        return {"host": host, "pid": int(pid), "started": None if started == "None" else int(started)}
+    except ValueError:
+        return None
+
+
+def watch_parent(on_gone: Callable[[], Any] | None = None, every_s: float = WATCH_S) -> threading.Thread:
+    """In the child: a daemon thread that calls `on_gone` (default: end this process at once, exit
+    status 0) when the parent named by `start` is gone, or, without one, when this process's parent
+    changes from the one it had at its start."""
+    record = parent_record() or {**this_process(), "pid": os.getppid(), "started": None}
+
+    def gone() -> bool:
+        return os.getppid() != record["pid"] or not alive(record)
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(every_s)
+        (on_gone or (lambda: os._exit(0)))()
+
+    thread = threading.Thread(target=watch, daemon=True, name="parent-watch")
+    thread.start()
+    return thread
+
+
+def read_line(stream: IO[str], timeout_s: float) -> str | None:
+    """The next line a child writes to `stream` (a pipe), or None after `timeout_s` or at its end."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True, name="child-line")
+    reader.start()
+    reader.join(timeout_s)
+    return lines[0] if lines and lines[0] else None
