@@ -91,7 +91,11 @@ def track_sweep(sweep_dir: Path, given: str | None, experiment: str | None) -> N
     if parent and not exists(tracker, parent):
         raise RagexpError(f"{sweep_dir}: the sweep's run {parent} is not in {tracker.where()}; give the store it was "
                           "logged to with --tracking-uri URI, or log its jobs one by one")
-    for folder in ending.not_logged(sweep_dir):
+    missing = ending.not_logged(sweep_dir)
+    if not missing and "ended" not in info:
+        print(f"{sweep_dir}: every job is logged and the sweep ended its run {parent} itself; nothing to do")
+        return
+    for folder in missing:
         run_id = tracker.log_folder(folder, parent)
         failure = folder / FAILURE_FILE
         if failure.is_file() and json.loads(failure.read_text()).get("not_logged"):

@@ -155,3 +155,6 @@ def test_a_sweep_whose_store_went_away_exits_4_and_the_next_commands_end_its_par
     assert ended_run.data.tags["ragexp.jobs_ok"] == "2" and "leaderboard (" in out
     assert all(read_record(sweep_dir / n)["run_id"] for n in ("0", "1"))
     assert "ended" not in json.loads((sweep_dir / "sweep.json").read_text())
+    assert track([str(sweep_dir), "--tracking-uri", uri]) == 0  # again: nothing left to log or end
+    assert "nothing to do" in capsys.readouterr().out
+    assert len(client.search_runs([ended_run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")) == 2

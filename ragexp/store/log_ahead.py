@@ -23,12 +23,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ragexp.errors import RagexpError, StoreUnreachable
-
-if TYPE_CHECKING:
-    from ragexp.store.sweep_logging import SweepLogging
 
 log = logging.getLogger(__name__)
 ERRORS = {"RagexpError": RagexpError, "StoreUnreachable": StoreUnreachable}
@@ -36,7 +32,7 @@ JOB = "RAGEXP_LOGGING_FOR"  # the job's pid, in the helper's environment
 
 
 EARLY: list[subprocess.Popen] = []  # a helper started as the command began (`start_early`), not yet given a tracker
-SWEEP: list[SweepLogging] = []  # the helper of the sweep under way in this process, if it has one
+SWEEP: list = []  # the SweepLogging (ragexp.store.sweep_logging) helper of the sweep under way in this process, if it has one
 
 
 def settings_of(tracker) -> dict:

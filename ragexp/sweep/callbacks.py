@@ -172,7 +172,7 @@ class SweepTracking(Callback):
                 folder_leaderboard(sweep_dir, failures)
         if race is not None:
             self.race_report(sweep_dir)
-        if failures or (parent_id and not closed):
+        if failures or unlogged or (parent_id and not closed):
             if failures:
                 print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
                     f"  #{f.get('job')} {f['name']}: {f['reason']}" for f in failures), file=sys.stderr)
