@@ -66,7 +66,7 @@ def test_the_runs_own_top_level_settings_are_checked_with_the_components(overrid
 
 
 @pytest.mark.parametrize("config,override,message", [
-    ("monitor", "monitor.source=kafka", "monitor.source: 'kafka' is not one of 'file', 'mlflow'"),
+    ("monitor", "monitor.source=kafka", "monitor.source: 'kafka' is not one of 'file', 'mlflow', 'otlp'"),
     ("monitor", "monitor.judge_sample=-1", "monitor.judge_sample: must be >= 0, got -1"),
     ("synth", "synth.size=0", "synth.size: must be >= 1, got 0"),
     ("synth", "synth.quality.min_overlap=2", "synth.quality.min_overlap: must be <= 1, got 2"),
