@@ -125,7 +125,7 @@ def test_a_second_judges_scale_gets_its_own_schema(logged, capsys):
 @pytest.mark.parametrize("given, message", [
     (lambda run_id, uri, folder: [run_id, "--tracking-uri", uri, "--labels-from", "mlflow"],
      "no person has labelled its questions in MLflow yet"),
-    (lambda run_id, uri, folder: [str(folder), "--export", "3", "--to", "mlflow"], "give the run's MLflow run id"),
+    (lambda run_id, uri, folder: [str(folder), "--export", "3", "--to", "mlflow"], "this run folder was never logged to MLflow"),
     (lambda run_id, uri, folder: [run_id, "--tracking-uri", uri, "--labels", "x.csv", "--to", "mlflow"],
      "--to goes with --export N"),
 ])
