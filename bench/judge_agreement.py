@@ -1,10 +1,13 @@
 """Bench group judge_agreement: how far ragexp's judges agree with people who labelled answers
 and summaries as supported by their context or not (docs/how-to/judge-agreement.md).
 
-Per labelled set, on its held-out part (nothing was tuned on it): ROC AUC of the faithfulness
-score (people's "fully supported" as the positive class), balanced accuracy and false-alarm rate
-(share of the supported items flagged) of the hallucination flag, for
-- the offline judge (ragexp.judges.offline, MiniLM as in a default run);
+Per labelled set, on its held-out part (nothing was tuned on it; "validation"): ROC AUC of the
+faithfulness score (people's "fully supported" as the positive class), balanced accuracy and
+false-alarm rate (share of the supported items flagged) of the hallucination flag, for
+- overlap, the baseline every judge is measured against (`overlap`: the share of the answer's
+  words found anywhere in the context; no model, no flag), and each judge's AUC minus overlap's with
+  a 95% paired bootstrap interval (`paired_bootstrap`: both scored on the same resampled documents);
+- the offline judge (ragexp.judges.offline, MiniLM as in a default run where it embeds at all);
 - judge=offline_learned (ragexp.judges.learned): its learned verifier with the shipped threshold,
   and with a threshold fitted on the set's own tuning part (what `calibrate --outputs` does on a
   user's labelled answers of one kind);
@@ -20,9 +23,10 @@ Each item goes to the tuning or the held-out part by a hash of its group (the qu
 source document, so both parts never share one): TUNE_SHARE of the groups tune.
 
     python bench/run.py judge_agreement          # the figures, into bench/results.json
-    python bench/judge_agreement.py tune         # the grid of offline-judge settings on the tuning part
+    python bench/judge_agreement.py tune         # the offline judge's settings chosen on the tuning part
     python bench/judge_agreement.py learn        # fit the learned verifier on the tuning parts (the shipped JSON)
     python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
+    python bench/judge_agreement.py figures --no-llm --no-learned   # judge=offline and overlap only
     python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
 """
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -191,17 +196,48 @@ def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if not n_pos or not n_neg:
         return None
-    order = np.argsort(s, kind="stable")
-    ranks = np.empty(len(s))
-    sorted_scores = s[order]
-    start = 0
-    while start < len(s):  # average ranks over ties
-        end = start
-        while end + 1 < len(s) and sorted_scores[end + 1] == sorted_scores[start]:
-            end += 1
-        ranks[order[start : end + 1]] = (start + end) / 2 + 1
-        start = end + 1
+    ordered = np.sort(s)
+    ranks = (np.searchsorted(ordered, s, "left") + np.searchsorted(ordered, s, "right") + 1) / 2  # average ranks over ties
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def overlap(item: Item) -> float:
+    """The baseline: the share of the answer's lower-cased `[a-z0-9]+` words (repeats counted) found
+    anywhere in its joined context (1 for an answer without a word)."""
+    answer = _WORD.findall(item.answer.lower())
+    context = set(_WORD.findall(" ".join(item.passages).lower()))
+    return sum(w in context for w in answer) / len(answer) if answer else 1.0
+
+
+BOOTSTRAP = 2000  # resamples of the paired interval
+
+
+def paired_bootstrap(scores: Sequence[float], baseline: Sequence[float], items: Sequence[Item],
+                     resamples: int = BOOTSTRAP, seed: int = 0) -> dict:
+    """ROC AUC of `scores` minus that of `baseline` on the same items, and its 95% interval (2.5th and
+    97.5th percentiles) over `resamples` resamples of the items' groups (question or document: the
+    items of one group are drawn together), both scores on each resample. A resample without both
+    classes is drawn again."""
+    s, b = np.asarray(scores, dtype=float), np.asarray(baseline, dtype=float)
+    y = np.array([i.supported for i in items])
+    names = sorted({i.group for i in items})
+    members: dict[str, list[int]] = {g: [] for g in names}
+    for n, item in enumerate(items):
+        members[item.group].append(n)
+    index = [np.array(members[g]) for g in names]
+    rng = np.random.default_rng(seed)
+    differences: list[float] = []
+    while len(differences) < resamples:
+        chosen = np.concatenate([index[g] for g in rng.integers(0, len(index), len(index))])
+        if y[chosen].all() or not y[chosen].any():
+            continue
+        differences.append(roc_auc(list(s[chosen]), list(y[chosen])) - roc_auc(list(b[chosen]), list(y[chosen])))  # type: ignore[operator]
+    low, high = np.percentile(differences, [2.5, 97.5])
+    return {"difference": round(roc_auc(list(s), list(y)) - roc_auc(list(b), list(y)), 3),  # type: ignore[operator]
+            "interval": [round(float(low), 3), round(float(high), 3)]}
 
 
 def flag_figures(flags: Sequence[bool], supported: Sequence[bool]) -> dict:
@@ -322,7 +358,7 @@ def offline_judge(embedder, **settings):
 
     node = compose_judge("offline")
     takes = inspect.signature(OfflineJudge).parameters
-    yaml = {k: node[k] for k in node if k in takes and k not in ("embedder", "name")}
+    yaml = {k: node[k] for k in node if k in takes and k != "embedder"}
     return OfflineJudge(embedder, **{**yaml, **settings})
 
 
@@ -414,11 +450,11 @@ def capped(items: Sequence[Item], limit: int | None) -> list[Item]:
 
 
 def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "heldout", limit: int | None = None,
-              vectors: Path | None = None, weights: Path | None = None) -> dict:
+              vectors: Path | None = None, weights: Path | None = None, learned_too: bool = True) -> dict:
     """The figures per set on `part` (at most `limit` items of it; see the module's docstring)."""
     embedder = scoring_embedder(vectors)
     judge = offline_judge(embedder)
-    learned = learned_judge(embedder, weights)
+    learned = learned_judge(embedder, weights) if learned_too else None
     out: dict = {}
     for name, source in SOURCES.items():
         items = load_set(name, sources_dir)
@@ -426,14 +462,21 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
             out[name] = {"missing": f"fetch github:{source.repo} at {source.commit} into {sources_dir}"}
             continue
         chosen = capped([item for item in items if item.part == part], limit)
-        started = time.perf_counter()
-        entry = {"part": part, "offline": figures(offline_verdicts(judge, chosen), chosen)}
-        entry["offline"]["seconds"] = round(time.perf_counter() - started, 1)
+        baseline = [overlap(item) for item in chosen]
+        auc = roc_auc(baseline, [item.supported for item in chosen])
+        entry: dict = {"part": part, "overlap": {"items": len(chosen), "supported": sum(i.supported for i in chosen),
+                                           "roc_auc": None if auc is None else round(auc, 3)}}
+        started, cpu = time.perf_counter(), time.process_time()
+        verdicts = offline_verdicts(judge, chosen)
+        entry["offline"] = {**figures(verdicts, chosen), "seconds": round(time.perf_counter() - started, 1),
+                            "cpu_s_per_item": round((time.process_time() - cpu) / max(len(chosen), 1), 4),
+                            "minus_overlap": paired_bootstrap([v for v, _ in verdicts], baseline, chosen)}
         if learned is not None:
             started = time.perf_counter()
             probability = learned_probabilities(learned, chosen)
             entry["offline_learned"] = figures([(1 - p, p > learned.hallucination_threshold) for p in probability], chosen)
             entry["offline_learned"]["seconds"] = round(time.perf_counter() - started, 1)
+            entry["offline_learned"]["minus_overlap"] = paired_bootstrap([1 - p for p in probability], baseline, chosen)
             if part == "heldout":  # the threshold a user would fit on labelled answers of this kind (calibrate --outputs)
                 tuning = capped([item for item in items if item.part == "tune"], limit)
                 fitted, _ = best_threshold(np.array(learned_probabilities(learned, tuning)),
@@ -449,16 +492,20 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
     return out
 
 
-# the grid the offline judge's defaults were chosen from, on the tuning part only
-GRID = {"support_threshold": (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9),
-        "overlap_threshold": (None, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-        "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
+# the grids the offline judge's defaults were chosen from, on the tuning part only: first the faithfulness score's
+# settings, then (with those) the hallucination flag's
+SCORE_GRID = {"pair_weight": (0.0, 0.25, 0.5, 0.75, 1.0), "number_penalty": (0.0, 0.2, 0.35, 0.5, 0.8)}
+FLAG_GRID = {"support_threshold": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
+TUNE_RESAMPLES = 400
 
 
-def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = None) -> list[dict]:
-    """Every setting of GRID on the tuning part of every set that can be read: per-set figures and
-    their mean, best mean balanced accuracy first (ties: fewer false alarms). Each claim's evidence
-    (OfflineJudge.claims) is computed once; each setting applies its thresholds to it."""
+def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = None) -> dict:
+    """The offline judge's settings on the tuning part of every set that can be read, in two steps. The
+    faithfulness score's (SCORE_GRID) by the goal it serves, AUC at least overlap's on every kind of
+    answer: the best least lower end, over the sets, of the 95% paired bootstrap interval of its AUC
+    minus overlap's (TUNE_RESAMPLES resamples); ties: the best mean AUC. Then the flag's (FLAG_GRID):
+    the best mean balanced accuracy (ties: fewer false alarms). Each claim's support
+    (OfflineJudge.claims) is found once; each setting applies its weights and thresholds to it."""
     import itertools
 
     from ragexp.judges.offline import to_scale
@@ -466,32 +513,50 @@ def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = Non
 
     embedder = scoring_embedder(vectors)
     base = offline_judge(embedder)
-    evidence: dict[str, list] = {}
-    sets = {}
+    support: dict[str, list] = {}
+    sets, baseline = {}, {}
     for name in SOURCES:
         items = load_set(name, sources_dir)
         if not items:
             continue
         sets[name] = capped([i for i in items if i.part == "tune"], limit)
-        evidence[name] = [[e for _, e in base.claims(Question(i.id, i.question, ()), hits_of(i), Answer(i.answer))]
-                          for i in sets[name]]
+        baseline[name] = [overlap(i) for i in sets[name]]
+        support[name] = [[s for _, s in base.claims(Question(i.id, i.question, ()), hits_of(i), Answer(i.answer))]
+                         for i in sets[name]]
         embedder.save()
-        print(f"{name}: evidence of {len(sets[name])} tuning items", file=sys.stderr, flush=True)
-    rows = []
-    for values in itertools.product(*GRID.values()):
-        settings = dict(zip(GRID, values))
+        print(f"{name}: support of {len(sets[name])} tuning items", file=sys.stderr, flush=True)
+
+    def verdicts(judge, claims_of_items) -> list[tuple[float, bool]]:
+        out = []
+        for claims in claims_of_items:
+            weights = [max(c.words, 1) for c in claims]
+            share = sum(w * judge.score(c) for w, c in zip(weights, claims)) / sum(weights) if claims else 1.0
+            out.append((to_scale(share), judge.hallucinates([judge.supports(c) for c in claims])))
+        return out
+
+    scored = []
+    for values in itertools.product(*SCORE_GRID.values()):
+        settings = dict(zip(SCORE_GRID, values))
         judge = offline_judge(embedder, **settings)
         per_set = {}
         for name, items in sets.items():
-            verdicts = []
-            for claims in evidence[name]:
-                supported = [judge.supports(e) for e in claims]
-                verdicts.append((to_scale(sum(supported) / len(supported) if supported else 1.0), judge.hallucinates(supported)))
-            per_set[name] = figures(verdicts, items)
-        mean = {k: round(float(np.mean([f[k] for f in per_set.values()])), 3)
-                for k in ("roc_auc", "balanced_accuracy", "false_alarm")}
-        rows.append({"settings": settings, "mean": mean, "sets": per_set})
-    return sorted(rows, key=lambda r: (-r["mean"]["balanced_accuracy"], r["mean"]["false_alarm"]))
+            scores = [v for v, _ in verdicts(judge, support[name])]
+            per_set[name] = {"roc_auc": round(roc_auc(scores, [i.supported for i in items]) or 0.0, 3),
+                             "minus_overlap": paired_bootstrap(scores, baseline[name], items, TUNE_RESAMPLES)}
+        least = min(f["minus_overlap"]["interval"][0] for f in per_set.values())
+        mean = round(float(np.mean([f["roc_auc"] for f in per_set.values()])), 3)
+        scored.append({"settings": settings, "least_lower_end": least, "mean_roc_auc": mean, "sets": per_set})
+    scored.sort(key=lambda r: (-r["least_lower_end"], -r["mean_roc_auc"]))
+    chosen = scored[0]["settings"]
+    flagged = []
+    for values in itertools.product(*FLAG_GRID.values()):
+        settings = {**chosen, **dict(zip(FLAG_GRID, values))}
+        judge = offline_judge(embedder, **settings)
+        per_set = {name: figures(verdicts(judge, support[name]), items) for name, items in sets.items()}
+        mean = {k: round(float(np.mean([f[k] for f in per_set.values()])), 3) for k in ("balanced_accuracy", "false_alarm")}
+        flagged.append({"settings": settings, "mean": mean, "sets": per_set})
+    flagged.sort(key=lambda r: (-r["mean"]["balanced_accuracy"], r["mean"]["false_alarm"]))
+    return {"chosen": flagged[0]["settings"], "score": scored, "flag": flagged}
 
 
 def item_features(judge, item: Item) -> dict[str, float]:
@@ -513,7 +578,7 @@ def feature_table(sources_dir: Path, part: str, vectors: Path | None = None, lim
                   sets: Sequence[str] = tuple(SOURCES)) -> dict:
     """Per set of `sets`: the items of `part` and their verifier features, {set: (items, [features])}."""
     embedder = scoring_embedder(vectors)
-    judge = offline_judge(embedder)
+    judge = learned_judge(embedder)  # the embedding evidence the verifier reads (ragexp.judges.learned)
     table = {}
     for name in sets:
         items = load_set(name, sources_dir)
@@ -644,25 +709,29 @@ def write_shipped(sources_dir: Path) -> None:
 
 
 def markdown(after: dict, before: dict | None = None) -> str:
-    """The figures as a Markdown table, one row per set and judge (offline: before -> after when
-    `before`, the figures of another checkout, is given)."""
-    lines = ["| set | held-out items (supported) | judge | ROC AUC | balanced accuracy | false alarms | caught |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    """The figures as a Markdown table, one row per set and judge, overlap first (with `before`, the
+    figures of another checkout, each judge's row before and after)."""
+    lines = ["| set | held-out items (supported) | judge | ROC AUC | AUC - overlap [95% paired bootstrap] | balanced accuracy "
+             "| false alarms | caught |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, entry in after.items():
         if not isinstance(entry, dict):
             continue
         if "missing" in entry:
-            lines.append(f"| {name} | missing: {entry['missing']} | | | | | |")
+            lines.append(f"| {name} | missing: {entry['missing']} | | | | | | |")
             continue
+        if "overlap" in entry:
+            lines.append(f"| {name} | {entry['overlap']['items']} ({entry['overlap']['supported']}) | overlap | "
+                         f"{entry['overlap']['roc_auc']} | | | | |")
         for judge in ("offline", "offline_learned", "offline_learned_set_threshold", "llm", "triad"):
-            if judge not in entry:
-                continue
-            now = entry[judge]
-            old = (before or {}).get(name, {}).get(judge) if judge == "offline" else None
-            cells = " | ".join(f"{old[k]} -> {now[k]}" if old else str(now[k])
-                               for k in ("roc_auc", "balanced_accuracy", "false_alarm", "caught"))
-            label = "offline (before -> after)" if old else judge + (" (scripted path)" if judge in ("llm", "triad") else "")
-            lines.append(f"| {name} | {now['items']} ({now['supported']}) | {label} | {cells} |")
+            rows = [("before", (before or {}).get(name, {}).get(judge)), ("after" if before else "", entry.get(judge))]
+            for label, now in rows:
+                if not now:
+                    continue
+                margin = now.get("minus_overlap")
+                interval = f"{margin['difference']:+.3f} [{margin['interval'][0]:+.3f}, {margin['interval'][1]:+.3f}]" if margin else ""
+                cells = " | ".join(str(now[k]) for k in ("balanced_accuracy", "false_alarm", "caught"))
+                named = judge + (" (scripted path)" if judge in ("llm", "triad") else "") + (f" ({label})" if label else "")
+                lines.append(f"| {name} | {now['items']} ({now['supported']}) | {named} | {now['roc_auc']} | {interval} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -674,7 +743,8 @@ def main() -> None:
     parser.add_argument("command", choices=("figures", "tune", "learn", "ship", "table"))
     parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
     parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
-    parser.add_argument("--no-llm", action="store_true", help="figures: the offline judge only")
+    parser.add_argument("--no-llm", action="store_true", help="figures: no LLM judge (scripted server)")
+    parser.add_argument("--no-learned", action="store_true", help="figures: no judge=offline_learned")
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
     parser.add_argument("--limit", type=int, help="at most this many items per set and part (the same ones every time)")
     parser.add_argument("--vectors", type=Path, help="an .npz file keeping MiniLM's vectors between runs")
@@ -684,8 +754,7 @@ def main() -> None:
                         "figures: the verifier judge=offline_learned reads (default: the shipped file)")
     args = parser.parse_args()
     if args.command == "tune":
-        rows = tune(sources_dir_of(args), args.limit, args.vectors)
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(tune(sources_dir_of(args), args.limit, args.vectors), indent=1))
     elif args.command == "learn":
         from ragexp.judges.verifier import SHIPPED
 
@@ -706,7 +775,7 @@ def main() -> None:
     else:
         print(json.dumps(agreement(sources_dir_of(args), Path(tempfile.mkdtemp(prefix="ragexp-agreement-")),
                                    llm=not args.no_llm, part=args.part, limit=args.limit, vectors=args.vectors,
-                                   weights=args.weights), indent=1))
+                                   weights=args.weights, learned_too=not args.no_learned), indent=1))
 
 
 if __name__ == "__main__":

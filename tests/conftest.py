@@ -110,6 +110,18 @@ def compose(*overrides: str):
     return cfg
 
 
+def offline_judge(embedder, **settings):
+    """judge=offline (ragexp.judges.offline.OfflineJudge) with conf/judge/offline.yaml's settings, the
+    `settings` given over them: its class takes no default for a setting its YAML sets."""
+    from omegaconf import OmegaConf
+
+    from ragexp.judges.offline import OfflineJudge
+
+    node = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "judge" / "offline.yaml"), resolve=False)
+    yaml = {k: v for k, v in node.items() if k not in ("_target_", "embedder")}  # type: ignore[union-attr]
+    return OfflineJudge(embedder, **{**yaml, **settings})
+
+
 @pytest.fixture(scope="session")
 def minilm():
     from ragexp.components.embedders import SentenceTransformerEmbedder

@@ -1,6 +1,7 @@
 """An offline judge's texts are embedded for all the answers it has not judged yet, in one call
 before judging (OfflineJudge.judge_all): the same judgements, the judge finds every vector
 it needs waiting, and answers already judged (in the stage cache) cost no embedding."""
+from conftest import offline_judge
 from ragexp.components.embedders import HashEmbedder
 from ragexp.judges.offline import OfflineJudge
 from ragexp.judges.judging import Judging, judged_results
@@ -32,7 +33,7 @@ def judge_in(work: Work) -> OfflineJudge:
     with work.embeddings.building():
         embedder = Counting()
         embedder.calls = []
-        return OfflineJudge(embedder, name="offline-hash")
+        return offline_judge(embedder, name="offline-hash")
 
 
 def test_the_texts_are_embedded_in_one_call_before_judging_and_the_judgements_are_the_same(tmp_path):
@@ -57,7 +58,7 @@ def test_answers_already_judged_are_not_embedded_again(tmp_path):
     again = Work(StageCache(str(tmp_path / "cache")))
     judge = judge_in(again)
     rows = results()
-    rows[2] = QuestionResult(rows[2].question, rows[2].hits, Answer("A new answer about Rust."))
+    rows[2] = QuestionResult(rows[2].question, rows[2].hits, Answer("A new answer about Rust. It is fast."))
     judged_results(judge, rows, again, {"judge": "offline-hash"})
     embedded = {text for call in judge.embedder.calls for text in call}
     assert "A new answer about Rust." in embedded and ANSWERS[1] not in embedded

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ragexp.judges import OfflineJudge
+from conftest import offline_judge
 from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import (coherence_offline, conciseness_offline, exact_match, normalize_answer, scorecard,
                                        token_f1)
@@ -47,12 +47,13 @@ def test_correctness_is_the_best_cosine_with_an_expected_answer(minilm):
 def test_offline_judge_declares_scales_and_gives_claim_level_hallucination(minilm):
     context = [Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default."), 0.9, 1)]
     question = Question("q", "Which port?", ("Port 7400.",), {"a": 1})
-    judge = OfflineJudge(minilm)
+    judge = offline_judge(minilm)
     j = judge.judge(question, context, Answer("The Quarry server listens on port 7400 by default. "
                                               "Its mascot is a purple giraffe named Steve."))
     assert set(j.scores) == set(judge.metrics) == set(judge.scales)
     assert j.scores["claim_hallucination_rate"] == pytest.approx(1 / 2)
-    assert (j.scores["faithfulness"] - 1) / 9 == pytest.approx(1 - j.scores["claim_hallucination_rate"])
+    # faithfulness weighs the claims by the share of their words found: the invented one holds a few ("is", "a")
+    assert 1 + 9 * 0.5 <= j.scores["faithfulness"] < 1 + 9 * 0.75
     assert 0 <= j.scores["coherence_offline"] <= 1 and 0 < j.scores["conciseness_offline"] <= 1
 
 

@@ -1,6 +1,7 @@
 """The offline judge, generator and the weighting of scores, on hand-made cases."""
 import pytest
 
+from conftest import offline_judge
 from ragexp.errors import RagexpError
 from ragexp.components.generators import ExtractiveGenerator
 from ragexp.judges import OfflineJudge
@@ -15,7 +16,7 @@ QUESTION = Question("q1", "Which port does the Quarry server listen on?", ("Quar
 
 
 def test_answer_copied_from_the_context_is_faithful(minilm):
-    judge = OfflineJudge(minilm)
+    judge = offline_judge(minilm)
     j = judge.judge(QUESTION, CONTEXT, Answer("The Quarry server listens on port 7400 by default."))
     assert j.judge == "offline-minilm"
     assert j.scores["faithfulness"] == 10 and not j.hallucination
@@ -26,15 +27,15 @@ def test_answer_copied_from_the_context_is_faithful(minilm):
 
 
 def test_invented_sentence_is_a_hallucination(minilm):
-    j = OfflineJudge(minilm).judge(QUESTION, CONTEXT, Answer(
+    j = offline_judge(minilm).judge(QUESTION, CONTEXT, Answer(
         "The Quarry server listens on port 7400 by default. Its mascot is a purple giraffe named Steve."))
     assert j.hallucination
-    assert j.scores["faithfulness"] == pytest.approx(1 + 9 * 0.5)
+    assert 1 + 9 * 0.5 <= j.scores["faithfulness"] < 1 + 9 * 0.75  # half the claims, and a few words of the other
     assert "1 unsupported" in j.reasoning
 
 
 def test_wrong_answer_scores_low_similarity(minilm):
-    j = OfflineJudge(minilm).judge(QUESTION, CONTEXT, Answer("Bananas are rich in potassium."))
+    j = offline_judge(minilm).judge(QUESTION, CONTEXT, Answer("Bananas are rich in potassium."))
     assert j.scores["answer_similarity"] < 4
 
 

@@ -104,3 +104,26 @@ def test_the_monotone_fit_never_lets_more_support_raise_the_probability():
     assert w[0] == 0.0 and w[1] > 1.0
     free, _ = ja.monotone_logistic(x, y, np.ones(400), 1.0, [False, False])
     assert free[0] > 0.5  # unconstrained, the same column would have weighed in
+
+
+def test_overlap_is_the_share_of_the_answers_words_found_anywhere_in_the_context():
+    item = ja.Item("s", "i", "g", "Q?", ("The Quarry server listens on port 7400.", "It is written in Go."),
+                   "Quarry listens on port 7400, written in Rust; Quarry!", True)
+    # words: quarry listens on port 7400 written in rust quarry -> 8 of 9 (repeats counted, case ignored)
+    assert ja.overlap(item) == pytest.approx(8 / 9)
+    assert ja.overlap(ja.Item("s", "i", "g", "Q?", ("x",), "...", True)) == 1.0
+
+
+def test_the_paired_bootstrap_interval_holds_the_difference_and_draws_groups_whole():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    items = [ja.Item("s", str(n), f"g{n // 2}", "Q?", ("c",), "a", bool(n % 3)) for n in range(120)]
+    y = np.array([i.supported for i in items], dtype=float)
+    better, worse = y + rng.normal(0, 0.6, len(y)), y + rng.normal(0, 1.5, len(y))
+    found = ja.paired_bootstrap(better, worse, items, resamples=300)
+    low, high = found["interval"]
+    assert low <= found["difference"] <= high and found["difference"] > 0
+    same = ja.paired_bootstrap(better, better, items, resamples=50)
+    assert same == {"difference": 0.0, "interval": [0.0, 0.0]}  # paired: a score against itself differs by nothing
+    assert found == ja.paired_bootstrap(better, worse, items, resamples=300)  # the same resamples every time

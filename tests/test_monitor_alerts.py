@@ -3,9 +3,9 @@ import json
 
 import pytest
 
+from conftest import offline_judge
 from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.judges.offline import OfflineJudge
 from ragexp.monitor.alerts import evaluate, rules_from
 from ragexp.monitor.judging import SampleJudge
 from ragexp.monitor.records import Columns
@@ -80,7 +80,7 @@ def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
 
     work = Work(StageCache(str(tmp_path / "cache")))
     with work.embeddings.building():
-        judge = OfflineJudge(HashEmbedder(), name="offline-hash")
+        judge = offline_judge(HashEmbedder(), name="offline-hash")
     cache = work.cache
     sample = SampleJudge(judge, work, {"judge": "offline-hash"})
     context = "Backups run nightly at 02:00 UTC. Restores need the admin role."

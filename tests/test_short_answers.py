@@ -4,10 +4,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED_DATA, needs_shared
+from conftest import ROOT, SHARED_DATA, needs_shared, offline_judge
 from ragexp.components.embedders import HashEmbedder
 from ragexp.judges.learned import LearnedOfflineJudge
-from ragexp.judges.offline import OfflineJudge
 from ragexp.judges.short_answers import said, token, tokens
 from ragexp.types import Answer, Chunk, Hit, Question
 
@@ -28,7 +27,7 @@ DOCS_ROWS = [
 @pytest.fixture(scope="module")
 def judges(minilm):
     embedder = minilm
-    return [OfflineJudge(embedder, hallucination_share=0.2), LearnedOfflineJudge(embedder)]
+    return [offline_judge(embedder, hallucination_share=0.2), LearnedOfflineJudge(embedder)]
 
 
 @pytest.mark.parametrize("question, context, answer, flagged", DOCS_ROWS)
@@ -54,18 +53,18 @@ def test_reworded_and_written_otherwise_a_short_answer_is_still_supported(judges
 def test_a_name_from_a_sentence_about_something_else_is_not_taken_for_the_answer(minilm):
     """The right name's sentence is about the question; the swapped one's, about the weather, is not
     (with a margin narrower than the default, which keeps false alarms on supported answers low)."""
-    judge = OfflineJudge(minilm, question_fit_margin=0.2)
+    judge = offline_judge(minilm, question_fit_margin=0.2)
     question = Question("q", "Who founded the Quarry job queue?", ())
     context = hits("The Quarry job queue was founded by Ada Lindqvist in Oslo.",
                    "Berlin had a very rainy summer, said Tomas Berg on the radio.")
     assert not judge.judge(question, context, Answer("Ada Lindqvist.")).hallucination
     swapped = judge.judge(question, context, Answer("Tomas Berg."))
     assert swapped.hallucination and "no context sentence about the question states it" in swapped.reasoning
-    assert not OfflineJudge(minilm, question_fit_margin=1.0).judge(question, context, Answer("Tomas Berg.")).hallucination
+    assert not offline_judge(minilm, question_fit_margin=1.0).judge(question, context, Answer("Tomas Berg.")).hallucination
 
 
 def test_a_short_answer_that_is_context_text_is_supported_as_it_stands():
-    judge = OfflineJudge(HashEmbedder(), question_fit_margin=0.0)
+    judge = offline_judge(HashEmbedder(), question_fit_margin=0.0)
     j = judge.judge(Question("q", "Which port does quarryd listen on?", ()),
                     hits("quarryd listens on port 7070.", "The admin console listens on port 9000."),
                     Answer("The admin console listens on port 9000."))
@@ -86,7 +85,7 @@ def test_what_a_short_answer_adds_to_its_question():
 
 
 def test_a_long_answer_is_judged_sentence_by_sentence_as_before():
-    judge = OfflineJudge(HashEmbedder())
+    judge = offline_judge(HashEmbedder())
     j = judge.judge(Question("q", "Which port does quarryd listen on?", ()), hits("quarryd listens on port 7070."),
                     Answer("quarryd listens on port 7070. It was written in Rust by a team of twelve people."))
     assert "a short answer" not in j.reasoning and "1 of 2 answer sentences supported" in j.reasoning

@@ -7,13 +7,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ragexp.judges.offline import ClaimEvidence, OfflineJudge, Verdict, to_scale
+from ragexp.judges.offline import ClaimEvidence, EmbeddingOfflineJudge, Verdict, to_scale
 from ragexp.judges.verifier import SHIPPED, ContextIndex, Verifier, answer_features, claim_signals
 from ragexp.base.text import split_sentences
 from ragexp.base.settings import Cosine, Fraction, NonNegativeInt
 
 
-def verifier_features(judge: OfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,
+def verifier_features(judge: EmbeddingOfflineJudge, passages: Sequence[str], sentences: Sequence[Sequence[str]], answer: str,
                       c: np.ndarray, a: np.ndarray) -> dict[str, float]:
     """The verifier's features of `answer` (`a`: its sentences' vectors, `c`: the context sentences'),
     from the offline judge's evidence for each of its claims (the bench fits the verifier on these)."""
@@ -30,7 +30,7 @@ def features_of(evidence: Sequence[tuple[str, ClaimEvidence]], answer: str, answ
     return answer_features([claim_signals(s, vectors[s], e, c, index) for s, e in evidence], answer)
 
 
-class LearnedOfflineJudge(OfflineJudge):
+class LearnedOfflineJudge(EmbeddingOfflineJudge):
     """The offline judge (context_relevance, answer_similarity, claim_hallucination_rate, ... as
     there), but:
 
@@ -48,8 +48,8 @@ class LearnedOfflineJudge(OfflineJudge):
     MiniLM as the scoring embedder: another embedder gives other cosines, so refit for it).
     """
 
-    metrics: tuple[str, ...] = OfflineJudge.metrics + ("hallucination_probability",)
-    scales = {**OfflineJudge.scales, "hallucination_probability": (0.0, 1.0)}
+    metrics: tuple[str, ...] = EmbeddingOfflineJudge.metrics + ("hallucination_probability",)
+    scales = {**EmbeddingOfflineJudge.scales, "hallucination_probability": (0.0, 1.0)}
     verdict_settings = {"hallucination": ("hallucination_probability", "hallucination_threshold")}
 
     def __init__(self, embedder, weights: str | None = None, hallucination_threshold: Fraction | None = None,
