@@ -308,7 +308,7 @@ def test_calibrate_reads_a_rubric_runs_criteria_on_their_scales(server, tmp_path
     [row] = json.loads((out / "calibration.json").read_text())["metrics"]
     assert row["metric"] == "grounded" and row["questions"] == 4
     assert row["mae"] == pytest.approx(abs(people[0] - rows[0]["grounded"]) / 4)
-    assert "| grounded | 1-4 | 4 | 1 |" in (out / "calibration.md").read_text()
+    assert "| grounded | 1-4 (ordinal) | 4 | 1 |" in (out / "calibration.md").read_text()  # alpha's level: its points
 
 
 def test_calibrate_says_which_variant_of_a_criterion_agrees_best_and_when_it_cannot_tell(server, tmp_path):

@@ -26,18 +26,18 @@ class Weights:
         # criteria, each on its own scale); empty: the means are weighted as they are
         self.unit_scales: dict[str, tuple[float, float]] = {}
 
-    def overall(self, repeats: int = 1, judged: Collection[str] | None = None) -> Aggregate:
+    def overall(self, repeats: int = 1, left_out: Collection[str] = ()) -> Aggregate:
         """The overall_score aggregate these weights make: sum(mean * weight), each mean first mapped
-        onto 0-1 through `unit_scales` when set, times 1 - hallucination_rate with the penalty. With
-        `judged` (the metrics, and `hallucination`, that some question was judged on), a weighted
-        metric no question was judged on is left out and the others' weights scaled to sum to 1 (a
-        system that gave no contexts has no faithfulness to weigh); no verdict, no penalty."""
-        given = {m: w for m, w in self.weights.items() if judged is None or m in judged}
-        if given and len(given) < len(self.weights):
-            given = {m: w / sum(given.values()) for m, w in given.items()} if sum(given.values()) else given
-        else:
+        onto 0-1 through `unit_scales` when set, times 1 - hallucination_rate with the penalty.
+        `left_out`: the metrics (and `hallucination`) no question was judged on because nothing was
+        there to judge them on (a system that gave no contexts has no faithfulness to weigh): their
+        weights are dropped and the others scaled to sum to 1; no verdict, no penalty."""
+        given = {m: w for m, w in self.weights.items() if m not in left_out}
+        if given and len(given) < len(self.weights) and sum(given.values()):
+            given = {m: w / sum(given.values()) for m, w in given.items()}
+        elif not given:
             given = dict(self.weights)
-        penalize = self.hallucination_penalty and (judged is None or "hallucination" in judged)
+        penalize = self.hallucination_penalty and "hallucination" not in left_out
         penalty = ("hallucination",) if penalize else ()
         weights, offset = list(given.values()), 0.0
         if self.unit_scales:  # w * (mean - lo) / (hi - lo) = (w / (hi - lo)) * mean - w * lo / (hi - lo)
@@ -230,7 +230,9 @@ def aggregation_spec(results: Sequence[QuestionResult], weights: Weights) -> tup
         if any(j.hallucination is not None for j in judged):  # None: a rubric makes no such verdict
             per_judgement.append(Aggregate("hallucination_rate", ("hallucination",), "mean", repeats=repeats))
         flagged = ["hallucination"] if any(j.hallucination is not None for j in judged) else []
-        overall = weights.overall(repeats, [*metrics, *flagged])
+        # left out because the system gave no contexts (and so for no question): not weighed
+        not_judged = {m for j in judged for m in j.details.get("not_judged", {})} - {*metrics, *flagged}
+        overall = weights.overall(repeats, not_judged)
         spec = [*per_judgement, *counts, overall]
         if repeats > 1:
             spec += [Aggregate(f"{a.name}_std", a.inputs, "std", repeats=repeats, of=a.name)
