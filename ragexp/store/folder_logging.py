@@ -11,6 +11,7 @@ from ragexp.base.redact import scrub_url
 from ragexp.store.batches import batches, staged
 from ragexp.store.dead_runs import ended_if_stopped, process_tags
 from ragexp.store.locked_retries import retry_locked
+from ragexp.store.logged_record import read_record, write_record
 from ragexp.store.run_config import CONFIG, flatten
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, MAP_FILES, RUN_META, TABLE
 
@@ -51,7 +52,9 @@ def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None =
         tags[MLFLOW_LOGGED_ARTIFACTS] = json.dumps([{"path": TABLE, "type": "table"}])
     start_ms = int(meta["started"] * 1000) if meta.get("started") else None
     changed_since(client, experiment_id, name, meta["dataset_fingerprint"])
+    left = read_record(folder).get("partial_run_id")  # a run an earlier attempt made but could not finish
     run_id = client.create_run(experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
+    write_record(folder, {**read_record(folder), "partial_run_id": run_id})  # until it is whole: never logged twice
     with ended_if_stopped(client, run_id):
         params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
         now = int(time.time() * 1000)
@@ -66,7 +69,21 @@ def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None =
         log_traces(client, folder, experiment_id, run_id, meta["judge"], retry_locked,
                    light=question_records, started=meta.get("started"))
     client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
+    if left and left != run_id:
+        deleted(client, left)
+    write_record(folder, {k: v for k, v in read_record(folder).items() if k != "partial_run_id"})
     return run_id
+
+
+def deleted(client, run_id: str) -> None:
+    """The run an earlier attempt to log the folder left unfinished (the store went away as it logged),
+    deleted now that the folder is logged whole; a run the store no longer has is nothing to delete."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.delete_run(run_id)
+    except MlflowException as err:
+        log.warning("the unfinished run %s of an earlier attempt was not deleted: %s", run_id, str(err).splitlines()[0])
 
 
 def has_rows(table: Path) -> bool:
