@@ -127,6 +127,18 @@ class Verdict:
     scores: dict[str, float] = field(default_factory=dict)
 
 
+def answer_recall(question: Question, answer: str, abstained: bool) -> tuple[float, str]:
+    """The share of the expected answer's words the answer holds, and its words for the reasoning; for
+    an unanswerable question, 1 when the answer abstains (the right answer), else 0."""
+    if question.answerable and question.answers:
+        recall = token_recall(answer, question.answers)
+        return recall, f"the answer holds {recall:.0%} of the expected answer's words"
+    if question.answerable:  # no reference: the scores that need one are left out of the run
+        return 0.0, "no expected answer to compare it with"
+    # the corpus holds no answer: abstaining is the right answer
+    return (1.0 if abstained else 0.0), "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
+
+
 def to_scale(share: float) -> float:
     """A share in [0, 1] mapped linearly onto the 1-10 scale (0 -> 1, 1 -> 10)."""
     return round(1.0 + 9.0 * float(np.clip(share, 0.0, 1.0)), 3)
@@ -275,15 +287,7 @@ class EmbeddingOfflineJudge(Judge):
         a = self.embedder.embed(answer_sentences)
         relevant = int(np.sum(c @ q >= self.relevance_threshold)) if len(c) else 0
         abstained = abstains(answer.text)
-        if question.answerable and question.answers:
-            recall = token_recall(answer.text, question.answers)
-            expected = f"the answer holds {recall:.0%} of the expected answer's words"
-        elif question.answerable:  # no reference: the scores that need one are left out of the run
-            recall = 0.0
-            expected = "no expected answer to compare it with"
-        else:  # the corpus holds no answer: abstaining is the right answer
-            recall = 1.0 if abstained else 0.0
-            expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
+        recall, expected = answer_recall(question, answer.text, abstained)
         # a sentence saying the answer is not known makes no claim; every other sentence is checked
         evidence = self.in_its_question(question.text, self.claim_evidence(answer_sentences, a, passages, sentences, c),
                                         passages, sentences, c)
@@ -558,15 +562,7 @@ class OfflineJudge(Judge):
         answer_sentences = split_sentences(answer.text)
         relevant = self.relevant(question.text, context) if context_sentences else 0
         abstained = abstains(answer.text)
-        if question.answerable and question.answers:
-            recall = token_recall(answer.text, question.answers)
-            expected = f"the answer holds {recall:.0%} of the expected answer's words"
-        elif question.answerable:  # no reference: the scores that need one are left out of the run
-            recall = 0.0
-            expected = "no expected answer to compare it with"
-        else:  # the corpus holds no answer: abstaining is the right answer
-            recall = 1.0 if abstained else 0.0
-            expected = "an unanswerable question, " + ("rightly abstained" if abstained else "answered anyway")
+        recall, expected = answer_recall(question, answer.text, abstained)
         support = self.claim_support(question.text, answer_sentences, context)
         supported = [self.supports(s) for _, s in support]
         unsupported = len(supported) - sum(supported)
