@@ -109,3 +109,34 @@ def bounded(client: Any) -> Any:
             core = importlib.import_module(type(pool).__module__.partition(".")[0])  # httpcore or httpcore2
             pool._network_backend = Bounded(backend, core)
     return client
+
+
+def post(url: str, body: bytes, headers: dict[str, str], retries: int, backoff_s: float, timeout_s: float,
+         max_reply_bytes: int, timeout_setting: str) -> tuple[bool, int, str]:
+    """POSTs `body` to `url`, each whole attempt within `timeout_s` (`timeout_setting` names the
+    setting in the error), retried `retries` times (backoff_s, doubling) on connection errors,
+    timeouts, HTTP 429 and 5xx. Returns (delivered, attempts, last error). A monitor's webhook and
+    a run's spans (tracing=otlp) are sent this way."""
+    import httpx
+
+    error = ""
+    with bounded(httpx.Client(timeout=timeout_s)) as client:
+        for attempt in range(1, retries + 2):
+            try:
+                with within(timeout_s, max_reply_bytes):
+                    response = client.post(url, content=body, headers=headers)
+            except httpx.TimeoutException:
+                error = f"no whole reply within {timeout_s:g} s ({timeout_setting})"
+            except ReplyTooLarge as err:  # delivered, but the answer is not what was expected: not retried
+                return False, attempt, str(err)
+            except httpx.HTTPError as err:
+                error = f"connection error ({type(err).__name__}: {err})"
+            else:
+                if response.status_code < 300:
+                    return True, attempt, ""
+                error = f"HTTP {response.status_code}"
+                if response.status_code != 429 and response.status_code < 500:
+                    return False, attempt, error
+            if attempt <= retries:
+                time.sleep(backoff_s * 2 ** (attempt - 1))
+    return False, retries + 1, error

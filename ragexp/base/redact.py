@@ -81,6 +81,29 @@ def credential_header(header: str, value: object) -> str | None:
     return None
 
 
+ENV_NAME = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")  # $NAME in a headers_env template
+
+
+def environment_headers(headers_env: dict[str, str], setting: str) -> dict[str, str]:
+    """The headers of `headers_env` (header -> `NAME`, or a template such as `Bearer $NAME`) with
+    their values read from the environment, where credentials live; an unset variable is one line
+    naming `setting.HEADER` (ragexp.errors.RagexpError). The values are never written."""
+    import os
+
+    from ragexp.errors import RagexpError
+
+    headers = {}
+    for header, template in headers_env.items():
+        names = ENV_NAME.findall(template) or [template]
+        missing = [n for n in names if not os.environ.get(n)]
+        if missing:
+            raise RagexpError(f"{setting}.{header}: environment variable {missing[0]!r} is not set; "
+                              "export it (credentials are read from the environment only)")
+        headers[header] = ENV_NAME.sub(lambda m: os.environ[m.group(1)], template) if "$" in template \
+            else os.environ[template]
+    return headers
+
+
 def literal_query(text: str) -> bool:
     """Whether `text` is a URL with a value in its query string that is not an interpolation
     (`?api_key=X`, not `?api_key=${oc.env:K}`). A URL inside longer text (a prompt) is not asked."""

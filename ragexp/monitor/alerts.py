@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass
 
 from ragexp.errors import RagexpError
@@ -125,34 +124,10 @@ def describe(alert: dict) -> str:
 
 
 def post(url: str, payload: dict, retries: int = 3, backoff_s: float = 1.0, timeout_s: float = 10.0) -> tuple[bool, int, str]:
-    """POSTs `payload` as JSON; retried (backoff_s, doubling) on connection errors, timeouts, HTTP
-    429 and 5xx. `timeout_s` bounds each whole attempt (connect, headers and body: a server that
-    answers a byte at a time is cut off there), as `system.timeout_s` does. Returns (delivered,
-    attempts, last error)."""
-    import httpx
+    """POSTs `payload` as JSON (ragexp.base.http_deadline.post: retried on connection errors,
+    timeouts, HTTP 429 and 5xx; `timeout_s` bounds each whole attempt, as `system.timeout_s` does).
+    Returns (delivered, attempts, last error)."""
+    from ragexp.base.http_deadline import post as post_bytes
 
-    from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
-
-    body = json.dumps(payload).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "ragexp-monitor"}
-    error = ""
-    with bounded(httpx.Client(timeout=timeout_s)) as client:
-        for attempt in range(1, retries + 2):
-            try:
-                with within(timeout_s, REPLY_BYTES):
-                    response = client.post(url, content=body, headers=headers)
-            except httpx.TimeoutException:
-                error = f"no whole reply within {timeout_s:g} s (monitor.webhook_timeout_s)"
-            except ReplyTooLarge as err:  # delivered, but the answer is not a webhook's: not retried
-                return False, attempt, str(err)
-            except httpx.HTTPError as err:
-                error = f"connection error ({type(err).__name__}: {err})"
-            else:
-                if response.status_code < 300:
-                    return True, attempt, ""
-                error = f"HTTP {response.status_code}"
-                if response.status_code != 429 and response.status_code < 500:
-                    return False, attempt, error
-            if attempt <= retries:
-                time.sleep(backoff_s * 2 ** (attempt - 1))
-    return False, retries + 1, error
+    return post_bytes(url, json.dumps(payload).encode(), {"Content-Type": "application/json", "User-Agent": "ragexp-monitor"},
+                      retries, backoff_s, timeout_s, REPLY_BYTES, "monitor.webhook_timeout_s")

@@ -8,7 +8,6 @@ cached (by the run's stage cache, under the system's settings) and every failure
 from __future__ import annotations
 
 import logging
-import os
 import random
 import re
 import socket
@@ -22,14 +21,13 @@ from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
 from ragexp.components.systems import ContextError, System, hits_from_contexts
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import RETRY_STATUS, asked_wait, reserve_turn
-from ragexp.base.redact import credential_header, scrub_url
+from ragexp.base.redact import credential_header, environment_headers, scrub_url
 from ragexp.types import Answer, Output, Question
 from ragexp.base.settings import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = re.compile(r"\{(question|question_id|params\.[\w.]+)\}")
-ENV_NAME = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def default_body(params: Mapping[str, Any]) -> dict:
@@ -168,14 +166,7 @@ class HttpSystem(System):
         for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
         headers = {"content-type": "application/json", **self.headers}
-        for header, template in self.headers_env.items():
-            names = ENV_NAME.findall(template) or [template]
-            missing = [n for n in names if not os.environ.get(n)]
-            if missing:
-                raise RagexpError(f"system.headers_env.{header}: environment variable {missing[0]!r} is not set; "
-                                  "export it (credentials are read from the environment only)")
-            headers[header] = ENV_NAME.sub(lambda m: os.environ[m.group(1)], template) if "$" in template \
-                else os.environ[template]
+        headers.update(environment_headers(self.headers_env, "system.headers_env"))
         parts = urlsplit(self.connect_url)
         try:
             socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
