@@ -158,6 +158,7 @@ def test_the_documented_headers_env_spelling_works_as_printed(tmp_path, monkeypa
 # masked wherever written (ragexp.base.redact)
 
 URL_KEY, BODY_KEY, PARAM_VALUE, HEADER_VALUE = "urlkey-canary-4c1d", "bodykey-canary-8e2a", "param-canary-b7f3", "hdr-canary-2d9e"
+SPANS_AUTH = "spans-canary-6a0c"  # the OTLP receiver's header (tracing=otlp), from $SPANS_AUTH
 LITERAL = "literal-canary-61ac"
 EXAMPLES = Path(__file__).parents[1] / "examples"
 
@@ -294,27 +295,32 @@ class Recording(__import__("http.server").server.BaseHTTPRequestHandler):
 @pytest.mark.process
 def test_secrets_entered_every_way_are_in_no_file_and_no_stream_of_a_run_and_a_sweep(server, tmp_path):
     """system=http against a recording service and judge=llm against the OpenAI test server, with
-    tracing on: a key in the service URL's query string, in its body and its params (each from
-    ${oc.env:...}), in a header (headers_env), credentials in the judge's URL and its API key. Each
-    reaches the service or the judge; none is in any file of the run and the sweep (run folders,
-    .hydra/, multirun.yaml, sweep.json, stage cache, LLM request cache, MLflow's sqlite store and
-    artifacts, traces) nor in stdout and stderr; config.yaml and the MLflow params say ${oc.env:NAME}."""
+    spans sent to an OTLP receiver (tracing=otlp): a key in the service URL's query string, in its
+    body and its params (each from ${oc.env:...}), in a header (headers_env), credentials in the
+    judge's URL and its API key, the receiver's own header. Each reaches the service, the judge or
+    the receiver; none is in any file of the run and the sweep (run folders, .hydra/, multirun.yaml,
+    sweep.json, stage cache, LLM request cache, MLflow's sqlite store and artifacts, traces), in the
+    spans received, nor in stdout and stderr; config.yaml and the MLflow params say ${oc.env:NAME}."""
     import threading
     from http.server import ThreadingHTTPServer
+
+    from otlp_receiver import Receiver
 
     service = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
     service.seen = []  # type: ignore[attr-defined]
     threading.Thread(target=service.serve_forever, daemon=True).start()
-    secrets = [URL_KEY, BODY_KEY, PARAM_VALUE, HEADER_VALUE, PASSWORD, KEY]
+    receiver = Receiver().__enter__()
+    secrets = [URL_KEY, BODY_KEY, PARAM_VALUE, HEADER_VALUE, PASSWORD, KEY, SPANS_AUTH]
     env = {"SVC_URL": f"http://127.0.0.1:{service.server_address[1]}/answer?api_key={URL_KEY}", "BODY_KEY": BODY_KEY,
            "PARAM_VALUE": PARAM_VALUE, "SVC_HEADER": HEADER_VALUE, TEST_KEY_ENV: KEY,
-           "JUDGE_URL": server.base_url.replace("http://", f"http://judge-user:{PASSWORD}@")}
+           "JUDGE_URL": server.base_url.replace("http://", f"http://judge-user:{PASSWORD}@"), "SPANS_AUTH": SPANS_AUTH}
     args = ["system=http", "system.url=${oc.env:SVC_URL}",
             "system.body={question: '{question}', top_k: '{params.top_k}', region: '{params.region}', api_key: '${oc.env:BODY_KEY}'}",
             "+system.params.region=${oc.env:PARAM_VALUE}", "system.headers_env.X-Api-Key=SVC_HEADER",
             "dataset=outputs", f"dataset.path={EXAMPLES / 'recorded_outputs.jsonl'}", "dataset.limit=3",
             "embedder@scoring_embedder=hash", "judge=llm", "judge.endpoint.base_url=${oc.env:JUDGE_URL}",
-            f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "judge.endpoint.backoff_s=0.01", "tracing=on"]
+            f"judge.endpoint.api_key_env={TEST_KEY_ENV}", "judge.endpoint.backoff_s=0.01", "tracing=otlp",
+            f"tracing.endpoint={receiver.url}", "tracing.headers_env.Authorization='Bearer $SPANS_AUTH'"]
     try:
         run = run_cli(*args, "+system.params.top_k=3", cwd=tmp_path, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
@@ -322,6 +328,7 @@ def test_secrets_entered_every_way_are_in_no_file_and_no_stream_of_a_run_and_a_s
         assert sweep.returncode == 0, sweep.stderr[-3000:]
     finally:
         service.shutdown()
+        receiver.__exit__()
     # each secret was used where it belongs
     seen = service.seen  # type: ignore[attr-defined]
     assert len(seen) == 9 and all(s["path"] == f"/answer?api_key={URL_KEY}" for s in seen)
@@ -329,6 +336,8 @@ def test_secrets_entered_every_way_are_in_no_file_and_no_stream_of_a_run_and_a_s
     assert all(s["headers"].get("X-Api-Key") == HEADER_VALUE for s in seen)
     basic = "Basic " + base64.b64encode(f"judge-user:{PASSWORD}".encode()).decode()
     assert server.chat_requests() and all(r["auth"] == basic for r in server.chat_requests())
+    assert len(receiver.bodies) == 3 and {h["Authorization"] for h in receiver.headers} == {f"Bearer {SPANS_AUTH}"}
+    assert [s for body in receiver.bodies for s in secrets if s.encode() in body] == []
 
     files = written_files(tmp_path)
     leaks = [(str(p.relative_to(tmp_path)), s) for p in files for s in secrets if s.encode() in p.read_bytes()]

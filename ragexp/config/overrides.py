@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 
 MULTIRUN = ("-m", "--multirun")
-# the system under test's own settings (conf/system/python.yaml, http.yaml) and the headers of its requests:
-# names only the user knows, so no YAML declares them
-USER_PARAMS = ("system.params.", "system.headers.", "system.headers_env.")
+# the system under test's own settings (conf/system/python.yaml, http.yaml), the headers of its requests and of
+# the spans sent (tracing=otlp): names only the user knows, so no YAML declares them
+USER_PARAMS = ("system.params.", "system.headers.", "system.headers_env.", "tracing.headers.", "tracing.headers_env.")
 CONFIG_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
 
 

@@ -5,6 +5,7 @@ a sweep left for the job, and what to do with an error."""
 from __future__ import annotations
 
 import json
+import logging
 import sysconfig
 import time
 import traceback
@@ -29,6 +30,7 @@ from ragexp.store.logged_record import not_logged, record_store
 from ragexp.store.run_config import write_config
 from ragexp.types import RunResult
 
+log = logging.getLogger(__name__)
 OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a run of ragexp's pipeline, named
 
 
@@ -176,7 +178,18 @@ class Job:
             write_map(pictures["embedding_map"], folder, drawn)
         write_config(folder, {**written_config(self.cfg), "run_name": result.name})
         record_store(folder, self.tracker.given_store())  # the store it is meant for, before it is logged
+        self.send_spans(folder, result.name)
         return Outcome(result, folder, results_file, failure)
+
+    def send_spans(self, folder: Path, name: str) -> None:
+        """tracing=otlp: the folder's spans sent to their endpoint; what became of them said in one
+        line (an endpoint that refuses them does not fail the run: they stay in the folder)."""
+        if "tracing" not in self.cfg:
+            return
+        said = build(self.cfg.tracing).send(folder, name)
+        if said is not None:
+            sent, line = said
+            (log.info if sent else log.warning)(line)
 
     def log(self, outcome: Outcome) -> str | None:
         """The run folder logged to the tracker (None: it logs nothing); when the store cannot take

@@ -35,6 +35,11 @@ class Tracing:
             return None
         return TraceRecorder([q for q in questions if self.keeps(q.qid)])
 
+    def send(self, folder, run_name: str) -> tuple[bool, str] | None:
+        """The written run folder's traces sent beyond the folder and MLflow (tracing=otlp:
+        ragexp.store.otlp_export): whether they all were and the line that says so; here nothing."""
+        return None
+
 
 class TraceRecorder:
     """The traces of one run: question id -> its spans (dicts), filled from the stage threads."""
