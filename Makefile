@@ -8,6 +8,11 @@ STAMP := $(VENV)/.installed
 ENGINES_VENV := .venv-engines
 ENGINES_PY := $(ENGINES_VENV)/bin/python
 ENGINES_STAMP := $(ENGINES_VENV)/.installed
+# Arize Phoenix's server for the process tier's tracing=otlp test (tests/test_phoenix.py): its own venv, since
+# Phoenix pins a web stack of its own; the version tested
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+PHOENIX_VERSION := 20.26.1
 
 .PHONY: help install run test test-load test-process test-model test-engines test-full lint bench clean docs docs-serve docs-screenshots
 .DEFAULT_GOAL := help
@@ -43,7 +48,13 @@ test-load: install  ## the fast tier on a loaded machine: busy loops started (an
 	echo "test-load: wall $$(( $$(date +%s) - start )) s, load $$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at the end, exit $$status"; \
 	exit $$status
 
-test-process: install  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, the soak test (marker `process`; CI runs them)
+$(PHOENIX_STAMP): Makefile
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet arize-phoenix==$(PHOENIX_VERSION)
+	touch $(PHOENIX_STAMP)
+
+test-process: install $(PHOENIX_STAMP)  ## the tests that need their own processes: kill/resume, parallel sweeps, browser, the wheel, the docs' runnable blocks, a real Phoenix, the soak test (marker `process`; CI runs them)
 	$(PY) -m pytest -m "process and not slow and not engines and not model"
 
 test-model: install  ## the real-model tier: SmolLM2-135M served by ragexp through each LLM path, on one thread (marker `model`; CI runs it; <= 10 min on 2 cores)

@@ -44,7 +44,8 @@ class OtlpTracing(Tracing):
     protobuf) in requests of at most `batch_spans` spans, each attempt within `timeout_s`, retried
     `retries` times. `headers_env` maps a header to the NAME of the environment variable holding its
     value (`Authorization: "Basic $LANGFUSE_AUTH"`); `headers` are sent as they are (no credentials
-    there: they are refused). `service_name` is the resource's `service.name`."""
+    there: they are refused). `service_name` is the resource's `service.name` and its OpenInference
+project (Phoenix's project)."""
 
     def __init__(self, endpoint: str, enabled: bool, sample_rate: Fraction, seed: int, headers: Mapping[str, str],
                  headers_env: Mapping[str, str], timeout_s: PositiveFloat, retries: NonNegativeInt,
@@ -117,7 +118,8 @@ def requests_of(folder: Path, run_name: str, service_name: str, batch_spans: int
     def request() -> bytes:
         message = ExportTraceServiceRequest()
         resource = message.resource_spans.add()
-        set_attributes(resource.resource.attributes, {"service.name": service_name, "ragexp.run_name": run_name})
+        set_attributes(resource.resource.attributes, {"service.name": service_name, "openinference.project.name": service_name,
+                                                      "ragexp.run_name": run_name})
         scope = resource.scope_spans.add()
         scope.scope.name = "ragexp"
         for trace in batch:
