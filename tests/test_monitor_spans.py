@@ -348,3 +348,22 @@ def test_a_span_that_comes_after_its_trace_was_written_is_named(tmp_path):
     assert list(traces.add([span("t1", "late", "r1")])) == [] and malformed.count == 1
     assert malformed.examples[0].startswith(f"{tmp_path / 'spans.jsonl'}: trace t1: span late arrived")
     assert [[s.span_id for s in t] for t in traces.finish()] == [["b1", "r2"]]
+
+
+@pytest.mark.parametrize("bad, says", [
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "\xff\xfe"}]}]}]}', "is not UTF-8"),
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "\\ud800"}]}]}]}', "surrogate"),
+    (b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deep"),
+])
+def test_a_line_of_bad_bytes_lone_surrogates_or_deep_nesting_is_malformed_and_a_bom_is_accepted(receiver, tmp_path, bad, says):
+    """The malformed-line rule every reader of ragexp follows (ragexp.base.json_lines): counted and
+    skipped with on_error=skip, one line naming file:line without it; never a crash."""
+    send(receiver)
+    path = as_otlp_json(receiver, tmp_path / "spans.jsonl")
+    lines = path.read_bytes().splitlines()
+    path.write_bytes(b"\n".join([b"\xef\xbb\xbf" + lines[0], *lines[1:3], bad, *lines[3:]]) + b"\n")
+    records, found, malformed = read(path, tmp_path, on_error="skip")
+    assert found.records == 4 and malformed.count == 1
+    assert malformed.examples[0].startswith(f"{path}:line 4: ") and says in malformed.examples[0]
+    with pytest.raises(RagexpError, match=r"spans.jsonl:line 4: "):
+        read(path, tmp_path)

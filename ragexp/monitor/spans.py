@@ -45,6 +45,7 @@ Every such report goes through `SpanReader.problem`."""
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 import struct
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
+from ragexp.base.json_lines import json_record
 from ragexp.errors import RagexpError
 from ragexp.monitor.columns import Malformed
 
@@ -141,15 +143,15 @@ def hex_ids_as_base64(node: Any) -> None:
             hex_ids_as_base64(item)
 
 
-def traces_data_of_json(line: bytes):
-    """One OTLP/JSON line as a `TracesData` message; ValueError saying why it is not one."""
+def traces_data_of_json(line: bytes, number: int):
+    """Line `number` of an OTLP/JSON file as a `TracesData` message; ValueError saying why it is not
+    one (not UTF-8, not JSON, a lone surrogate, nested too deep: ragexp.base.json_lines's rule; a
+    BOM on line 1 is dropped). No cap on a field's size here: a line is a whole batch of spans, and
+    the records made of them are read under `monitor.max_field_bytes`."""
     from google.protobuf import json_format
 
-    try:
-        data = msgspec.json.decode(line)
-    except msgspec.DecodeError as err:
-        raise ValueError(f"not valid JSON ({err})") from None
-    if not isinstance(data, dict) or "resourceSpans" not in data and "resource_spans" not in data:
+    data = json_record(line, number, max_field_bytes=len(line) + 1)
+    if "resourceSpans" not in data and "resource_spans" not in data:
         raise ValueError("not OTLP/JSON: a line of the Collector's file exporter is a JSON object with resourceSpans")
     hex_ids_as_base64(data)
     message = proto().TracesData()
@@ -183,7 +185,7 @@ class SpanReader:
         proto()
         if pretty_printed(self.path):  # one TracesData written over many lines (the specification's example)
             try:
-                yield list(spans_of(traces_data_of_json(self.path.read_bytes()), self.extra))
+                yield list(spans_of(traces_data_of_json(self.path.read_bytes(), 1), self.extra))
             except ValueError as err:
                 self.bad(1, str(err))
             return
@@ -192,7 +194,7 @@ class SpanReader:
                 if not line.strip():
                     continue
                 try:
-                    message = traces_data_of_json(line)
+                    message = traces_data_of_json(line, number)
                 except ValueError as err:
                     self.bad(number, str(err))
                     continue
@@ -328,7 +330,7 @@ def pretty_printed(path: Path) -> bool:
     """Whether an OTLP/JSON file is one object over many lines (its first line alone is no JSON
     object) rather than the file exporter's one object a line."""
     with path.open("rb") as handle:
-        first = next((line for line in handle if line.strip()), b"")
+        first = next((line for line in handle if line.strip()), b"").removeprefix(codecs.BOM_UTF8)
     try:
         return not isinstance(msgspec.json.decode(first), dict)
     except msgspec.DecodeError:
@@ -341,7 +343,7 @@ def sniff(path: Path) -> str:
     if suffix == ".parquet":
         return "phoenix"
     with path.open("rb") as handle:
-        head = handle.read(1 << 16)
+        head = handle.read(1 << 16).removeprefix(codecs.BOM_UTF8)
     text = head.lstrip()
     if text.startswith(b"{"):
         first = text.split(b"\n", 1)[0]
