@@ -18,6 +18,7 @@ EPILOG = """examples:
   python -m ragexp.calibrate multirun/2026-12-02/10-00-00/0 multirun/2026-12-02/10-00-00/1 --labels labels.csv
   python -m ragexp.calibrate --outputs labelled.jsonl               # judge recorded outputs with the default judge
   python -m ragexp.calibrate --outputs labelled.csv judge=llm judge.endpoint.model=gpt-4o-mini
+  python -m ragexp.calibrate --outputs labelled.csv judge=llm --align --variants variants.yaml  # an aligned judge
 
 RUN is an MLflow run id (--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db) or a
 run folder with questions.json or questions.jsonl. Labels: CSV or JSONL, long (question_id, metric,
@@ -41,6 +42,9 @@ label gets the threshold that maximises balanced accuracy on a tuning part, chec
 --export drawn: the questions a judge=cascade run with people's labels (judge@judge.expensive=people)
 drew and nobody has labelled yet; the rerun reads their labels (judge.expensive.labels=FILE, or
 =mlflow with judge.expensive.run=RUN_ID). A cascade run's agreement is its cheap judge's.
+--align (with --outputs): the judge's instruction variant (its own, --variants FILE's) and examples people scored
+(--shots) chosen on a tuning part, checked against the configured judge on the held-out part (--holdout, --group),
+written as judge/aligned.yaml under --out; --dry-run prints the plan, --max-requests caps it.
 FILE is read as dataset=outputs reads it (also .tsv and .parquet), its settings as overrides:
 dataset.columns.question=prompt, dataset.preset=mlflow, dataset.on_error=skip."""
 
@@ -86,6 +90,16 @@ def parser() -> argparse.ArgumentParser:
                    help="--outputs: share of each class held out from threshold tuning (default 0.3; with "
                         "--group: of the rows, in whole groups)")
     p.add_argument("--no-log", action="store_true", help="do not log a calibration run to MLflow")
+    p.add_argument("--align", action="store_true",
+                   help="--outputs: choose the instruction variant and the examples people scored that make the judge "
+                        "agree best with them on the tuning part, check it on the held-out part, write it as a config")
+    p.add_argument("--variants", metavar="FILE",
+                   help="--align: a YAML file mapping names to system prompts to try beside the configured one")
+    p.add_argument("--shots", default="0,3", metavar="N,N",
+                   help="--align: numbers of examples people scored to show the judge (default 0,3)")
+    p.add_argument("--max-requests", type=int, default=2000,
+                   help="--align: refuse a plan of more judge requests than this (default 2000)")
+    p.add_argument("--dry-run", action="store_true", help="--align: print the plan and its requests, send none")
     return p
 
 
@@ -396,6 +410,8 @@ def on_outputs(args) -> int:
         cfg = outputs.compose([*args.targets, *([f"cache.dir={args.dir}"] if args.dir else [])])
         rows, skipped = outputs.labelled_rows(args.outputs, cfg)
         groups = outputs.groups_of(rows, args.group) if args.group else None  # checked before any judging
+        if args.align:
+            return on_align(args, cfg, rows, groups)
         judge, judged = outputs.judge_rows(rows, cfg)
         run = outputs.as_run(Path(args.outputs).stem, judge, rows, judged)
         labels, binary, notes = outputs.labels_of(rows, run, args.group)
@@ -425,6 +441,37 @@ def on_outputs(args) -> int:
     for c in checked:
         if c.recommended:
             print(c.recommended)  # the ready override, one a line, last: `... | tail -1` gives it
+    print(f"report: {folder}", file=sys.stderr)
+    return 0
+
+
+def on_align(args, cfg, rows, groups) -> int:
+    """--outputs FILE --align: the aligned judge (ragexp.calibrate.align), its report and config file."""
+    from ragexp.calibrate import align, outputs
+    from ragexp.config.build import build
+    from ragexp.errors import RagexpError
+
+    try:
+        shots = align.shots_of(args.shots)
+        args.shots = shots
+        if args.max_requests < 1:
+            raise RagexpError("--max-requests must be at least 1")
+        judge = build(cfg.judge)  # its metrics and scales; nothing judged yet
+        run = outputs.as_run(Path(args.outputs).stem, judge, [], [])
+        labels, binary, notes = outputs.labels_of(rows, run, args.group)
+        folder = Path(args.out or Path("ragexp-calibrate") / f"{run.name}-aligned")
+        lines, found = align.align(cfg, rows, align.labels_by_question(labels, binary), run.scales, args, groups, folder)
+    except RagexpError as err:
+        print(f"ragexp.calibrate: error: {err}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print("\n".join(lines))
+        return 0
+    report = "\n".join([f"# A judge aligned to people's labels on {args.outputs}", *lines,
+                        *[f"- note: {n}" for n in notes]]) + "\n"
+    (folder / "calibration.md").write_text(report)
+    (folder / "align.json").write_text(align.as_json(found))
+    print(report)
     print(f"report: {folder}", file=sys.stderr)
     return 0
 
