@@ -70,7 +70,7 @@ def prepare(name: str, cache_dir: Path):
     distilled or loaded (timed as `prepare_s`); or the reason it does not fit."""
     from hydra.utils import instantiate
 
-    from ragexp.store.cache import EmbeddingStore
+    from ragexp.store.embedding_store import EmbeddingStore
     from ragexp.components.embedders import EmbeddingCache
 
     with EmbeddingCache(EmbeddingStore(str(cache_dir))).building():
@@ -85,7 +85,7 @@ def prepare(name: str, cache_dir: Path):
 
 def quality(name: str, embedder, texts: list[str], cache_dir: Path) -> tuple[dict, np.ndarray]:
     """Embeds every paragraph (timed), stores the vectors, then runs the pipeline on them."""
-    from ragexp.store.cache import EmbeddingStore
+    from ragexp.store.embedding_store import EmbeddingStore
     from ragexp.run.pipeline import run
 
     load = os.getloadavg()[0]

@@ -28,9 +28,11 @@ GRIDS = {  # points -> the swept overrides
 CHEAP = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=10"]
 
 
-def sweep(work_dir: Path, points: int, launcher: list[str] | None = None) -> dict:
-    sweep_dir = work_dir / f"sweep-{points}{'-parallel' if launcher else ''}"
-    args = [sys.executable, "-m", "ragexp", "-m", *CHEAP, *GRIDS[points], *(launcher or []), f"hydra.sweep.dir={sweep_dir}",
+def sweep(work_dir: Path, points: int, launcher: list[str] | None = None, entry: list[str] | None = None,
+          name: str = "") -> dict:
+    """The `points`-point grid's figures; `entry`: what runs instead of `-m ragexp` (bench/hooks.py)."""
+    sweep_dir = work_dir / f"sweep-{points}{'-parallel' if launcher else ''}{name}"
+    args = [sys.executable, *(entry or ["-m", "ragexp"]), "-m", *CHEAP, *GRIDS[points], *(launcher or []), f"hydra.sweep.dir={sweep_dir}",
             f"tracker.tracking_uri=sqlite:///{sweep_dir}.db", f"cache.dir={sweep_dir}-cache"]
     started = time.time()
     proc = subprocess.Popen([sys.executable, "-c", ALONE, *args], cwd=work_dir, env={**os.environ, "PYTHONPATH": str(ROOT)},

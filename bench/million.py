@@ -169,7 +169,7 @@ def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None 
     from ragexp.components.embedders import EmbeddingCache
     from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
     from ragexp.components.embedders.static import StaticEmbedder
-    from ragexp.store.cache import EmbeddingStore
+    from ragexp.store.embedding_store import EmbeddingStore
 
     chunks = build_corpus(chunks_n)
     texts, golden = queries()

@@ -46,6 +46,8 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
   20 keep to their own folders, params and scores);
 - grids (bench/grids.py): a 48-point sweep of cheap configurations: wall over its jobs' own time
   (goal: <= 3), the time before the first job, peak RSS;
+- hooks (bench/hooks.py): what each private hook of a dependency kept for speed gains, measured with it
+  switched off (docs/contributing/private-hooks.md);
 - mlflow_genai (bench/mlflow_genai.py): what a light MLflow trace per question adds to logging a
   500-question run, SQLite store and `mlflow server` (goal: <= 5 ms per question on SQLite);
 - local_model (bench/local_model.py): the test model served by ragexp on one thread: start to first token,
@@ -363,6 +365,7 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "decisions": lambda work_dir, args: __import__("decisions").measure(work_dir, args),
     "chaos": lambda work_dir, args: __import__("chaos").measure(work_dir, args),
     "grids": lambda work_dir, args: {**kept(args.out, "grids"), "after": __import__("grids").measure(work_dir, args)},
+    "hooks": lambda work_dir, args: __import__("hooks").measure(work_dir, args),
     "bm25s": lambda work_dir, args: __import__("bm25_compare").measure(work_dir, args),
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
     "mlflow_genai": lambda work_dir, args: __import__("mlflow_genai").measure(work_dir, args),
@@ -527,6 +530,15 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
      get("grids", "after", "192", show=grid_figures), "<= 3x; <= 19.6 s; ; ; <= 1.2x the 48-point peak"),
     ("python -m ragexp.compare on that 192-point sweep, later, from another folder (plots, 10,000 resamples)",
      get("grids", "after", "192", "compare_later_s", show=lambda s: f"{s} s"), "<= 15 s"),
+    ("private hooks, 48-point sweep with one off - as shipped: the phase it acts on (before the first job, after the last)",
+     get("hooks", "grid_48", show=lambda h: "; ".join(
+         f"{hook} +{h[hook].get('gain_after_last_job_s', h[hook].get('gain_before_first_job_s'))} s (wall "
+         f"+{h[hook]['gain_wall_s']} s)" for hook in ("shared_defaults", "composed_once", "quick_exit")) + (
+         f"; as shipped {h['none']['wall_s']} s ({h['none']['before_first_job_s']} / {h['none']['after_last_job_s']} s; "
+         f"load {h['none']['load_1min']})")), "> 0 each (docs/contributing/private-hooks.md)"),
+    ("private hooks: a 500-question folder's traces logged one start_trace each - in one transaction", get(
+        "hooks", "traces", show=lambda t: f"+{t['gain_s']} s ({t['log_folder_s']}; load {t['load_1min']})"
+        if "gain_s" in t else t.get("skipped")), "> 0"),
     ("48-point sweep on joblib's 2 workers / the basic launcher", get("grids", "after", "48-joblib-2", show=lambda g: (
         f"{g['over_basic']}x ({g['wall_s']} / {g['basic_wall_s']} s)")), "<= 0.75x"),
     ("deadlines: the triad's two rounds / two round trips", get("deadlines", show=lambda d: (

@@ -9,29 +9,20 @@ from ragexp.config.hydra_app import guarded
 def hydra_main() -> None:
     """The Hydra app of conf/config.yaml, built here so that Hydra is imported only to run."""
     from ragexp.config.overrides import for_hydra
-    from ragexp.store.log_ahead import abandon, discard, start_early
+    from ragexp.store.log_ahead import start_early
 
     sys.argv[1:] = for_hydra(sys.argv[1:])  # system.params.top_k=3; -m judge=llm,triad judge.endpoint.base_url=URL
-    start_early(sys.argv[1:])  # MLflow imported in a process of its own while Hydra is imported, composes and the run works
+    early = start_early(sys.argv[1:])  # MLflow imported in a process of its own while Hydra is imported, composes and the run works
     import hydra
-    from omegaconf import DictConfig
+
+    from ragexp.run.app import Jobs
 
     register_plugins()
-
-    @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
-    def evaluate(cfg: DictConfig) -> float | None:
-        from ragexp.run.app import execute
-
-        return execute(cfg)
-
+    jobs = Jobs(early)  # the task function, holding the logging helpers its jobs are handed
     try:
-        evaluate()
+        hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")(jobs)()
     finally:
-        from ragexp.sweep.composed import release
-
-        release()  # a sweep's shared compositions, however it ended
-        discard()  # a logging helper no job took (the command stopped before its job)
-        abandon()  # a sweep's logging helper, when the sweep stopped before its end
+        jobs.close()  # a logging helper no job took; a sweep stopped before its end
 
 
 def register_plugins() -> None:

@@ -11,7 +11,8 @@ import pytest
 from conftest import HASH, TEST_KEY_ENV, cli_env, compose, llm_args, mlflow_runs, run_app, run_cli
 from ragexp.cache import main as cache_main
 from ragexp.errors import RagexpError
-from ragexp.store.cache import EmbeddingStore, StageCache, key_of
+from ragexp.store.cache import StageCache, key_of
+from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.run.pipeline import run
 
 
@@ -276,7 +277,7 @@ def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
 
 
 def test_a_list_is_written_in_pieces_and_read_back_whole(tmp_path):
-    from ragexp.store.cache import FORMAT, encode
+    from ragexp.store.cache_entries import FORMAT, encode
     from ragexp.types import Chunk
 
     cache = StageCache(str(tmp_path))
@@ -294,7 +295,7 @@ def test_a_list_is_written_in_pieces_and_read_back_whole(tmp_path):
 def test_an_entry_is_read_member_by_member_and_anything_else_is_unreadable():
     """read_entry reads what entry_pieces writes, and any JSON object with the same members however
     spaced; truncated, trailing or non-object text is unreadable (a miss), never a wrong value."""
-    from ragexp.store.cache import FORMAT, encode, entry_pieces, read_entry
+    from ragexp.store.cache_entries import FORMAT, encode, entry_pieces, read_entry
     from ragexp.types import Chunk
 
     chunks = [Chunk(f"c{i}", "d", f"text {i} ]}}, \\", i, i + 1) for i in range(50)]

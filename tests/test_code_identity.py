@@ -17,7 +17,8 @@ from conftest import ROOT, run_cli
 
 from ragexp.store import code_closure
 from ragexp.store import code_identity
-from ragexp.store.cache import EmbeddingStore, StageCache
+from ragexp.store.cache import StageCache
+from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.store.code_identity import code_hash, key_of
 
 # Each shape: the user's files (PKG stands for the shape's own package name), the component's

@@ -9,13 +9,26 @@ trace log failing somewhere deep. The ranges in pyproject.toml stop where these 
   told from a search).
 - MLflow: `mlflow.tracing.client.TracingClient.start_trace` / `.log_spans` and
   `MlflowClient.link_traces_to_run` (ragexp.store.trace_store: traces of a finished run logged after the
-  fact), `Span.from_dict` and the metadata / attribute keys it writes."""
+  fact), `Span.from_dict` and the metadata / attribute keys it writes; what `start_trace` writes, in one
+  transaction (`_get_store`, `SqlAlchemyStore._check_experiment_is_active` / `_get_trace_artifact_location_tag`,
+  its table models, rollups and promoted metadata keys), and `SqlAlchemyStore._engine_map` (a store set aside).
+- Hydra's `Callback.on_job_start(config, task_function=...)` (the sweep hands its jobs their logging
+  helper there: ragexp.run.app.Jobs), the basic launcher's `_target_`, `JobReturn._return_value`.
+- OmegaConf: `DictConfig._get_node(key)._value()` (an interpolation's text: ragexp.config.validation).
+- Python: `threading._shutdown` and `atexit._run_exitfuncs` (ragexp.__main__.command's quick end),
+  argparse's `_option_string_actions` (ragexp.config.cli_settings).
+- httpx / httpcore (and the openai client's httpx2 / httpcore2): `Client._transport`, `Client._mounts`,
+  a transport's `_pool` and its `_network_backend` (ragexp.base.http_deadline).
+Each one's reason and measured gain: docs/contributing/private-hooks.md."""
 import inspect
+import subprocess
+import sys
+import textwrap
 from importlib import metadata
 
 import pytest
 
-from conftest import ROOT, compose
+from conftest import ROOT, cli_env, compose
 
 
 def version_tested(package: str) -> str:
@@ -27,8 +40,9 @@ def version_tested(package: str) -> str:
 
 
 def contract(package: str, api: str, holds: bool, detail: str = "") -> None:
-    assert holds, (f"{api} changed: {package} {metadata.version(package)} is installed, ragexp was tested with "
-                   f"{version_tested(package)} (constraints.txt); {detail}".rstrip("; "))
+    installed = sys.version.split()[0] if package == "python" else metadata.version(package)
+    tested = "3.11 (pyproject's requires-python, CI)" if package == "python" else f"{version_tested(package)} (constraints.txt)"
+    assert holds, f"{api} changed: {package} {installed} is installed, ragexp was tested with {tested}; {detail}".rstrip("; ")
 
 
 def parameters(function) -> list[str]:
@@ -132,6 +146,162 @@ def test_mlflows_span_and_trace_records_read_what_ragexp_writes():
              f"spans {[(s.name, s.parent_id, s.trace_id) for s in spans]}")
     contract("mlflow", "TraceInfo", info.state == TraceState.OK and info.execution_duration == 1000
              and [a.name for a in info.assessments] == ["faithfulness"], f"info {info}")
+
+
+def test_hydra_shows_a_callback_the_task_function_as_a_job_starts():
+    """The route from a sweep to its jobs in this process (ragexp.run.app.Jobs): Hydra calls the task
+    function with a config only, and passes it to `Callback.on_job_start`, where the sweep hands it
+    its logging helper; the task function is an object, which `hydra.main` takes as a function."""
+    from hydra.core.utils import run_job
+    from hydra.experimental.callback import Callback
+
+    contract("hydra-core", "Callback.on_job_start(config, *, task_function, **kwargs)",
+             "task_function" in inspect.signature(Callback.on_job_start).parameters,
+             f"signature {inspect.signature(Callback.on_job_start)}")
+    source = inspect.getsource(run_job)
+    contract("hydra-core", "run_job: callbacks.on_job_start(config=..., task_function=task_function)",
+             "on_job_start(config=config, task_function=task_function)" in source, "run_job no longer passes it")
+
+
+def test_the_basic_launcher_is_the_one_ragexp_keeps_compositions_for():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from ragexp.sweep.composed import BASIC_LAUNCHER
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", return_hydra_config=True)
+    contract("hydra-core", "the basic launcher's _target_", cfg.hydra.launcher._target_ == BASIC_LAUNCHER,
+             f"it is {cfg.hydra.launcher._target_}")
+
+
+def test_a_failed_jobs_error_is_its_job_returns_private_value():
+    """The racing sweeper reads a failed job's error from `JobReturn._return_value`: the public
+    `return_value` raises it, after writing "Error executing job" to stderr, for every failed job."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    failed = JobReturn(overrides=["a=1"], status=JobStatus.FAILED, _return_value=ValueError("bad point"))
+    with pytest.raises(ValueError, match="bad point") as raised:
+        failed.return_value  # noqa: B018 - what the private field is the public accessor's
+    contract("hydra-core", "JobReturn._return_value", raised.value is failed._return_value)
+
+
+QUICK_END = textwrap.dedent("""
+    import atexit, threading
+    from concurrent.futures import ThreadPoolExecutor
+    import ragexp.__main__ as entry
+
+    def main():
+        pool = ThreadPoolExecutor(1)
+        pool.submit(int)  # an idle worker left, as a judge's thread pool leaves one
+        go = threading.Event()
+        threading.Thread(target=lambda: (go.wait(), print("thread", flush=True))).start()
+        atexit.register(print, "exit handler")
+        go.set()
+        raise SystemExit(3)
+
+    entry.main = main
+    entry.command()
+""")
+
+
+def test_the_commands_quick_end_joins_threads_and_runs_exit_handlers_as_python_does():
+    """ragexp.__main__.command ends with what Python's own end does first (`threading._shutdown`:
+    thread pools told to stop, non-daemon threads joined; `atexit._run_exitfuncs`), then
+    `os._exit` instead of the interpreter's teardown of every module."""
+    import atexit
+    import threading
+
+    contract("python", "threading._shutdown()", callable(getattr(threading, "_shutdown", None)))
+    contract("python", "atexit._run_exitfuncs()", callable(getattr(atexit, "_run_exitfuncs", None)))
+    proc = subprocess.run([sys.executable, "-c", QUICK_END], env=cli_env(), capture_output=True, text=True, timeout=120)
+    contract("python", "threading._shutdown() then atexit._run_exitfuncs()",
+             proc.returncode == 3 and proc.stdout == "thread\nexit handler\n",
+             f"exit {proc.returncode}, output {proc.stdout!r} {proc.stderr[-500:]}")
+
+
+def test_omegaconf_gives_an_interpolations_text_unresolved():
+    """ragexp.config.validation reports a bad value where it is written: `${budget_usd}` names the key."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.create({"budget_usd": 5, "llm": {"budget": "${budget_usd}"}}).llm
+    text = node._get_node("budget")._value()
+    contract("omegaconf", "DictConfig._get_node(key)._value()", text == "${budget_usd}", f"it gave {text!r}")
+
+
+def test_argparse_lists_a_parsers_flags():
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="x")
+    parser.add_argument("--tracking-uri")
+    flags = getattr(parser, "_option_string_actions", None)
+    contract("python", "argparse.ArgumentParser._option_string_actions",
+             isinstance(flags, dict) and {"--tracking-uri", "--help", "-h"} <= set(flags), f"it is {flags!r}")
+
+
+@pytest.mark.parametrize("client", ["httpx", "openai"])
+def test_http_clients_make_their_connections_through_a_backend_ragexp_can_bound(client):
+    """ragexp.base.http_deadline reaches each transport's connection pool to make its connections
+    through `Bounded` (a deadline for the whole attempt, a cap on the reply's size)."""
+    from ragexp.base.http_deadline import Bounded, bounded
+
+    if client == "openai":
+        from openai import DefaultHttpxClient
+
+        made, package = DefaultHttpxClient(), "openai"
+    else:
+        import httpx
+
+        made, package = httpx.Client(trust_env=False), "httpx"
+    transports = [getattr(made, "_transport", None), *(getattr(made, "_mounts", None) or {}).values()]
+    contract(package, "Client._transport / Client._mounts", transports[0] is not None and isinstance(made._mounts, dict))
+    backends = [getattr(getattr(t, "_pool", None), "_network_backend", None) for t in transports]
+    contract(package, "transport._pool._network_backend", all(b is not None for b in backends), f"backends {backends}")
+    bounded(made)
+    contract(package, "transport._pool._network_backend (set)",
+             all(isinstance(t._pool._network_backend, Bounded) for t in transports))
+    made.close()
+
+
+def test_mlflows_sql_store_writes_a_trace_as_ragexp_writes_many_in_one_transaction():
+    """ragexp.store.trace_store writes the rows `SqlAlchemyStore.start_trace` writes, for all of a run's
+    traces in one session (tests/test_tracing.py checks the traces read back are start_trace's)."""
+    try:
+        from mlflow.store.tracking.dbmodels.models import SqlAssessments, SqlTraceInfo, SqlTraceMetadata, SqlTraceTag
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+        from mlflow.store.tracking.utils.sql_trace_rollups import RollupFamily, enqueue_rollup_rebuild_partitions
+        from mlflow.store.tracking.utils.trace_analytics import (PROMOTED_TRACE_METADATA_KEYS,
+                                                                 analytics_columns_from_metadata)
+        from mlflow.tracking._tracking_service.utils import _get_store
+    except ImportError as err:
+        contract("mlflow", "the SQL store's trace tables and helpers", False, str(err))
+    contract("mlflow", "mlflow.tracking._tracking_service.utils._get_store()", parameters(_get_store)[:1] in ([], ["store_uri"]),
+             f"signature {parameters(_get_store)}")
+    contract("mlflow", "SqlAlchemyStore._check_experiment_is_active(experiment)",
+             parameters(SqlAlchemyStore._check_experiment_is_active)[:1] == ["experiment"],
+             f"signature {parameters(SqlAlchemyStore._check_experiment_is_active)}")
+    contract("mlflow", "SqlAlchemyStore._get_trace_artifact_location_tag(experiment, trace_id)",
+             parameters(SqlAlchemyStore._get_trace_artifact_location_tag)[:2] == ["experiment", "trace_id"],
+             f"signature {parameters(SqlAlchemyStore._get_trace_artifact_location_tag)}")
+    contract("mlflow", "SqlAssessments.from_mlflow_entity", callable(getattr(SqlAssessments, "from_mlflow_entity", None)))
+    contract("mlflow", "the trace tables' columns", {"request_id", "experiment_id", "timestamp_ms"} <= set(
+        SqlTraceInfo.__table__.columns.keys()) and {"request_id", "key", "value"} <= set(SqlTraceTag.__table__.columns.keys())
+        and {"request_id", "key", "value"} <= set(SqlTraceMetadata.__table__.columns.keys()))
+    contract("mlflow", "RollupFamily.TRACE_METRIC / ASSESSMENT", hasattr(RollupFamily, "TRACE_METRIC")
+             and hasattr(RollupFamily, "ASSESSMENT"))
+    contract("mlflow", "enqueue_rollup_rebuild_partitions(session, partitions)",
+             len(parameters(enqueue_rollup_rebuild_partitions)) >= 2, f"signature {parameters(enqueue_rollup_rebuild_partitions)}")
+    contract("mlflow", "PROMOTED_TRACE_METADATA_KEYS, analytics_columns_from_metadata(metadata)",
+             callable(analytics_columns_from_metadata) and len(PROMOTED_TRACE_METADATA_KEYS) > 0)
+
+
+def test_mlflows_sql_store_keeps_one_engine_per_uri_that_ragexp_can_drop():
+    """ragexp.store.sqlite_store drops the engine MLflow keeps for a store it set aside (half-made)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    contract("mlflow", "SqlAlchemyStore._engine_map (dict) and _engine_map_lock",
+             isinstance(getattr(SqlAlchemyStore, "_engine_map", None), dict)
+             and hasattr(getattr(SqlAlchemyStore, "_engine_map_lock", None), "acquire"))
 
 
 @pytest.mark.parametrize("package,private_api", [("mlflow", "mlflow.tracing.client"),

@@ -3,7 +3,7 @@ one model call per run), two runs in one process share nothing, and nothing is k
 import numpy as np
 
 from conftest import compose
-from ragexp.store.cache import EmbeddingStore
+from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 from ragexp.run.pipeline import run
 

@@ -64,11 +64,14 @@ def test_without_its_helper_the_job_logs_the_folder_itself(tmp_path, monkeypatch
     (["dry_run=true"], False),
 ])
 def test_a_helper_starts_with_a_single_run_that_may_log_and_ends_unused(argv, starts):
-    log_ahead.start_early(argv)
-    started = list(log_ahead.EARLY)
-    assert bool(started) is starts
-    log_ahead.discard()
-    assert not log_ahead.EARLY and all(p.returncode is not None for p in started)  # ended, nothing logged
+    from ragexp.base import children
+
+    helper = log_ahead.start_early(argv)
+    assert (helper is not None) is starts
+    if helper is not None:
+        assert helper in children.running() and helper.name == log_ahead.NAME  # stopped at this process's exit
+        helper.stop()  # a run that does not log (the job's door): ended, nothing logged
+        assert helper.process.returncode is not None and helper not in children.running()
 
 
 @pytest.mark.process
@@ -79,8 +82,8 @@ def test_the_helper_ends_with_the_jobs_process():
     import signal
     import time
 
-    script = ("import subprocess, time; from ragexp.store import log_ahead; log_ahead.start_early([]); "
-              "helper = log_ahead.EARLY[0]; keeper = subprocess.Popen(['sleep', '60'], pass_fds=(helper.stdin.fileno(),)); "
+    script = ("import subprocess, time; from ragexp.store import log_ahead; helper = log_ahead.start_early([]).process; "
+              "keeper = subprocess.Popen(['sleep', '60'], pass_fds=(helper.stdin.fileno(),)); "
               "print(helper.pid, keeper.pid, flush=True); time.sleep(60)")
     job = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=cli_env())
     helper, keeper = map(int, job.stdout.readline().split())  # keeper: holds the helper's input open (no EOF)
@@ -135,8 +138,10 @@ def test_a_sweeps_helper_opens_its_parent_run_and_logs_its_jobs_folders_while_th
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     a, b = run_folders(tmp_path, ["a", "b"])
     (b / "run.json").unlink()  # not a folder a job writes: its logging fails
+    from ragexp.base import children
+
     helper = sweep_logging.SweepLogging.start()
-    assert log_ahead.SWEEP == [helper]
+    assert helper.child in children.running()  # a child of this process: stopped at its exit at the latest
     opened = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep x", {"sweep_overrides": "o", "ragexp.pid": "4242"})
     assert opened["store"] == uri and "sweeps" in opened["where"]
     parent = opened["parent_id"]
@@ -146,7 +151,7 @@ def test_a_sweeps_helper_opens_its_parent_run_and_logs_its_jobs_folders_while_th
     assert job.log_folder(a, parent) is None  # handed over: no run id yet
     assert helper.queued(MlflowTracker("sweeps", uri), "b", 1).log_folder(b, parent) is None
     failed = helper.finish(MlflowTracker("sweeps", uri))
-    assert log_ahead.SWEEP == [] and helper.process.returncode == 0
+    assert helper.child not in children.running() and helper.process.returncode == 0
     assert [(f["name"], f["job"], f["folder"]) for f in failed] == [("b", 1, str(b.resolve()))]
     assert "run.json" in failed[0]["error"]
     client = mlflow.MlflowClient(uri)
@@ -198,3 +203,50 @@ def test_a_sweeps_job_its_helper_could_not_log_fails_with_the_command_that_logs_
     assert "(StoreUnreachable: Connection refused)" in record["reason"] and "more" not in record["reason"]
     assert f"python -m ragexp.track {folder}" in record["reason"]
     assert "job 3 (chunker=token) failed" in capsys.readouterr().err
+
+
+def test_a_sweeps_jobs_are_logged_by_the_helper_its_callback_hands_them(tmp_path):
+    """No registry between the sweep and its jobs: the sweep's callback hands its logging helper to
+    the task function (ragexp.run.app.Jobs) as each job starts; the jobs' runs are logged by that
+    helper, another process, under the sweep's parent run, and it is stopped at the sweep's end."""
+    import os
+
+    from conftest import HASH, logged_sweep, run_app
+    from ragexp.base import children
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = run_app("-m", *HASH, "retriever=bm25", "retriever.top_k=2,3", "dataset.limit=2", f"tracker.tracking_uri={uri}",
+                   f"cache.dir={tmp_path / 'cache'}", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    _, parent, runs = logged_sweep(uri)
+    assert sorted(r.info.run_name for r in runs.values()) == ["retriever.top_k=2", "retriever.top_k=3"]
+    helpers = {r.data.tags["ragexp.pid"] for r in runs.values()}
+    assert len(helpers) == 1 and helpers != {str(os.getpid())}  # one helper logged the jobs
+    assert parent.data.tags["ragexp.pid"] == str(os.getpid())  # the sweep's process, named in its parent run
+    assert {r.data.tags["ragexp.job_pid"] for r in runs.values()} == {str(os.getpid())}  # the jobs ran here
+    assert not [c for c in children.running() if c.name == log_ahead.NAME]
+
+
+def test_a_sweep_stopped_before_its_end_is_ended_by_the_commands_end():
+    """A sweep's callback hands a job its helper and how to end the sweep (`Jobs.in_sweep`); a single
+    run is handed nothing; when the command ends before the sweep's end (an interrupt: Hydra then
+    calls no callback), `Jobs.close` stops the helper and gives Hydra its own composition back."""
+    from omegaconf import OmegaConf
+
+    from ragexp.run.app import Jobs
+    from ragexp.sweep.callbacks import SweepTracking
+
+    class Helper:  # stands in for SweepLogging: records that it was stopped
+        stopped = False
+
+        def gone(self):
+            self.stopped = True
+
+    jobs, sweep, helper = Jobs(), SweepTracking(), Helper()
+    sweep.on_job_start(OmegaConf.create({}), task_function=jobs)  # a single run: no sweep under way
+    assert jobs.sweep_logging is None and jobs.end_sweep is None
+    sweep.under_way, sweep.helper = True, helper
+    sweep.on_job_start(OmegaConf.create({}), task_function=jobs)
+    assert jobs.sweep_logging is helper
+    jobs.close()
+    assert helper.stopped and sweep.helper is None and jobs.sweep_logging is None and jobs.end_sweep is None

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import port_dataset, require_engine, run_cli
 
-from ragexp.store.cache import EmbeddingStore
+from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 
 # the engines tier (.venv-engines has the ray extra; make test's .venv does not): skipped elsewhere, required

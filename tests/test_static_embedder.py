@@ -9,7 +9,7 @@ import pytest
 
 from conftest import compose, require_engine
 from ragexp.components import static_embedder
-from ragexp.store.cache import EmbeddingStore
+from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder, SentenceTransformerEmbedder
 from ragexp.components.embedders.static import StaticEmbedder
 from ragexp.validation import problems

@@ -4,7 +4,8 @@ exit, which runs the exit handlers before `os._exit`); the child, a Python progr
 `watch_parent()` at its start, so that it ends itself within `WATCH_S` seconds once its parent is
 gone however it ended (kill -9 included), when no exit handler ran. A child forked along with this
 process (a worker forked by a pool) is not stopped by the fork's exit: only by the process that
-started it. General: the local model server (ragexp.llm.served) uses it; any helper process can."""
+started it. Every child process of ragexp starts here: the local model server (ragexp.llm.served)
+and MLflow's logging helper (ragexp.store.log_ahead)."""
 from __future__ import annotations
 
 import atexit
@@ -34,18 +35,15 @@ class Child:
         return self.process.poll() is None
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Closes its input, asks it to end (SIGTERM), waits up to `grace_s`, then kills it."""
+        """Closes its input, asks it to end (SIGTERM), waits up to `grace_s`, then kills it; its
+        output is closed once it has ended (a thread of the starter may still be reading it).
+        A child that has ended already is only forgotten."""
         if os.getpid() != self.owner:  # a forked copy of the starter: the child is not ours to stop
             return
         with _LOCK:
             if self in _RUNNING:
                 _RUNNING.remove(self)
-        for stream in (self.process.stdin, self.process.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+        closed(self.process.stdin)
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -53,6 +51,15 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        closed(self.process.stdout)
+
+
+def closed(stream: IO[str] | None) -> None:
+    try:
+        if stream is not None:
+            stream.close()
+    except (OSError, ValueError):
+        pass
 
 
 def start(argv: list[str], name: str, *, stdin: Any = subprocess.DEVNULL, stdout: Any = subprocess.DEVNULL,
@@ -75,11 +82,15 @@ def start(argv: list[str], name: str, *, stdin: Any = subprocess.DEVNULL, stdout
 _registered: list[bool] = []
 
 
+def running() -> list[Child]:
+    """The children this process started and has not stopped, oldest first."""
+    with _LOCK:
+        return [c for c in _RUNNING if c.owner == os.getpid()]
+
+
 def stop_all() -> None:
     """Stops every child this process started and has not stopped (the exit handler)."""
-    with _LOCK:
-        children = [c for c in _RUNNING if c.owner == os.getpid()]
-    for child in children:
+    for child in running():
         child.stop()
 
 

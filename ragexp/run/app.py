@@ -1,7 +1,7 @@
 """The Hydra side of `python -m ragexp`'s job: where it runs (a cluster worker's folder), what a
 sweep left for it (sweep.json), what it prints, and its exit status; the job itself is
 ragexp.run.job's, the same as `ragexp.evaluate`'s. A job of a sweep that fails is recorded and the
-sweep goes on."""
+sweep goes on. `Jobs` is the task function Hydra calls, and what the command hands its jobs."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,11 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.base.children import Child
 from ragexp.base.redact import MaskedLog, scrub_url, written_config
 from ragexp.config.overrides import point_name
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserCodeStopped
@@ -22,8 +24,45 @@ from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job, TrackingFailed
 from ragexp.store.run_folder import AUDIT_FILES, FAILURE_FILE, read_sweep
 from ragexp.run.report import summary
+from ragexp.store.sweep_logging import SweepLogging
 
 log = logging.getLogger("ragexp")
+
+
+class Jobs:
+    """`python -m ragexp`'s task function: Hydra calls it with each job's config, and it gives the
+    job (`execute`) what the command holds for it beside the config, which Hydra has no parameter
+    for: `early`, the MLflow logging helper the command started before Hydra composed a single
+    run's config (ragexp.store.log_ahead.start_early), and `sweep_logging`, the logging helper of
+    the sweep under way in this process (ragexp.store.sweep_logging).
+
+    The sweep's helper is its callback's (ragexp.sweep.callbacks.SweepTracking), which Hydra makes
+    from the config and whose only public meeting point with the task function is
+    `Callback.on_job_start(config, task_function=...)`: there the sweep hands over its helper and
+    how to end the sweep (`in_sweep`). With a launcher that runs jobs in other processes, that
+    call is made there, with no helper to hand over: those jobs log themselves. `close`, at the
+    command's end however it ended, stops a helper no job took and ends a sweep stopped before its
+    end (an interrupt): a route from a job to MLflow that can be read from these parameters."""
+
+    def __init__(self, early: Child | None = None):
+        self.early = early
+        self.sweep_logging: SweepLogging | None = None
+        self.end_sweep: Callable[[], None] | None = None
+
+    def __call__(self, cfg: DictConfig) -> float | None:
+        return execute(cfg, self)
+
+    def in_sweep(self, logging_helper: SweepLogging | None, end: Callable[[], None]) -> None:
+        """The sweep's callback, as a job of the sweep starts: its helper for the job, and what ends
+        the sweep if the command stops before the sweep's end."""
+        self.sweep_logging, self.end_sweep = logging_helper, end
+
+    def close(self) -> None:
+        if self.early is not None:
+            self.early.stop()
+        end, self.end_sweep, self.sweep_logging = self.end_sweep, None, None
+        if end is not None:
+            end()
 
 
 def sweep_info() -> dict:
@@ -54,10 +93,10 @@ def swept_values(sweep: dict) -> str:
     return point_name(OmegaConf.to_container(hydra.overrides.task, resolve=False), swept) or hydra.job.override_dirname
 
 
-def execute(cfg: DictConfig) -> float | None:
-    """Runs one job (ragexp.run.job); returns the configured objective (for sweepers that optimise
-    it). A job of a multirun never exits: a failure is recorded (`record_failed_job`) and the sweep
-    goes on."""
+def execute(cfg: DictConfig, jobs: Jobs | None = None) -> float | None:
+    """Runs one job (ragexp.run.job) with the logging helpers `jobs` holds; returns the configured
+    objective (for sweepers that optimise it). A job of a multirun never exits: a failure is
+    recorded (`record_failed_job`) and the sweep goes on."""
     from hydra.core.hydra_config import HydraConfig
 
 
@@ -73,7 +112,8 @@ def execute(cfg: DictConfig) -> float | None:
         hydra = HydraConfig.get()
         job = Job(cfg, hydra.runtime.choices, swept=swept_values(sweep), tracking_uri=sweep.get("tracking_uri"),
                   parent_id=sweep.get("parent_run_id"), tags=job_tags(sweep), ahead=not multirun,
-                  number=hydra.job.num if multirun else None)
+                  number=hydra.job.num if multirun else None, early=jobs.early if jobs and not multirun else None,
+                  sweep_logging=jobs.sweep_logging if jobs and multirun else None)
         outcome = job.run(Path(hydra.runtime.output_dir))
         if isinstance(outcome, Estimate):  # dry_run=true: nothing judged, nothing to log
             print(outcome.summary())

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.base.children import Child
 from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.build import build
 from ragexp.config.validation import validate
@@ -25,9 +26,10 @@ from ragexp.judges.people import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
-from ragexp.store.log_ahead import SWEEP, LoggedAhead, discard
+from ragexp.store.log_ahead import LoggedAhead
 from ragexp.store.logged_record import not_logged, record_store
 from ragexp.store.run_config import write_config
+from ragexp.store.sweep_logging import SweepLogging
 from ragexp.types import RunResult
 
 log = logging.getLogger(__name__)
@@ -124,7 +126,9 @@ class Job:
     choices); `swept`: in a sweep, the point's swept values; `name`: a name the caller gives;
     `tracking_uri`, `parent_id`, `tags`: what a sweep left for its jobs (its store, its parent
     run, the job's tags). `tracker` and `name` are set as the job goes, so that a door can record
-    a job that failed half-way."""
+    a job that failed half-way. Who logs the run besides the tracker, handed by the door
+    (ragexp.run.app.Jobs): `early`, the logging helper started with the command for a single run
+    (`ahead`), and `sweep_logging`, the helper of the sweep this job runs in, in its process."""
 
     cfg: DictConfig
     choices: Mapping[str, Any]
@@ -136,6 +140,8 @@ class Job:
     tracker: Any = None
     started: float = field(default_factory=time.time)
     ahead: bool = False  # a single run from the command line: its MLflow store made ready while it works
+    early: Child | None = None  # the helper the command started for that (ragexp.store.log_ahead.start_early)
+    sweep_logging: SweepLogging | None = None  # the sweep's helper, which logs this job's folder while the next job runs
     number: int | None = None  # a sweep's job: its number in the sweep
 
     def run(self, folder: Path) -> Outcome | Estimate:
@@ -159,14 +165,14 @@ class Job:
         self.tracker.use_store(self.tracking_uri)
         self.name = run_name(self.cfg, self.choices, self.swept, self.name)
         if OmegaConf.select(self.cfg, "llm.dry_run", default=False):
-            discard()
+            self.stop_early()
             return estimate(self.cfg, self.name)
         if self.ahead and self.tracker.ahead() is not None:  # MLflow imported in a process of its own meanwhile
-            self.tracker = LoggedAhead(self.tracker)
+            self.tracker = LoggedAhead(self.tracker, self.early)
         else:
-            discard()  # a helper started with the command, not needed
-            if SWEEP:  # a sweep's job in the sweep's process: its helper logs the folder while the next job runs
-                self.tracker = SWEEP[-1].queued(self.tracker, self.name, self.number)
+            self.stop_early()  # a helper started with the command, not needed
+            if self.sweep_logging is not None:  # a sweep's job in the sweep's process
+                self.tracker = self.sweep_logging.queued(self.tracker, self.name, self.number)
         pictures: dict = {}
         result = run(self.cfg, self.name, pictures)
         failure = run_failure(result, share)
@@ -190,6 +196,10 @@ class Job:
         if said is not None:
             sent, line = said
             (log.info if sent else log.warning)(line)
+
+    def stop_early(self) -> None:
+        if self.early is not None:
+            self.early.stop()
 
     def log(self, outcome: Outcome) -> str | None:
         """The run folder logged to the tracker (None: it logs nothing); when the store cannot take

@@ -4,7 +4,8 @@ imports MLflow (1.5 s of imports on the 2-core machine, most of what logging a r
 once the job gives it the tracker's settings (`LoggedAhead`), opens the store if it exists; then
 it waits for the run folder and logs it as `MlflowTracker.log_folder` would, in its process. The
 job's own process never imports MLflow. The helper's log lines come back with its answer and are
-logged in the job's log; it ends when the job's process ends, whatever ends it.
+logged in the job's log; it is a child process of the job's (ragexp.base.children): stopped when the
+job's process exits, and ending itself at once when that process dies (kill -9).
 
 If the process cannot start, dies or does not answer, the job logs the folder itself, as without
 it; an error of the store (a server gone away, a bad URI) comes back as the same error it would
@@ -12,8 +13,9 @@ have raised in the job. The protocol is one JSON line each way: the tracker's se
 `{"folder", "parent_id"}`; the answer `{"run_id", "where", "link", "logs"}` or `{"error", "kind"}`.
 A closed input ends the process without logging; a job that ends without a folder to log stops it.
 
-A sweep whose jobs run in its own process (Hydra's basic launcher) has one such helper for all of
-them: ragexp.store.sweep_logging."""
+The helper started with the command is handed to its job as an object (`start_early`'s, passed by
+ragexp.run.app.Jobs to the job); nothing is kept in this module. A sweep whose jobs run in its own
+process (Hydra's basic launcher) has one such helper for all of them: ragexp.store.sweep_logging."""
 from __future__ import annotations
 
 import gc
@@ -24,15 +26,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ragexp.base import children
 from ragexp.errors import RagexpError, StoreUnreachable
 
 log = logging.getLogger(__name__)
 ERRORS = {"RagexpError": RagexpError, "StoreUnreachable": StoreUnreachable}
-JOB = "RAGEXP_LOGGING_FOR"  # the job's pid, in the helper's environment
-
-
-EARLY: list[subprocess.Popen] = []  # a helper started as the command began (`start_early`), not yet given a tracker
-SWEEP: list = []  # the SweepLogging (ragexp.store.sweep_logging) helper of the sweep under way in this process, if it has one
+NAME = "MLflow logging helper"  # the helper among the children of a process (ragexp.base.children.running)
+WATCH_S = 0.05  # how often the helper looks for the job's process: it ends with it, as one process would
 
 
 def settings_of(tracker) -> dict:
@@ -40,71 +40,49 @@ def settings_of(tracker) -> dict:
     return tracker.ahead() or {}
 
 
-def helper() -> subprocess.Popen | None:
+def helper() -> children.Child | None:
     """A new helper process (it imports MLflow at once), or None when none can start."""
     try:
-        return subprocess.Popen([sys.executable, "-m", "ragexp.store.log_ahead"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), JOB: str(os.getpid())})
+        return children.start([sys.executable, "-m", "ragexp.store.log_ahead"], NAME, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     except OSError as err:
         log.debug("logging ahead: no helper process (%s); the job logs its folder itself", err)
         return None
 
 
-def start_early(argv: list[str]) -> None:
+def start_early(argv: list[str]) -> children.Child | None:
     """A single run of `python -m ragexp` that may log to MLflow starts its helper before Hydra composes
-    its config: a short run (a warm stage cache) is over before MLflow is imported otherwise. A run
-    that turns out not to log ends it unused (`discard`)."""
+    its config: a short run (a warm stage cache) is over before MLflow is imported otherwise. The
+    command hands it to its job (`LoggedAhead`); a run that turns out not to log stops it unused
+    (it has imported, not logged: no store touched)."""
     options = {a.split("=", 1)[0] for a in argv if a.startswith("-")}
     if options & {"-m", "--multirun", "-h", "--help", "--hydra-help", "--info", "-c", "--cfg", "--shell-completion"}:
-        return
+        return None
     if any(a.startswith(("tracker=", "hydra.mode=")) and a != "tracker=mlflow" for a in argv) or "dry_run=true" in argv:
-        return
-    process = helper()
-    if process is not None:
-        EARLY.append(process)
-
-
-def discard() -> None:
-    """The early helper, unused: stopped at once (it has imported, not logged: no store touched)."""
-    while EARLY:
-        ended(EARLY.pop())
-
-
-def abandon() -> None:
-    """A sweep's helper still there when the command ends (the sweep stopped before its end: a bad
-    grid, an interrupt): stopped. What it had not logged yet is logged when the sweep is run again
-    (its jobs then come from the stage cache)."""
-    while SWEEP:
-        SWEEP[-1].gone()
-
-
-def ended(process: subprocess.Popen) -> None:
-    """A helper stopped without waiting for its imports to end (an error message is not held back by
-    them): killed, and reaped."""
-    process.kill()
-    try:
-        process.communicate(timeout=30)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        pass
+        return None
+    return helper()
 
 
 class LoggedAhead:
     """An MlflowTracker whose store a helper process opens ahead of the logging (see the module)."""
 
-    def __init__(self, tracker):
+    def __init__(self, tracker, child: children.Child | None = None):
+        """`child`: the helper started with the command (`start_early`), else one is started now."""
         self.tracker = tracker
         self.answer: dict = {}
         settings = settings_of(tracker)
-        self.process = EARLY.pop() if EARLY else helper()
-        discard()
+        self.child = child if child is not None else helper()
         try:
-            if self.process is not None:
-                self.process.stdin.write(json.dumps(settings) + "\n")  # type: ignore[union-attr]
-                self.process.stdin.flush()  # type: ignore[union-attr]
+            if self.child is not None:
+                self.child.process.stdin.write(json.dumps(settings) + "\n")  # type: ignore[union-attr]
+                self.child.process.stdin.flush()  # type: ignore[union-attr]
         except OSError as err:  # it died already
             log.debug("logging ahead: the helper is gone (%s); the job logs its folder itself", err)
-            self.process = None
+            self.close()
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self.child.process if self.child is not None else None
 
     def __getattr__(self, name: str):  # what the helper does not serve, the tracker does (in this process)
         return getattr(self.tracker, name)
@@ -123,15 +101,17 @@ class LoggedAhead:
         return answer["run_id"]
 
     def asked(self, request: dict) -> dict | None:
-        process, self.process = self.process, None
-        if process is None:
+        child, self.child = self.child, None
+        if child is None:
             return None
         try:
-            reply, _ = process.communicate(json.dumps(request) + "\n")
+            reply, _ = child.process.communicate(json.dumps(request) + "\n")
             return json.loads(reply.strip().splitlines()[-1])
         except (OSError, ValueError, IndexError) as err:
             log.debug("logging ahead: the helper gave no answer (%s); the job logs its folder itself", err)
             return None
+        finally:
+            child.stop()  # (it has ended: forgotten)
 
     def where(self) -> str:
         return self.answer.get("where") or self.tracker.where()
@@ -144,9 +124,9 @@ class LoggedAhead:
     def close(self) -> None:
         """Ends the helper without logging (the job ended before it had a folder to log; a store
         the helper was opening is left as the next command's opening would find it)."""
-        process, self.process = self.process, None
-        if process is not None:
-            ended(process)
+        child, self.child = self.child, None
+        if child is not None:
+            child.stop()
 
 
 def said(answer: dict) -> None:
@@ -170,26 +150,12 @@ class Collected(logging.Handler):
         self.records.append((record.levelno, record.name, record.getMessage()))
 
 
-def with_the_job(interval_s: float = 0.05) -> None:
-    """The helper is part of the job: if the job's process dies (SIGKILL), it ends at once too, as if
-    one process had been killed (a run it was logging stays RUNNING, for the next command to close)."""
-    import threading
-    import time
-
-    job = int(os.environ.get(JOB) or os.getppid())  # the job's pid as it said it (it may be gone already)
-
-    def watch() -> None:
-        while os.getppid() == job:
-            time.sleep(interval_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="job-watch").start()
-
-
 def serve() -> None:
     """The helper: the tracker's settings, the store opened, then a single run's folder logged, or a
-    sweep's parent run opened and its jobs' folders logged one after another."""
-    with_the_job()
+    sweep's parent run opened and its jobs' folders logged one after another. It is part of the
+    job: if the job's process dies (SIGKILL), it ends at once too, as if one process had been killed
+    (a run it was logging stays RUNNING, for the next command to close)."""
+    children.watch_parent(every_s=WATCH_S)
     from ragexp.store.trackers import MlflowTracker
 
     import mlflow

@@ -3,7 +3,9 @@ jobs of a sweep that run in its own process (Hydra's basic launcher). It opens t
 answered `{"parent_id", "store", "where"}`), then each job hands its folder over and the next job
 starts while the helper logs it, on the other core; the sweep waits for the last one before its
 report. The helper reads one request a line until its input closes, and answers each with the
-folder it logged."""
+folder it logged. The sweep's callback owns its `SweepLogging` and hands it to each job
+(ragexp.sweep.callbacks.SweepTracking.on_job_start); the helper is a child process of the sweep's
+(ragexp.base.children), stopped at the latest when the sweep's process exits."""
 from __future__ import annotations
 
 import json
@@ -11,7 +13,8 @@ import logging
 import subprocess
 from pathlib import Path
 
-from ragexp.store.log_ahead import SWEEP, ended, error_of, helper, said, settings_of
+from ragexp.base.children import Child
+from ragexp.store.log_ahead import error_of, helper, said, settings_of
 
 log = logging.getLogger("ragexp.store.log_ahead")
 
@@ -24,10 +27,11 @@ class SweepLogging:
     the last folder and returns those that could not be logged. A folder the helper never
     answered for (it died) is logged by this process."""
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, child: Child):
         import threading
 
-        self.process = process
+        self.child = child
+        self.process: subprocess.Popen = child.process
         self.settings: dict | None = None  # the jobs' tracker settings it logs with, once the sweep is open
         self.where = ""
         self.sent: dict[str, dict] = {}  # folder -> {"parent_id", "name", "job"}
@@ -38,21 +42,21 @@ class SweepLogging:
 
     @classmethod
     def start(cls) -> SweepLogging | None:
-        process = helper()
-        if process is None:
-            return None
-        SWEEP.append(cls(process))
-        return SWEEP[-1]
+        child = helper()
+        return cls(child) if child is not None else None
 
     def read(self) -> None:
-        for line in self.process.stdout:  # type: ignore[union-attr]
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                continue
-            with self.answered:
-                self.answers.append(answer)
-                self.answered.notify_all()
+        try:
+            for line in self.process.stdout:  # type: ignore[union-attr]
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    continue
+                with self.answered:
+                    self.answers.append(answer)
+                    self.answered.notify_all()
+        except (OSError, ValueError):  # its output closed as it was stopped (`gone`)
+            pass
         with self.answered:  # the helper is gone
             self.answers.append({"call": "ended"})
             self.answered.notify_all()
@@ -89,10 +93,9 @@ class SweepLogging:
         return answer
 
     def gone(self) -> None:
-        """The helper stopped and forgotten: the sweep logs its jobs itself."""
-        if self in SWEEP:
-            SWEEP.remove(self)
-        ended(self.process)
+        """The helper stopped: the sweep logs its jobs itself."""
+        self.child.stop()
+        self.settings = None  # (a job asking for it now logs itself)
 
     def queued(self, tracker, name: str | None, job: int | None):
         """`tracker`, its `log_folder` handed to the helper when it logs where the sweep does."""
@@ -111,14 +114,13 @@ class SweepLogging:
     def finish(self, tracker) -> list[dict]:
         """Waits for every folder handed over; those not logged, with why: [{"folder", "name", "job",
         "error", "kind"}]. The helper's log lines are logged here."""
-        if self in SWEEP:
-            SWEEP.remove(self)
         try:
             self.process.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
         self.reader.join()
         self.process.wait()
+        self.child.stop()  # (it has ended: forgotten)
         answers = {a.get("folder"): a for a in self.answers}
         failed = []
         for folder, job in self.sent.items():

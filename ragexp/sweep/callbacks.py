@@ -18,6 +18,7 @@ from ragexp.base.processes import this_process
 from ragexp.base.redact import scrub_url
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
 from ragexp.store.logged_record import not_logged as not_logged_reason
+from ragexp.run.app import Jobs
 from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
@@ -60,18 +61,36 @@ class SweepTracking(Callback):
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts. Jobs not
     logged (a store gone away) or a parent that cannot be ended: the leaderboard of the run folders,
     exit 4, and the end recorded for later (ragexp.sweep.ending). No exception of a callback is
-    left to Hydra, which would only warn (`not_a_warning`)."""
+    left to Hydra, which would only warn (`not_a_warning`).
+
+    Hydra makes this callback from the config, and calls the task function with a config only: the
+    sweep's jobs in this process are handed its logging helper in `on_job_start`, where Hydra
+    passes a callback the task function (`ragexp.run.app.Jobs`), the one public route between the
+    two. `close` lets go of what the sweep holds, at its end or when it stops before (its
+    callbacks then end it; after its first job, the command does, through `Jobs.close`)."""
 
     composed: ComposedOnce | None = None  # the grid's points, each composed once (ragexp.sweep.composed)
     helper: SweepLogging | None = None  # the helper that logs the jobs' folders (jobs in this process)
+    under_way = False  # a sweep started in this process (`on_multirun_start`): not a single run
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        with not_a_warning():
-            self.started(config)
+        try:
+            with not_a_warning():
+                self.started(config)
+        except BaseException:  # a bad grid (exit 2), a store that does not answer: nothing is left behind
+            self.close()
+            raise
+
+    def on_job_start(self, config: DictConfig, *, task_function: Any = None, **kwargs: Any) -> None:
+        """A job of this sweep starting in this process (any job, with Hydra's basic launcher) is
+        handed the sweep's logging helper and how to end the sweep (`Jobs.in_sweep`)."""
+        if self.under_way and isinstance(task_function, Jobs):
+            task_function.in_sweep(self.helper, self.close)
 
     def started(self, config: DictConfig) -> None:
         from ragexp.config.build import build
 
+        self.under_way = True
         sweeper = config.hydra.sweeper.get("_target_")
         grid = sweeper in (BASIC_SWEEPER, RACING_SWEEPER)  # known in advance, checked before any job
         self.tracker = build(config.tracker)
@@ -84,7 +103,7 @@ class SweepTracking(Callback):
             self.tracker.imported()
         # The modules imported so far (Hydra's; MLflow when this process logs) stay to the end: set aside from the
         # garbage collector, whose full collections scanned them again and again (2.3 s of a 48-point
-        # sweep; given back at the end, ragexp.sweep.composed.release). The grid's composed configs,
+        # sweep; given back at the end, `close`). The grid's composed configs,
         # made next and dropped job by job, are not set aside: they would never be collected.
         gc.freeze()
         if grid:
@@ -126,16 +145,34 @@ class SweepTracking(Callback):
             job_return.cfg = job_return.hydra_cfg = None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        with not_a_warning():
-            self.ended(config)
+        try:
+            with not_a_warning():
+                self.ended(config)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """What the sweep holds let go, however it ended (idempotent): Hydra's composition as it was
+        (ragexp.sweep.composed), its logging helper stopped (what it had not logged is logged when
+        the sweep is run again, its jobs then served by the stage cache), and what `started` set
+        aside from the garbage collector given back, as a process that goes on (a notebook, a test
+        session) needs."""
+        composed, self.composed = self.composed, None
+        if composed is not None:
+            composed.close()
+        helper, self.helper = self.helper, None
+        if helper is not None:
+            helper.gone()
+        gc.unfreeze()
 
     def where(self) -> str:
         """The store the sweep logs to, in words (said by its helper when it has one)."""
         return self.helper.where if self.helper is not None and self.helper.where else self.tracker.where()
 
     def ended(self, config: DictConfig) -> None:
-        if self.composed is not None:
-            self.composed.close()
+        composed, self.composed = self.composed, None
+        if composed is not None:
+            composed.close()
         if self.helper is not None:
             self.record_not_logged(self.helper.finish(self.tracker))
 

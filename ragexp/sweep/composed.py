@@ -32,6 +32,9 @@ class SharedDefaults:
     def __init__(self):
         from hydra._internal import config_loader_impl
 
+        installed = getattr(config_loader_impl.create_defaults_list, "__self__", None)
+        if isinstance(installed, SharedDefaults):  # left by a sweep that never ended (in a process that goes on)
+            installed.close()
         self.module, self.loader_class = config_loader_impl, config_loader_impl.ConfigLoaderImpl
         self.real_list = config_loader_impl.create_defaults_list
         self.real_compose = self.loader_class._compose_config_from_defaults_list
@@ -118,26 +121,11 @@ class ComposedOnce:
         self.shared.close()
 
 
-ACTIVE: list[ComposedOnce] = []  # installed by the sweep under way in this process
-
-
 def compose_once(config: DictConfig) -> ComposedOnce:
-    """Installs `ComposedOnce` on the global config loader: its kept points for a sweep whose jobs
-    run in this process (the basic launcher), the shared defaults for any."""
+    """`ComposedOnce` installed on the global config loader: its kept points for a sweep whose jobs
+    run in this process (the basic launcher), the shared defaults for any. The sweep that installs
+    it closes it (ragexp.sweep.callbacks.SweepTracking.close)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    release()
     loader: Any = GlobalHydra.instance().config_loader()
-    ACTIVE.append(ComposedOnce(loader, keep=config.hydra.launcher.get("_target_") == BASIC_LAUNCHER))
-    return ACTIVE[-1]
-
-
-def release() -> None:
-    """Hydra as it was, whichever way the sweep ended (a bad point, a job that raised), and the
-    garbage collector too: what the sweep set aside (`gc.freeze`, ragexp.sweep.callbacks) is
-    collected again, as a process that goes on (a notebook, a test session) needs."""
-    import gc
-
-    while ACTIVE:
-        ACTIVE.pop().close()
-    gc.unfreeze()
+    return ComposedOnce(loader, keep=config.hydra.launcher.get("_target_") == BASIC_LAUNCHER)

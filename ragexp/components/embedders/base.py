@@ -22,7 +22,7 @@ _HASH_WORD = re.compile(r"\w+", re.UNICODE)
 
 class EmbeddingCache:
     """One run's embedding state: the vectors computed so far (embedder key -> text -> vector), the
-    on-disk `store` (a `ragexp.store.cache.EmbeddingStore`, None for memory only) and `stats`: texts
+    on-disk `store` (a `ragexp.store.embedding_store.EmbeddingStore`, None for memory only) and `stats`: texts
     embedded by a model (`embedded_texts`), not served from memory or disk.
 
     How embedders get their run's cache: they are built deep inside other components' configs
@@ -44,7 +44,7 @@ class EmbeddingCache:
     def beside(cls, stage_cache) -> EmbeddingCache:
         """A run's embedding cache, with its vectors on disk beside `stage_cache` (a
         `ragexp.store.cache.StageCache`) when that is enabled, in memory only otherwise."""
-        from ragexp.store.cache import EmbeddingStore
+        from ragexp.store.embedding_store import EmbeddingStore
 
         return cls(EmbeddingStore(stage_cache.dir) if stage_cache.enabled else None)
 
