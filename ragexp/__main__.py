@@ -1,5 +1,6 @@
 """`python -m ragexp`: the Hydra entry point. Keep imports light: `--help` (written from conf/ by
 ragexp.config.docs) imports neither Hydra nor any model code."""
+import contextlib
 import sys
 
 from ragexp.config import CONF
@@ -54,7 +55,38 @@ def main() -> None:
     if refused:  # Hydra would say "No match in the defaults list" and suggest +chunker=..., which is wrong
         print(f"ragexp: error: {refused}", file=sys.stderr)
         sys.exit(BAD_INPUT)
-    guarded(hydra_main)
+    with stopped_by_signals():
+        guarded(hydra_main)
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """SIGTERM and SIGINT (Ctrl-C) raise Interrupted in the main thread while the command runs: the
+    run stops as code that raised it would stop it (an MLflow run being logged ends KILLED, queued
+    requests are cancelled), and the command exits 128 + the signal's number with one line, without
+    a traceback. The handlers before are put back after."""
+    import signal
+    import threading
+
+    from ragexp.errors import Interrupted
+
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+    try:
+        yield
+    except Interrupted as stop:
+        print(f"ragexp: error: stopped by {signal.Signals(stop.signum).name}: the run did not finish (a run being "
+              "logged to MLflow ends KILLED); the same command again resumes from the stage cache", file=sys.stderr)
+        sys.exit(stop.exit_status)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+STOPPED = (130, 143)  # the exit status after SIGINT (Ctrl-C) and SIGTERM: 128 + the signal's number
 
 
 def command() -> None:
@@ -71,7 +103,8 @@ def command() -> None:
         code: object = 0
     except SystemExit as done:
         code = done.code
-    threading._shutdown()  # type: ignore[attr-defined] # what Python calls at exit: its thread pools told to stop, then joined
+    if code not in STOPPED:  # stopped by a signal: the requests still under way are not waited for
+        threading._shutdown()  # type: ignore[attr-defined] # what Python calls at exit: its thread pools told to stop, then joined
     atexit._run_exitfuncs()
     if code is not None and not isinstance(code, int):  # sys.exit("message"), as Python says it
         print(code, file=sys.stderr)

@@ -20,6 +20,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +133,9 @@ class LoggedAhead:
         except (OSError, ValueError, IndexError) as err:
             log.debug("logging ahead: the helper gave no answer (%s); the job logs its folder itself", err)
             return None
+        except BaseException:  # SIGTERM or Ctrl-C as it logs: the run it opened ends KILLED (dead_runs.ended_if_stopped)
+            stopped(process)
+            raise
 
     def where(self) -> str:
         return self.answer.get("where") or self.tracker.where()
@@ -159,6 +163,17 @@ def error_of(answer: dict) -> Exception:
     """The helper's error as the tracker raised it there: its class, or one of the same name."""
     kind = answer.get("kind") or "Exception"
     return ERRORS.get(kind, type(kind, (Exception,), {}))(answer["error"])
+
+
+def stopped(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """A helper stopped while it logs (the job's process got SIGTERM or Ctrl-C): told with SIGTERM,
+    so that the run it has open ends KILLED, and waited for `grace_s`, then killed."""
+    try:
+        process.terminate()
+        process.wait(grace_s)
+    except (OSError, subprocess.TimeoutExpired):
+        process.kill()
+        process.wait()
 
 
 class Collected(logging.Handler):
@@ -190,6 +205,7 @@ def serve() -> None:
     """The helper: the tracker's settings, the store opened, then a single run's folder logged, or a
     sweep's parent run opened and its jobs' folders logged one after another."""
     with_the_job()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the job, which stops it with SIGTERM (`stopped`): one stop
     from ragexp.store.trackers import MlflowTracker
 
     import mlflow

@@ -51,18 +51,27 @@ def json_value(value):
     return value
 
 
+RESULTS = "results.json"  # written last, whole or absent: a folder with it is complete
+
+
 def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
                   tags: dict[str, str] | None = None) -> Path:
-    """results.json, and beside it aggregates.json, the audit trail (`write_audit`), the
-    per-question table (`questions.json`, as MLflow stores a table) and `run.json` (what a tracker
-    logs besides: tags, work and time counts; `started`: when the job began, time.time();
-    `failure`: why the run failed as a whole; `tags`: the sweep's own tags for the job). Everything a
-    tracker logs is then in the folder, so it can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
+    """The run folder's files (`write_run_files`), then results.json (`seal`); returns its path."""
+    write_run_files(result, folder, started, failure, tags)
+    return seal(result, folder)
+
+
+def write_run_files(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
+                    tags: dict[str, str] | None = None) -> None:
+    """Everything of the run folder but results.json: aggregates.json, the audit trail
+    (`write_audit`), the per-question table (`questions.json`, as MLflow stores a table) and
+    `run.json` (what a tracker logs besides: tags, work and time counts; `started`: when the job
+    began, time.time(); `failure`: why the run failed as a whole; `tags`: the sweep's own tags for
+    the job). Everything a tracker logs is then in the folder, so it can be logged later
+    (`python -m ragexp.track FOLDER`). An OSError (a full disk) is raised as it comes: the
+    folder then has no results.json, which `seal` writes last."""
     import time
 
-
-    path = folder / "results.json"
-    path.write_text(json.dumps(results_json(result), indent=2) + "\n")
     (folder / AGGREGATES).write_text(json.dumps(aggregates_json(result), indent=2) + "\n")
     write_audit(result, folder)
     table = question_table(result)
@@ -83,6 +92,19 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
             "process": this_process(),  # the job's (a helper may log the folder: ragexp.store.log_ahead)
             **({"tags": tags} if tags else {})}
     (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def seal(result: RunResult, folder: Path) -> Path:
+    """results.json, the run folder's last file, written whole or not at all (a temporary file
+    renamed): a folder that has it has every other file of the run (never results.json without
+    run.json, whatever stops the writing)."""
+    path = folder / RESULTS
+    partial = folder / f".{RESULTS}.{os.getpid()}"
+    try:
+        partial.write_text(json.dumps(results_json(result), indent=2) + "\n")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 
@@ -233,13 +255,26 @@ def read_sweep(sweep_dir: str | Path) -> dict:
 
 
 OWNER = ".ragexp-owner"  # in a run folder: the process that writes it (host, pid, start time)
+INCOMPLETE = "incomplete.json"  # the owner record of a run that ended without results.json, once a command named it
 
 
 def claim(folder: Path) -> None:
     """Makes `folder` this process's run folder: its owner file is created (atomically) unless it
     names another process that still runs, in which case nothing is written and RagexpError says
     so (two runs writing one folder would log each other's results). A folder a finished or killed
-    run left is taken over."""
+    run left is taken over: its results.json, which is not this run's, is removed. A folder that
+    cannot be made or written is a RagexpError naming it."""
+    try:
+        taken = own(folder)
+    except OSError as err:
+        raise RagexpError(f"hydra.run.dir: cannot write the run folder {folder} ({reason(err)}); give a folder that "
+                          "can be written (hydra.run.dir=..., or output_dir= in ragexp.evaluate)") from None
+    if not taken:
+        raise RagexpError(f"hydra.run.dir: could not claim the run folder {folder}; give this run its own folder")
+
+
+def own(folder: Path) -> bool:
+    """`claim`'s work: True once the owner file is this process's; OSError when the folder cannot be written."""
     folder.mkdir(parents=True, exist_ok=True)
     path, me = folder / OWNER, this_process()
     for _ in range(3):
@@ -248,7 +283,8 @@ def claim(folder: Path) -> None:
         except FileExistsError:
             holder = owner_of(path)
             if holder is not None and {k: holder.get(k) for k in me} == me:
-                return  # already ours: a second job of this process in the same folder
+                fresh(folder)
+                return True  # already ours: a second job of this process in the same folder
             if (holder is None and time.time() - path.stat().st_mtime < 10) or (holder is not None and alive(holder)):
                 who = f"process {holder['pid']} on {holder['host']}" if holder else "a run starting now"
                 raise RagexpError(f"hydra.run.dir: the run folder {folder} is in use by another run ({who}); give "
@@ -257,8 +293,30 @@ def claim(folder: Path) -> None:
             continue
         with os.fdopen(fd, "w") as out:
             json.dump(me, out)
-        return
-    raise RagexpError(f"hydra.run.dir: could not claim the run folder {folder}; give this run its own folder")
+        fresh(folder)
+        return True
+    return False
+
+
+def fresh(folder: Path) -> None:
+    """A folder given again (hydra.run.dir=run) loses what said an earlier run's end: its
+    results.json (the run now starting writes its own, or none) and incomplete.json."""
+    for stale in (RESULTS, INCOMPLETE):
+        (folder / stale).unlink(missing_ok=True)
+
+
+def reason(err: OSError) -> str:
+    """An OSError as a short reason: `No space left on device`, with the file when it names one."""
+    return f"{err.strerror or type(err).__name__}" + (f": {err.filename}" if err.filename else "")
+
+
+def release(folder: Path) -> None:
+    """The owner file removed, when it is this process's: the run ended with a message that says
+    why (a setting to fix, code that stopped it), so the folder is not one to name later."""
+    path = Path(folder) / OWNER
+    holder = owner_of(path)
+    if holder is not None and {k: holder.get(k) for k in this_process()} == this_process():
+        path.unlink(missing_ok=True)
 
 
 def owner_of(path: Path) -> dict | None:
@@ -268,3 +326,43 @@ def owner_of(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def ended_without_results(folder: Path) -> dict | None:
+    """The process that wrote `folder` and ended without its results.json, said nothing of it
+    (os._exit past the guard, a kill, a crash) or could not write it (a full disk): its owner
+    record (a process gone), or the record a command that named it kept (incomplete.json). None for
+    a complete folder, one being written, and one whose run ended with a message."""
+    folder = Path(folder)
+    if (folder / RESULTS).exists():
+        return None
+    named = owner_of(folder / INCOMPLETE)
+    if named is not None:
+        return named
+    holder = owner_of(folder / OWNER)
+    return holder if holder is not None and not alive(holder) else None
+
+
+def incomplete_message(folder: Path, record: dict) -> str:
+    """What is said of a folder `ended_without_results` returns a record for."""
+    return (f"{folder} is incomplete: the run that wrote it (process {record.get('pid')} on {record.get('host')}) ended "
+            "without its results.json (os._exit, a kill, a crash or a full disk); nothing of it was logged. Run the "
+            "command again: the stage cache keeps the work it finished")
+
+
+def name_incomplete(root: Path, depth: int) -> list[str]:
+    """The run folders `depth` levels under `root` (0: `root` itself) whose run ended without
+    results.json and that no command named yet, each as `incomplete_message`; each is marked named
+    (its owner file becomes incomplete.json: said once, and `python -m ragexp.track` still says it)."""
+    said = []
+    for owner in sorted(Path(root).glob("/".join(["*"] * depth + [OWNER]))):
+        folder = owner.parent
+        record = ended_without_results(folder)
+        if record is None or (folder / INCOMPLETE).exists():
+            continue
+        said.append(incomplete_message(folder, record))
+        try:
+            owner.replace(folder / INCOMPLETE)
+        except OSError:
+            pass  # said again by the next command
+    return said
