@@ -1,6 +1,5 @@
 """`python -m ragexp`: the Hydra entry point. Keep imports light: `--help` (written from conf/ by
 ragexp.config.docs) imports neither Hydra nor any model code."""
-import contextlib
 import sys
 
 from ragexp.config import CONF
@@ -48,6 +47,7 @@ def register_plugins() -> None:
 
 
 def main() -> None:
+    from ragexp.base.stops import stopped_by_signals
     from ragexp.config.corpus_groups import refused_override
     from ragexp.errors import BAD_INPUT
 
@@ -55,38 +55,8 @@ def main() -> None:
     if refused:  # Hydra would say "No match in the defaults list" and suggest +chunker=..., which is wrong
         print(f"ragexp: error: {refused}", file=sys.stderr)
         sys.exit(BAD_INPUT)
-    with stopped_by_signals():
+    with stopped_by_signals():  # SIGTERM, Ctrl-C: one line, exit 143 or 130, a run being logged ends KILLED
         guarded(hydra_main)
-
-
-@contextlib.contextmanager
-def stopped_by_signals():
-    """SIGTERM and SIGINT (Ctrl-C) raise Interrupted in the main thread while the command runs: the
-    run stops as code that raised it would stop it (an MLflow run being logged ends KILLED, queued
-    requests are cancelled), and the command exits 128 + the signal's number with one line, without
-    a traceback. The handlers before are put back after."""
-    import signal
-    import threading
-
-    from ragexp.errors import Interrupted
-
-    def interrupt(signum, frame):
-        raise Interrupted(signum)
-
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
-    try:
-        yield
-    except Interrupted as stop:
-        print(f"ragexp: error: stopped by {signal.Signals(stop.signum).name}: the run did not finish (a run being "
-              "logged to MLflow ends KILLED); the same command again resumes from the stage cache", file=sys.stderr)
-        sys.exit(stop.exit_status)
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-STOPPED = (130, 143)  # the exit status after SIGINT (Ctrl-C) and SIGTERM: 128 + the signal's number
 
 
 def command() -> None:
@@ -97,6 +67,8 @@ def command() -> None:
     import atexit
     import os
     import threading
+
+    from ragexp.base.stops import STOPPED
 
     try:
         main()

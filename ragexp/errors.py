@@ -16,27 +16,6 @@ class UserCodeStopped(RagexpError):
     pass. The message names the function; commands exit RUN_FAILED (4) on it."""
 
 
-class FolderIncomplete(RagexpError):
-    """The run folder could not be written as the run ended (a full disk, a file size limit): it is
-    left without results.json, nothing of it is logged, and the next command in the same outputs
-    folder and `python -m ragexp.track FOLDER` say so. Commands exit RUN_FAILED (4) on it."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGINT (Ctrl-C) reached `python -m ragexp`: raised in its main thread by the
-    handler `ragexp.__main__` installs, so that the run in progress ends as a stop (an MLflow run
-    being logged ends KILLED) and the command exits 128 + the signal's number with one line, never a
-    traceback. A KeyboardInterrupt that code raises itself is not one of these."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum
-
-
 class QuestionFailed(Exception):
     """One question cannot be completed (an LLM request failed after its retries, a reply that
     could not be read, the budget spent); the run goes on. `str(err)` is the reason shown."""

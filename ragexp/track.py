@@ -27,10 +27,10 @@ from pathlib import Path
 
 from ragexp.base.redact import scrub_url
 from ragexp.config.cli_settings import parse_args
-from ragexp.errors import RUN_FAILED, FolderIncomplete, RagexpError, StoreUnreachable
+from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
 from ragexp.store.logged_record import read_record, store_of
-from ragexp.store.run_folder import (FAILURE_FILE, OWNER, RESULTS, RUN_META, SWEEP_FILE, ended_without_results,
-                                     incomplete_message, owner_of, read_sweep)
+from ragexp.store.run_folder import (FAILURE_FILE, OWNER, RESULTS, RUN_META, SWEEP_FILE, FolderIncomplete,
+                                     ended_without_results, incomplete_message, owner_of, read_sweep)
 from ragexp.store.trackers import MlflowTracker
 from ragexp.store.lookup import run_absent
 

@@ -16,13 +16,15 @@ from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.build import build
 from ragexp.config.validation import validate
 from ragexp.base.user_exits import ExitCalled, calls, exits_guarded, where_raised
-from ragexp.errors import FolderIncomplete, Interrupted, RagexpError, UserCodeStopped
+from ragexp.base.stops import Interrupted
+from ragexp.errors import RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.embedding_map import draw
 from ragexp.judges.people import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
-from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, reason, release, seal, write_run_files
+from ragexp.store.run_folder import (MAP_IMAGE, MAP_POINTS, FolderIncomplete, claim, reason, release, seal,
+                                     write_run_files)
 from ragexp.store.log_ahead import SWEEP, LoggedAhead, discard
 from ragexp.store.logged_record import not_logged, record_store
 from ragexp.store.run_config import write_config

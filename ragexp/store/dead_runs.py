@@ -10,7 +10,7 @@ import threading
 from contextlib import contextmanager
 
 from ragexp.base.processes import alive, this_process
-from ragexp.errors import Interrupted
+from ragexp.base.stops import Interrupted
 
 log = logging.getLogger("ragexp")
 

@@ -254,6 +254,13 @@ def read_sweep(sweep_dir: str | Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+class FolderIncomplete(RagexpError):
+    """The run folder could not be written as the run ended (a full disk, a file size limit): it is
+    left without results.json, nothing of it is logged, and the next command in the same outputs
+    folder and `python -m ragexp.track FOLDER` say so (`ended_without_results`). Commands exit
+    RUN_FAILED (4) on it."""
+
+
 OWNER = ".ragexp-owner"  # in a run folder: the process that writes it (host, pid, start time)
 INCOMPLETE = "incomplete.json"  # the owner record of a run that ended without results.json, once a command named it
 
