@@ -21,7 +21,8 @@ from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job
 from ragexp.store.code_identity import code_digest
 from ragexp.datasets.outputs import plain
-from ragexp.store.run_folder import question_table, reason
+from ragexp.store.run_folder import question_table
+from ragexp.store.run_owner import reason
 
 if TYPE_CHECKING:
     import pandas as pd

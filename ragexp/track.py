@@ -15,7 +15,7 @@ because of a transient error.
 A sweep's folder (it holds sweep.json): every job not yet logged is logged under the sweep's parent
 run, which then ends as the sweep would have ended it (results, job counts, its leaderboard).
 
-A folder whose run ended without its results.json (killed, a full disk: ragexp.store.run_folder.
+A folder whose run ended without its results.json (killed, a full disk: ragexp.store.run_owner.
 ended_without_results) is incomplete: said in one line, exit status 4, nothing logged."""
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from ragexp.base.redact import scrub_url
 from ragexp.config.cli_settings import parse_args
 from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
 from ragexp.store.logged_record import read_record, store_of
-from ragexp.store.run_folder import (FAILURE_FILE, OWNER, RESULTS, RUN_META, SWEEP_FILE, FolderIncomplete,
-                                     ended_without_results, incomplete_message, owner_of, read_sweep)
+from ragexp.store.run_folder import FAILURE_FILE, RESULTS, RUN_META, SWEEP_FILE, read_sweep
+from ragexp.store.run_owner import OWNER, FolderIncomplete, ended_without_results, incomplete_message, owner_of
 from ragexp.store.trackers import MlflowTracker
 from ragexp.store.lookup import run_absent
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def unfinished(folder: Path) -> None:
     """A folder without results.json: FolderIncomplete when its run ended without it (see
-    ragexp.store.run_folder.ended_without_results), RagexpError while a live run writes it; else
+    ragexp.store.run_owner.ended_without_results), RagexpError while a live run writes it; else
     nothing (it is no run folder: said next)."""
     record = ended_without_results(folder)
     if record is not None:

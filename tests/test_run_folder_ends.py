@@ -12,7 +12,7 @@ import ragexp
 from conftest import call_in, run_app
 from ragexp.base.processes import this_process
 from ragexp.errors import RagexpError
-from ragexp.store.run_folder import INCOMPLETE, OWNER, ended_without_results
+from ragexp.store.run_owner import INCOMPLETE, OWNER, ended_without_results
 from test_own_system import RECORDED, SCORING
 
 ARGS = ("dataset=outputs", f"dataset.path={RECORDED}", SCORING, "tracker=none", "cache.enabled=false")

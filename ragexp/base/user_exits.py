@@ -10,9 +10,9 @@ another process (a child forked while the run works: multiprocessing's fork, os.
 kept in `calls()`, which the run reads before it passes.
 
 What no Python code can see (a segfault, SIGKILL, `posix._exit`, an out-of-memory kill) leaves the
-run folder without results.json and its owner record (ragexp.store.run_folder.claim) naming a
+run folder without results.json and its owner record (ragexp.store.run_owner.claim) naming a
 process that is gone: the next command in the same outputs folder and `python -m ragexp.track
-FOLDER` name it (ragexp.store.run_folder.ended_without_results)."""
+FOLDER` name it (ragexp.store.run_owner.ended_without_results)."""
 from __future__ import annotations
 
 import inspect

@@ -20,7 +20,8 @@ from ragexp.config.overrides import point_name
 from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job, TrackingFailed
-from ragexp.store.run_folder import AUDIT_FILES, FAILURE_FILE, FolderIncomplete, name_incomplete, read_sweep
+from ragexp.store.run_folder import AUDIT_FILES, FAILURE_FILE, read_sweep
+from ragexp.store.run_owner import FolderIncomplete, name_incomplete
 from ragexp.run.report import summary
 
 log = logging.getLogger("ragexp")

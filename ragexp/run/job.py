@@ -23,8 +23,8 @@ from ragexp.run.embedding_map import draw
 from ragexp.judges.people import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
-from ragexp.store.run_folder import (MAP_IMAGE, MAP_POINTS, FolderIncomplete, claim, reason, release, seal,
-                                     write_run_files)
+from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, seal, write_run_files
+from ragexp.store.run_owner import FolderIncomplete, claim, reason, release
 from ragexp.store.log_ahead import SWEEP, LoggedAhead, discard
 from ragexp.store.logged_record import not_logged, record_store
 from ragexp.store.run_config import write_config
@@ -143,7 +143,7 @@ class Job:
         BaseException, or calls os._exit, ends it with UserCodeStopped, naming that code: never a
         silent pass. A folder that cannot be written as the run ends is FolderIncomplete; a signal
         (Interrupted) goes through as it is. A run that ends with a message releases its folder
-        (ragexp.store.run_folder.release); one that ends otherwise leaves it to be named later."""
+        (ragexp.store.run_owner.release); one that ends otherwise leaves it to be named later."""
         try:
             with exits_guarded():  # os._exit in code the run calls: ExitCalled (ragexp.base.user_exits)
                 return self.stages(folder)
