@@ -38,6 +38,7 @@ def register_plugins() -> None:
 
 
 def main() -> None:
+    from ragexp.base.stops import stopped_by_signals
     from ragexp.config.corpus_groups import refused_override
     from ragexp.errors import BAD_INPUT
 
@@ -45,7 +46,8 @@ def main() -> None:
     if refused:  # Hydra would say "No match in the defaults list" and suggest +chunker=..., which is wrong
         print(f"ragexp: error: {refused}", file=sys.stderr)
         sys.exit(BAD_INPUT)
-    guarded(hydra_main)
+    with stopped_by_signals():  # SIGTERM, Ctrl-C: one line, exit 143 or 130, a run being logged ends KILLED
+        guarded(hydra_main)
 
 
 def command() -> None:
@@ -57,12 +59,15 @@ def command() -> None:
     import os
     import threading
 
+    from ragexp.base.stops import STOPPED
+
     try:
         main()
         code: object = 0
     except SystemExit as done:
         code = done.code
-    threading._shutdown()  # type: ignore[attr-defined] # what Python calls at exit: its thread pools told to stop, then joined
+    if code not in STOPPED:  # stopped by a signal: the requests still under way are not waited for
+        threading._shutdown()  # type: ignore[attr-defined] # what Python calls at exit: its thread pools told to stop, then joined
     atexit._run_exitfuncs()
     if code is not None and not isinstance(code, int):  # sys.exit("message"), as Python says it
         print(code, file=sys.stderr)

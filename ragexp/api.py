@@ -22,6 +22,7 @@ from ragexp.run.job import Job
 from ragexp.store.code_identity import code_digest
 from ragexp.datasets.outputs import plain
 from ragexp.store.run_folder import question_table
+from ragexp.store.run_owner import reason
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,7 +122,11 @@ def evaluate(data: Any = None, judge: str | None = None, overrides: Sequence[str
 
     Settings errors raise RagexpError (one line each, as the command line prints them)."""
     folder = Path(output_dir) if output_dir else Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RagexpError(f"output_dir: cannot write the run folder {folder} ({reason(err)}); give a folder that can "
+                          "be written") from None
     rows = rows_of(data)
     given = list(overrides)
     if rows is not None:

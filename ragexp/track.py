@@ -13,7 +13,10 @@ exit status 4, as `python -m ragexp` does when it cannot log: the folder is neve
 because of a transient error.
 
 A sweep's folder (it holds sweep.json): every job not yet logged is logged under the sweep's parent
-run, which then ends as the sweep would have ended it (results, job counts, its leaderboard)."""
+run, which then ends as the sweep would have ended it (results, job counts, its leaderboard).
+
+A folder whose run ended without its results.json (killed, a full disk: ragexp.store.run_owner.
+ended_without_results) is incomplete: said in one line, exit status 4, nothing logged."""
 from __future__ import annotations
 
 import argparse
@@ -26,7 +29,8 @@ from ragexp.base.redact import scrub_url
 from ragexp.config.cli_settings import parse_args
 from ragexp.errors import RUN_FAILED, RagexpError, StoreUnreachable
 from ragexp.store.logged_record import read_record, store_of
-from ragexp.store.run_folder import FAILURE_FILE, RUN_META, SWEEP_FILE, read_sweep
+from ragexp.store.run_folder import FAILURE_FILE, RESULTS, RUN_META, SWEEP_FILE, read_sweep
+from ragexp.store.run_owner import OWNER, FolderIncomplete, ended_without_results, incomplete_message, owner_of
 from ragexp.store.trackers import MlflowTracker
 from ragexp.store.lookup import run_absent
 
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             if (folder / SWEEP_FILE).is_file() and not (folder / RUN_META).is_file():
                 track_sweep(folder, args.tracking_uri, args.experiment)
                 continue
+            if not (folder / RESULTS).is_file():
+                unfinished(folder)
             if not (folder / RUN_META).is_file():
                 raise RagexpError(f"{folder}: not a run folder of this ragexp (no {RUN_META}); give the folder a job "
                                   "wrote its results.json into, or a sweep's folder (with its sweep.json)")
@@ -63,12 +69,29 @@ def main(argv: list[str] | None = None) -> int:
         except StoreUnreachable as err:
             print(f"ragexp.track: error: {scrub_url(str(err))}", file=sys.stderr)
             return RUN_FAILED
+        except FolderIncomplete as err:
+            print(f"ragexp.track: error: {err}", file=sys.stderr)
+            status = RUN_FAILED  # the run failed: nothing to log, nothing to fix in the command
+            continue
         except RagexpError as err:
             print(f"ragexp.track: error: {scrub_url(str(err))}", file=sys.stderr)
-            status = 2
+            status = max(status, 2)
             continue
         print(f"{folder}: logged as run {run_id} to {tracker.where()}" + (f", under sweep run {parent}" if parent else ""))
     return status
+
+
+def unfinished(folder: Path) -> None:
+    """A folder without results.json: FolderIncomplete when its run ended without it (see
+    ragexp.store.run_owner.ended_without_results), RagexpError while a live run writes it; else
+    nothing (it is no run folder: said next)."""
+    record = ended_without_results(folder)
+    if record is not None:
+        raise FolderIncomplete(incomplete_message(folder, record))
+    holder = owner_of(folder / OWNER)
+    if holder is not None:
+        raise RagexpError(f"{folder}: its run is still under way (process {holder.get('pid')} on {holder.get('host')}); "
+                          "it logs itself when it ends")
 
 
 def tracker_for(folder: Path, given: str | None, experiment: str | None, sweep_store: str | None) -> MlflowTracker:

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import HASH, cli_env, mlflow_runs
 from ragexp.store.reviews import question_traces
-from ragexp.store.run_folder import OWNER
+from ragexp.store.run_owner import OWNER
 
 CHUNKERS = ("recursive", "sentence", "token", "fixed")
 RETRIEVERS = ("bm25", "dense_exact")

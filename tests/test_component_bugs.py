@@ -2,6 +2,7 @@
 exit status 1 and its traceback; the expected per-question failures (the `QuestionFailed` family:
 endpoint errors, unreadable replies, missing fields, the budget) fail only their question."""
 import json
+import sys
 
 from conftest import run_app
 
@@ -46,6 +47,16 @@ class RerankerWithABug(Reranker):
         return [hits[len(hits)]]  # IndexError: a bug in the component
 
 
+class GeneratorThatExits:
+    """A generator with sys.exit() left in it."""
+
+    def __init__(self, **_):
+        pass
+
+    def generate(self, question: str, hits) -> Answer:
+        sys.exit(3)
+
+
 def ragexp(tmp_path, *args: str):
     """`python -m ragexp ARGS` in `tmp_path`, in this process (conftest.run_app): its exit status and output."""
     return run_app(*args, f"hydra.run.dir={tmp_path}/run", f"cache.dir={tmp_path}/cache", cwd=tmp_path)
@@ -80,4 +91,13 @@ def test_a_bug_in_the_reranker_ends_the_run_with_1(tmp_path):
     code, err = done.returncode, done.stderr
     assert code == 1
     assert "Traceback" in err and "IndexError" in err and "RerankerWithABug" in err
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_sys_exit_in_a_component_ends_the_run_with_4_naming_it(tmp_path):
+    """Not a bug but code that ends the run (docs/concepts/failures.md): exit 4, one line naming it."""
+    done = ragexp(tmp_path, *FAST, f"generator._target_={HERE}.GeneratorThatExits")
+    assert done.returncode == 4, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("ragexp: error: SystemExit(3) was raised in generate() at ") and "test_component_bugs.py:" in line
     assert not (tmp_path / "run" / "results.json").exists()

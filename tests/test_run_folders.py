@@ -12,7 +12,7 @@ import pytest
 
 from conftest import HASH, cli_env, mlflow_runs, run_app
 from ragexp.base.processes import alive, started, this_process
-from ragexp.store.run_folder import OWNER
+from ragexp.store.run_owner import OWNER
 
 CHEAP = (*HASH, "retriever=bm25", "dataset.limit=2", "cache.enabled=false")
 

@@ -1,7 +1,8 @@
 """`system.workers=processes`: a system=python function called in worker processes. A call stuck
-past `timeout_s` is killed and its worker replaced, a worker that crashes fails its question only,
-and sys.exit() in the function ends the run naming it, as in threads."""
+past `timeout_s` is killed and its worker replaced, a worker that crashes (a kill) fails its
+question only, and sys.exit() or os._exit() in the function ends the run naming it, as in threads."""
 import os
+import signal
 import time
 
 import pytest
@@ -15,13 +16,15 @@ from ragexp.types import Dataset, Question
 # worker processes started for each test, calls answered within a 5 s deadline, a stuck one killed at it
 pytestmark = pytest.mark.process
 
-MODULE = """import os, sys, time
+MODULE = """import os, signal, sys, time
 
 
 def answer(question, params):
     if "stuck" in question:
         time.sleep(120)
     if "crash" in question:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if "exit" in question:
         os._exit(3)
     if "leave" in question or params.get("leave"):
         sys.exit(0)
@@ -68,7 +71,7 @@ def test_a_stuck_call_is_killed_at_the_deadline_and_its_worker_replaced(system):
 
 
 def test_a_crashed_worker_fails_its_question_only(system):
-    with pytest.raises(QuestionFailed, match=r"its worker process died \(exit code 3\)"):
+    with pytest.raises(QuestionFailed, match=rf"its worker process died \(exit code -{signal.SIGKILL:d}\)"):
         ask(system, "crash?")
     with pytest.raises(QuestionFailed, match="raised ValueError: index offline"):
         ask(system, "fail?")
@@ -76,8 +79,13 @@ def test_a_crashed_worker_fails_its_question_only(system):
 
 
 def test_sys_exit_in_a_worker_stops_the_run_naming_the_function(system):
-    with pytest.raises(UserCodeStopped, match=r"SystemExit\(0\) was raised .*in answer\(\) at .*worker_rag.py:10"):
+    with pytest.raises(UserCodeStopped, match=r"SystemExit\(0\) was raised .*in answer\(\) at .*worker_rag.py:12"):
         ask(system, "leave?")
+
+
+def test_os_exit_in_a_worker_stops_the_run_naming_the_function(system):
+    with pytest.raises(UserCodeStopped, match=r"os._exit\(3\) was called in answer\(\) at .*worker_rag.py:10"):
+        ask(system, "exit?")
 
 
 def test_a_run_with_worker_processes(tmp_path, monkeypatch):
@@ -102,7 +110,7 @@ def test_sys_exit_in_a_worker_ends_the_command_with_exit_4(tmp_path, monkeypatch
                    "cache.enabled=false", "hydra.run.dir=run", cwd=tmp_path)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("ragexp: error: SystemExit(0) was raised in answer() at ") and "worker_rag.py:10" in line
+    assert line.startswith("ragexp: error: SystemExit(0) was raised in answer() at ") and "worker_rag.py:12" in line
     assert not (tmp_path / "run" / "results.json").exists()
 
 

@@ -1,10 +1,13 @@
 """Hydra callbacks of the config layer: `RefuseSecrets` checks the composed config before Hydra
 writes it to the run folder (`.hydra/config.yaml`), so that a secret written in a YAML file
 (`--config-dir`, `+experiment=`) is refused before it is copied anywhere, by the rule the command
-line is checked with (ragexp.config.secrets)."""
+line is checked with (ragexp.config.secrets); `WritableFolder` makes sure the run folder (a
+sweep's folder) can be written before Hydra writes its config and log there."""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -55,3 +58,40 @@ class RefuseSecrets(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.check(config)
 
+
+
+class WritableFolder(Callback):
+    """Before a run or a sweep starts, before Hydra makes its folder and writes its config and its
+    log there (where a failure is a traceback): a folder that cannot be made or written stops the
+    command with one line naming it, exit status 2."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.check("hydra.run.dir", config.hydra.run.dir)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.check("hydra.sweep.dir", config.hydra.sweep.dir)
+
+    def check(self, setting: str, folder: str) -> None:
+        problem = unwritable(Path(folder))
+        if problem:
+            print(f"ragexp: error: {setting}: cannot write the run folder {folder} ({problem}); give a folder that "
+                  f"can be written ({setting}=...)", file=sys.stderr)
+            sys.exit(BAD_INPUT)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot be made or written (a file in its path, no permission, a full disk or
+    file size limit: a byte written and removed again), or None."""
+    probe = folder / f".ragexp-probe-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with probe.open("wb") as out:
+            out.write(b"\n")
+    except OSError as err:
+        return f"{err.strerror or type(err).__name__}" + (f": {err.filename}" if err.filename else "")
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return None

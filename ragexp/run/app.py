@@ -23,6 +23,7 @@ from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, UserC
 from ragexp.llm.estimate import Estimate
 from ragexp.run.job import Job, TrackingFailed
 from ragexp.store.run_folder import AUDIT_FILES, FAILURE_FILE, read_sweep
+from ragexp.store.run_owner import FolderIncomplete, name_incomplete
 from ragexp.run.report import summary
 from ragexp.store.sweep_logging import SweepLogging
 
@@ -105,6 +106,7 @@ def execute(cfg: DictConfig, jobs: Jobs | None = None) -> float | None:
     job, sweep = None, {}
     try:
         MaskedLog.install()
+        log_file_errors_said_once()
         if quiet:
             quiet_console()
         run_where_launched()
@@ -114,6 +116,8 @@ def execute(cfg: DictConfig, jobs: Jobs | None = None) -> float | None:
                   parent_id=sweep.get("parent_run_id"), tags=job_tags(sweep), ahead=not multirun,
                   number=hydra.job.num if multirun else None, early=jobs.early if jobs and not multirun else None,
                   sweep_logging=jobs.sweep_logging if jobs and multirun else None)
+        for line in name_incomplete(*outputs_folder(Path(hydra.runtime.output_dir))):
+            print(f"ragexp: warning: {line}", file=sys.stderr)
         outcome = job.run(Path(hydra.runtime.output_dir))
         if isinstance(outcome, Estimate):  # dry_run=true: nothing judged, nothing to log
             print(outcome.summary())
@@ -139,7 +143,7 @@ def execute(cfg: DictConfig, jobs: Jobs | None = None) -> float | None:
             sys.exit(RUN_FAILED)
         return record_failed_job(cfg, job, sweep, str(err), RUN_FAILED, not_logged=True)
     except RagexpError as err:
-        code = RUN_FAILED if isinstance(err, UserCodeStopped) else BAD_INPUT
+        code = RUN_FAILED if isinstance(err, (UserCodeStopped, FolderIncomplete)) else BAD_INPUT
         if not multirun:
             print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
             sys.exit(code)
@@ -165,6 +169,39 @@ def execute(cfg: DictConfig, jobs: Jobs | None = None) -> float | None:
               f"thresholds missed): {'; '.join(missed)}", file=sys.stderr)
         sys.exit(GATE_FAILED)
     return aggregates.get(cfg.objective)
+
+
+def outputs_folder(folder: Path) -> tuple[Path, int]:
+    """The outputs folder a run folder is in, and how deep: the first folder of its path under the
+    directory the command runs in (outputs/DATE/TIME: outputs, 2; multirun/DATE/TIME/N: multirun,
+    3; hydra.run.dir=run: run itself, 0); a folder elsewhere is its own."""
+    try:
+        parts = folder.resolve().relative_to(Path.cwd().resolve()).parts
+    except ValueError:
+        return folder, 0
+    return (Path.cwd() / parts[0], len(parts) - 1) if parts else (folder, 0)
+
+
+def log_file_errors_said_once() -> None:
+    """A log file of the job (Hydra's ragexp.log in the run folder) that cannot be written (a full
+    disk) is said once, in one line: Python's logging would print a traceback for every line lost."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and not isinstance(handler.handleError, SaidOnce):
+            handler.handleError = SaidOnce(handler.baseFilename)  # type: ignore[method-assign]
+
+
+class SaidOnce:
+    """A log file handler's `handleError`: the first failure said on stderr, the others not."""
+
+    def __init__(self, path: str):
+        self.path, self.said = path, False
+
+    def __call__(self, record: logging.LogRecord) -> None:
+        if not self.said:
+            self.said = True
+            err = sys.exc_info()[1]
+            print(f"ragexp: warning: cannot write the log {self.path} ({type(err).__name__}: {err}); its lines "
+                  "are lost", file=sys.stderr)
 
 
 def quiet_console() -> None:
@@ -202,10 +239,13 @@ def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str
     reason = scrub_url(reason)
     print(f"ragexp: error: job {hydra.job.num} ({name}) failed: {reason}; the sweep goes on", file=sys.stderr)
     output_dir = Path(hydra.runtime.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
     record = {"name": name, "job": hydra.job.num, "reason": reason, "exit_code": code,
               **({"not_logged": True} if not_logged else {})}  # its results are whole: `ragexp.track` logs them
-    (output_dir / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    except OSError as err:  # a full disk: the sweep still counts the job failed (it has no results.json)
+        log.warning("job %s: its failure.json could not be written (%s)", name, err)
     if not (logged or not_logged) and tracker is not None:  # a folder not logged is logged whole by `ragexp.track`
         try:
             config = written_config(cfg)  # an interpolation that fails is logged unresolved

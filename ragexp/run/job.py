@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-import sysconfig
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,13 +17,16 @@ from ragexp.base.children import Child
 from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.build import build
 from ragexp.config.validation import validate
-from ragexp.errors import UserCodeStopped
+from ragexp.base.user_exits import ExitCalled, calls, exits_guarded, where_raised
+from ragexp.base.stops import Interrupted
+from ragexp.errors import RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.embedding_map import draw
 from ragexp.judges.people import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
-from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, claim, write_results
+from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, seal, write_run_files
+from ragexp.store.run_owner import FolderIncomplete, claim, reason, release
 from ragexp.store.log_ahead import LoggedAhead
 from ragexp.store.logged_record import not_logged, record_store
 from ragexp.store.run_config import write_config
@@ -82,19 +83,17 @@ def run_failure(result, max_share: float) -> str | None:
 
 
 def stopped_by(err: BaseException) -> UserCodeStopped:
-    """The error that ends a run whose code raised `err`, a BaseException that is not an Exception,
-    naming where: the innermost frame neither ragexp's nor the standard library's (the user's
-    function), else the innermost one."""
-    own, stdlib = Path(__file__).resolve().parents[1], Path(sysconfig.get_paths()["stdlib"]).resolve()
-    frames = traceback.extract_tb(err.__traceback__)
-    theirs = [f for f in frames if not Path(f.filename).resolve().is_relative_to(own)
-              and not Path(f.filename).resolve().is_relative_to(stdlib)]
-    where = (theirs or frames)[-1] if frames else None
-    what = f"{type(err).__name__}({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
-    at = f" in {where.name}() at {where.filename}:{where.lineno}" if where is not None else ""
-    if isinstance(err, KeyboardInterrupt):  # Ctrl-C, or code that raised it: the run ends, not as a pass
-        return UserCodeStopped(f"the run was interrupted ({what}{at}); nothing of it was logged")
-    return UserCodeStopped(f"{what} was raised{at}: code a run calls cannot end it (a run that stops there would "
+    """The error that ends a run whose code raised `err`, a BaseException that is not an Exception
+    (or called os._exit: ExitCalled), naming where: the innermost frame neither ragexp's nor the
+    standard library's (the user's function), else the innermost one."""
+    if isinstance(err, ExitCalled):
+        what, at = f"os._exit({err.code!r}) was called", err.where
+    else:
+        kind = f"{type(err).__name__}({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
+        what, at = f"{kind} was raised", where_raised(err)
+    if isinstance(err, KeyboardInterrupt):  # code that raised it (a signal is Interrupted): the run ends, not as a pass
+        return UserCodeStopped(f"the run was interrupted ({type(err).__name__}{at}); nothing of it was logged")
+    return UserCodeStopped(f"{what}{at}: code a run calls cannot end it (a run that stops there would "
                            "count as a pass); raise an exception to fail one question, or fix the code")
 
 
@@ -149,12 +148,22 @@ class Job:
         and runs it, writes `folder` (results, the audit trail, the config that re-runs it, the
         run's name included); with `dry_run=true`, the Estimate of its LLM requests instead, and
         nothing written. Code the run calls that raises SystemExit, KeyboardInterrupt or any other
-        BaseException ends it with UserCodeStopped, naming that code: never a silent pass."""
+        BaseException, or calls os._exit, ends it with UserCodeStopped, naming that code: never a
+        silent pass. A folder that cannot be written as the run ends is FolderIncomplete; a signal
+        (Interrupted) goes through as it is. A run that ends with a message releases its folder
+        (ragexp.store.run_owner.release); one that ends otherwise leaves it to be named later."""
         try:
-            return self.stages(folder)
+            with exits_guarded():  # os._exit in code the run calls: ExitCalled (ragexp.base.user_exits)
+                return self.stages(folder)
+        except (FolderIncomplete, Interrupted):
+            raise
+        except RagexpError:
+            release(folder)
+            raise
         except Exception:
             raise
         except BaseException as err:  # noqa: BLE001 - sys.exit() in a user's function, a generator closed...
+            release(folder)
             raise stopped_by(err) from None
 
     def stages(self, folder: Path) -> Outcome | Estimate:
@@ -175,8 +184,24 @@ class Job:
                 self.tracker = self.sweep_logging.queued(self.tracker, self.name, self.number)
         pictures: dict = {}
         result = run(self.cfg, self.name, pictures)
+        exits = calls()
+        if exits:  # os._exit whose ExitCalled was caught, or ended a thread nobody waited for: no pass
+            raise stopped_by(exits[0])
         failure = run_failure(result, share)
-        results_file = write_results(result, folder, self.started, failure, self.tags)
+        try:
+            results_file = self.write(result, folder, failure, pictures)
+        except OSError as err:
+            raise FolderIncomplete(f"cannot write the run folder {folder} ({reason(err)}): it is left incomplete, "
+                                   "without results.json, and nothing was logged; free space (or fix the folder) and run "
+                                   "the command again: the stage cache keeps the work done") from None
+        self.send_spans(folder, result.name)
+        return Outcome(result, folder, results_file, failure)
+
+    def write(self, result: RunResult, folder: Path, failure: str | None, pictures: dict) -> Path:
+        """The run folder, results.json last (ragexp.store.run_folder.seal): the files the tracker
+        logs, the labels wanted, the embedding map, the config that re-runs it and the store it is
+        meant for. Returns the path of results.json."""
+        write_run_files(result, folder, self.started, failure, self.tags)
         write_wanted(result, folder)  # judge=cascade with people's labels: the drawn questions left to label
         if pictures.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
             mode = self.cfg.get("embedding_map", EMBEDDING_MAP)
@@ -184,8 +209,7 @@ class Job:
             write_map(pictures["embedding_map"], folder, drawn)
         write_config(folder, {**written_config(self.cfg), "run_name": result.name})
         record_store(folder, self.tracker.given_store())  # the store it is meant for, before it is logged
-        self.send_spans(folder, result.name)
-        return Outcome(result, folder, results_file, failure)
+        return seal(result, folder)
 
     def send_spans(self, folder: Path, name: str) -> None:
         """tracing=otlp: the folder's spans sent to their endpoint; what became of them said in one

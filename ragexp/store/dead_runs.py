@@ -10,6 +10,7 @@ import threading
 from contextlib import contextmanager
 
 from ragexp.base.processes import alive, this_process
+from ragexp.base.stops import Interrupted
 
 log = logging.getLogger("ragexp")
 
@@ -38,9 +39,9 @@ def logger_of(tags: dict[str, str]) -> dict | None:
 
 @contextmanager
 def ended_if_stopped(client, run_id: str):
-    """While a run is being logged: SIGTERM stops the process with SystemExit (in the main thread),
-    and a stop (SystemExit, KeyboardInterrupt) ends the run KILLED, an error FAILED, so that no run
-    is left RUNNING by a process that can still act."""
+    """While a run is being logged: SIGTERM stops the process (Interrupted, in the main thread), and
+    a stop (SystemExit, KeyboardInterrupt, Interrupted) ends the run KILLED, an error FAILED, so that
+    no run is left RUNNING by a process that can still act."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, stopped) if main else None
     try:
@@ -57,7 +58,7 @@ def ended_if_stopped(client, run_id: str):
 
 
 def stopped(signum, frame):
-    raise SystemExit(128 + signum)
+    raise Interrupted(signum)
 
 
 def close_dead_runs(client, experiment_id: str) -> None:

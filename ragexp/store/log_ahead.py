@@ -22,6 +22,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,9 @@ class LoggedAhead:
         except (OSError, ValueError, IndexError) as err:
             log.debug("logging ahead: the helper gave no answer (%s); the job logs its folder itself", err)
             return None
+        except BaseException:  # SIGTERM or Ctrl-C as it logs: told with SIGTERM, the run it opened ends KILLED (dead_runs.ended_if_stopped)
+            child.stop(grace_s=10.0)
+            raise
         finally:
             child.stop()  # (it has ended: forgotten)
 
@@ -156,6 +160,7 @@ def serve() -> None:
     job: if the job's process dies (SIGKILL), it ends at once too, as if one process had been killed
     (a run it was logging stays RUNNING, for the next command to close)."""
     children.watch_parent(every_s=WATCH_S)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the job, which stops it with SIGTERM (Child.stop): one stop
     from ragexp.store.trackers import MlflowTracker
 
     import mlflow

@@ -9,8 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from ragexp.base.processes import alive, this_process
-from ragexp.errors import RagexpError
+from ragexp.base.processes import this_process
 from ragexp.types import RunResult
 from ragexp import __version__
 from ragexp.store.provenance import git_commit
@@ -51,18 +50,26 @@ def json_value(value):
     return value
 
 
+RESULTS = "results.json"  # written last, whole or absent: a folder with it is complete
+
+
 def write_results(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
                   tags: dict[str, str] | None = None) -> Path:
-    """results.json, and beside it aggregates.json, the audit trail (`write_audit`), the
-    per-question table (`questions.json`, as MLflow stores a table) and `run.json` (what a tracker
-    logs besides: tags, work and time counts; `started`: when the job began, time.time();
-    `failure`: why the run failed as a whole; `tags`: the sweep's own tags for the job). Everything a
-    tracker logs is then in the folder, so it can be logged later (`python -m ragexp.track FOLDER`); returns the path of results.json."""
-    import time
+    """The run folder's files (`write_run_files`), then results.json (`seal`); returns its path."""
+    write_run_files(result, folder, started, failure, tags)
+    return seal(result, folder)
 
 
-    path = folder / "results.json"
-    path.write_text(json.dumps(results_json(result), indent=2) + "\n")
+def write_run_files(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
+                    tags: dict[str, str] | None = None) -> None:
+    """Everything of the run folder but results.json: aggregates.json, the audit trail
+    (`write_audit`), the per-question table (`questions.json`, as MLflow stores a table) and
+    `run.json` (what a tracker logs besides: tags, work and time counts; `started`: when the job
+    began, time.time(); `failure`: why the run failed as a whole; `tags`: the sweep's own tags for
+    the job). Everything a tracker logs is then in the folder, so it can be logged later
+    (`python -m ragexp.track FOLDER`). An OSError (a full disk) is raised as it comes: the
+    folder then has no results.json, which `seal` writes last."""
+
     (folder / AGGREGATES).write_text(json.dumps(aggregates_json(result), indent=2) + "\n")
     write_audit(result, folder)
     table = question_table(result)
@@ -83,6 +90,19 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
             "process": this_process(),  # the job's (a helper may log the folder: ragexp.store.log_ahead)
             **({"tags": tags} if tags else {})}
     (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def seal(result: RunResult, folder: Path) -> Path:
+    """results.json, the run folder's last file, written whole or not at all (a temporary file
+    renamed): a folder that has it has every other file of the run (never results.json without
+    run.json, whatever stops the writing)."""
+    path = folder / RESULTS
+    partial = folder / f".{RESULTS}.{os.getpid()}"
+    try:
+        partial.write_text(json.dumps(results_json(result), indent=2) + "\n")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 
@@ -230,41 +250,3 @@ def read_sweep(sweep_dir: str | Path) -> dict:
     """What the callback left for the jobs of a multirun: parent run id, swept keys, tracker store."""
     path = Path(sweep_dir) / SWEEP_FILE
     return json.loads(path.read_text()) if path.exists() else {}
-
-
-OWNER = ".ragexp-owner"  # in a run folder: the process that writes it (host, pid, start time)
-
-
-def claim(folder: Path) -> None:
-    """Makes `folder` this process's run folder: its owner file is created (atomically) unless it
-    names another process that still runs, in which case nothing is written and RagexpError says
-    so (two runs writing one folder would log each other's results). A folder a finished or killed
-    run left is taken over."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path, me = folder / OWNER, this_process()
-    for _ in range(3):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = owner_of(path)
-            if holder is not None and {k: holder.get(k) for k in me} == me:
-                return  # already ours: a second job of this process in the same folder
-            if (holder is None and time.time() - path.stat().st_mtime < 10) or (holder is not None and alive(holder)):
-                who = f"process {holder['pid']} on {holder['host']}" if holder else "a run starting now"
-                raise RagexpError(f"hydra.run.dir: the run folder {folder} is in use by another run ({who}); give "
-                                  "each run its own folder (the default, outputs/<date>/<time to the microsecond>, is one)") from None
-            path.unlink(missing_ok=True)  # left by a run that ended or was killed
-            continue
-        with os.fdopen(fd, "w") as out:
-            json.dump(me, out)
-        return
-    raise RagexpError(f"hydra.run.dir: could not claim the run folder {folder}; give this run its own folder")
-
-
-def owner_of(path: Path) -> dict | None:
-    """The owner a run folder's owner file names, or None while it is being written or unreadable."""
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ragexp.store.logged_record import JOBS_NOT_LOGGED, read_record
-from ragexp.store.run_folder import FAILURE_FILE, RUN_META, SWEEP_FILE, read_sweep
+from ragexp.store.run_folder import FAILURE_FILE, RESULTS, RUN_META, SWEEP_FILE, read_sweep
 
 log = logging.getLogger("ragexp")
 
@@ -41,11 +41,11 @@ def job_folders(sweep_dir: Path) -> list[Path]:
 
 def not_logged(sweep_dir: Path) -> list[Path]:
     """The job folders with results that are not in the store: meant for one (their `tracking.json`
-    names it) and holding no MLflow run id."""
+    names it), complete (results.json, written last) and holding no MLflow run id."""
     folders = []
     for folder in job_folders(sweep_dir):
         record = read_record(folder)
-        if record and not record.get("run_id") and (folder / RUN_META).is_file():
+        if record and not record.get("run_id") and (folder / RUN_META).is_file() and (folder / RESULTS).is_file():
             folders.append(folder)
     return folders
 

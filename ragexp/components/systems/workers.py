@@ -1,6 +1,7 @@
 """`system.workers=processes`: a `system=python` function called in a pool of worker processes
 instead of threads, so that a call stuck past `system.timeout_s` is killed (a thread cannot be)
-and a crash (a segfault, `os._exit`) fails its question, not the run. Each worker imports the
+and a crash (a segfault, a kill) fails its question, not the run; `sys.exit()` or `os._exit()` in
+the function ends the run naming it, as in threads (ragexp.base.user_exits). Each worker imports the
 function itself by its `module:function` path and answers one question at a time over a pipe; a
 worker that is killed or dies is replaced by a new one. Workers are started with `spawn` (a fresh
 interpreter: no copy of the run's threads, models or open files)."""
@@ -8,38 +9,46 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
-import traceback
 from typing import Any
 
+from ragexp.base.user_exits import ExitCalled, exits_guarded, where_raised
 from ragexp.components.systems.user_functions import called, import_function
 from ragexp.errors import QuestionFailed, UserCodeStopped
 
 
 def serve(path: str, with_params: bool, connection) -> None:
     """A worker's life: import the function, then answer each (question, params) sent until the
-    pipe closes. Exceptions are sent back as text; a BaseException (SystemExit...) ends the worker."""
-    function = import_function(path, "system.function")
-    while True:
-        try:
-            question, params = connection.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            value = called(function(question, params) if with_params else function(question))
-        except Exception as err:  # noqa: BLE001 - the question fails with the reason, the worker goes on
-            connection.send(("error", f"{type(err).__name__}: {err}"))
-            continue
-        except BaseException as err:  # noqa: BLE001 - code a run calls cannot end it: said to the parent
-            what = f"{type(err).__name__}({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
-            frames = traceback.extract_tb(err.__traceback__)
-            where = f" in {frames[-1].name}() at {frames[-1].filename}:{frames[-1].lineno}" if frames else f" in {path}"
-            connection.send(("stopped", f"{what} was raised{where}"))
-            return
-        try:
-            connection.send(("answer", value))
-        except Exception as err:  # noqa: BLE001 - a reply that cannot go between processes
-            connection.send(("error", f"its reply cannot be sent from a worker process ({type(err).__name__}: {err}); "
-                                      "return text, dicts and lists"))
+    pipe closes. Exceptions are sent back as text; a BaseException (SystemExit, os._exit: ExitCalled)
+    is said to the parent, naming where, and ends the worker."""
+    with exits_guarded():
+        function = import_function(path, "system.function")
+        while True:
+            try:
+                question, params = connection.recv()
+            except (EOFError, OSError):
+                return
+            try:
+                value = called(function(question, params) if with_params else function(question))
+            except Exception as err:  # noqa: BLE001 - the question fails with the reason, the worker goes on
+                connection.send(("error", f"{type(err).__name__}: {err}"))
+                continue
+            except BaseException as err:  # noqa: BLE001 - code a run calls cannot end it: said to the parent
+                connection.send(("stopped", stopped_at(err, path)))
+                return
+            try:
+                connection.send(("answer", value))
+            except Exception as err:  # noqa: BLE001 - a reply that cannot go between processes
+                connection.send(("error", f"its reply cannot be sent from a worker process ({type(err).__name__}: {err}); "
+                                          "return text, dicts and lists"))
+
+
+def stopped_at(err: BaseException, path: str) -> str:
+    """What stopped a worker's call, and where: `SystemExit(0) was raised in answer() at f.py:10`,
+    `os._exit(3) was called in answer() at f.py:8`."""
+    if isinstance(err, ExitCalled):
+        return str(err)
+    what = f"{type(err).__name__}({err.code!r})" if isinstance(err, SystemExit) else type(err).__name__
+    return f"{what} was raised{where_raised(err) or f' in {path}'}"
 
 
 class Worker:
@@ -72,7 +81,7 @@ class Workers:
     def ask(self, question: str, params: dict, timeout_s: float | None) -> Any:
         """The function's reply to `question`; QuestionFailed when it raised, missed the deadline
         (its worker is killed) or its worker died; UserCodeStopped when it raised SystemExit or another
-        BaseException."""
+        BaseException, or called os._exit."""
         worker = self.idle.get()
         try:
             worker.connection.send((question, params))
