@@ -26,9 +26,9 @@ class MetricSet:
     generated and the best-matching expected answer by `embedder` (0-1, negative cosines count 0;
     none without an embedder), and `exact_match` and `token_f1`, which follow SQuAD."""
 
-    def __init__(self, retrieval: Sequence[str] = DEFAULT_RETRIEVAL,
-                 ndcg_gain: Literal["linear", "exponential"] = "linear", depth: PositiveInt = 50, embedder=None,
-                 answer: Sequence[str] = GENERATION):
+    def __init__(self, retrieval: Sequence[str],
+                 ndcg_gain: Literal["linear", "exponential"], depth: PositiveInt, embedder,
+                 answer: Sequence[str]):
         self.names = list(dict.fromkeys(str(MetricName.parse(n)) for n in retrieval))
         self.answer = list(dict.fromkeys(answer))
         self.ndcg_gain, self.depth, self.embedder = ndcg_gain, depth, embedder
