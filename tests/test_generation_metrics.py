@@ -56,6 +56,18 @@ def test_offline_judge_declares_scales_and_gives_claim_level_hallucination(minil
     assert 0 <= j.scores["coherence_offline"] <= 1 and 0 < j.scores["conciseness_offline"] <= 1
 
 
+def test_answer_measures_are_looked_up_by_name_like_retrieval_measures():
+    from ragexp.errors import RagexpError
+    from ragexp.metrics.answers import answer_measure
+
+    assert answer_measure("token_f1").value("The Eiffel tower.", ["eiffel tower"]) == 1.0
+    assert answer_measure("exact_match").value("Paris", ["paris", "Lyon"]) == 1.0
+    assert not answer_measure("correctness").available()  # it embeds: none without the scoring embedder
+    with pytest.raises(RagexpError) as err:
+        answer_measure("bleu")
+    assert str(err.value) == "metrics.answer: 'bleu' is not an answer metric; use correctness, exact_match, token_f1"
+
+
 def test_answer_metrics_are_chosen_in_yaml_like_retrieval_ones(tmp_path):
     """`metrics.answer` chooses the answer metrics: only those are computed, logged and in the
     table; a name that is not one is refused before any work, naming the setting."""
