@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from ragexp.config.build import from_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 11
@@ -39,11 +40,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 HUGE_CLIENT = """
 import json, resource, sys
 from ragexp.llm.client import ChatClient, ChatRequest
-from ragexp.llm.endpoint import Endpoint
+from ragexp.config.build import from_yaml
 from ragexp.llm.usage import Prices, Usage
 from ragexp.errors import QuestionFailed
 settings = json.loads(sys.argv[2])
-client = ChatClient(Endpoint(sys.argv[1], "m", api_key_env=None, max_retries=0, **settings), "judge", "k", Usage(), Prices({}))
+endpoint = from_yaml("endpoint/openai", base_url=sys.argv[1], model="m", api_key_env=None, max_retries=0, **settings)
+client = ChatClient(endpoint, "judge", "k", Usage(), Prices({}))
 try:
     outcome = "read %d characters" % len(client.complete(ChatRequest((("user", "q"),)), use_cache=False).text)
 except QuestionFailed as err:
@@ -57,10 +59,9 @@ print(json.dumps({"outcome": outcome, "peak_rss_mb": resource.getrusage(resource
 def round_trips(server):
     """A function timing two sequential chat requests through one client (its connection made)."""
     from ragexp.llm.client import ChatClient, ChatRequest
-    from ragexp.llm.endpoint import Endpoint
     from ragexp.llm.usage import Prices, Usage
 
-    client = ChatClient(Endpoint(server.base_url, "m", api_key_env=None), "judge", "k", Usage(), Prices({}))
+    client = ChatClient(from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None), "judge", "k", Usage(), Prices({}))
     ask = ChatRequest((("user", "Which port?"),))
     client.complete(ask, use_cache=False)  # the connection made
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from ragexp.config.build import from_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -103,12 +104,11 @@ def quality(name: str, embedder, texts: list[str], cache_dir: Path) -> tuple[dic
 def bench(names: list[str] = EMBEDDERS, cache_dir: Path | None = None, rounds: int = 2, sample: int = 480) -> dict:
     """Quality per embedder, then texts/s as the best of `rounds` interleaved passes over the same
     `sample` paragraphs (so a shared machine's load changes hit every embedder alike)."""
-    from ragexp.datasets.hotpotqa import HotpotQADataset
 
     if not HOTPOT.exists():
         raise SystemExit(f"bench: {HOTPOT} not found (the benchmark reads ../shared/data)")
     cache_dir = cache_dir or Path(tempfile.mkdtemp(prefix="ragexp-bench-embedding-"))
-    texts = [d.text for d in HotpotQADataset(str(HOTPOT)).load().documents]
+    texts = [d.text for d in from_yaml("dataset/hotpotqa", path=str(HOTPOT)).load().documents]
     rows, ready, reference = [], {}, None
     for name in names:
         embedder, row = prepare(name, cache_dir)

@@ -314,21 +314,24 @@ def learned_probabilities(judge, items: Iterable[Item]) -> list[float]:
 
 def scoring_embedder(path: Path | None = None) -> Memo:
     """MiniLM, the default scoring embedder of a run (conf/embedder/minilm.yaml)."""
-    try:
-        from ragexp.components.embedders import SentenceTransformerEmbedder
-    except ImportError:  # a checkout from before the layout by stage (PYTHONPATH=it for the "before" figures)
-        from ragexp.embedders import SentenceTransformerEmbedder  # type: ignore[no-redef]
-
     def make():
         import torch
 
         torch.set_num_threads(1)  # one core of the shared two: two threads ran 3x slower under load here
-        return SentenceTransformerEmbedder()
+        cfg, build = composed("embedder=minilm")
+        return build(cfg.embedder)
 
     return Memo(make, "minilm", path)
 
 
 def compose_judge(option: str):
+    cfg, build = composed(f"judge={option}")
+    return build(cfg.judge) if not option.startswith("offline") else cfg.judge
+
+
+def composed(*overrides: str):
+    """The config as the checkout whose code runs composes it with `overrides`, and its `build`
+    (a component's settings are written in its YAML, not in its class)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -345,8 +348,8 @@ def compose_judge(option: str):
     conf = Path(ragexp.__file__).resolve().parents[1] / "conf"  # the conf of the checkout whose code runs
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf if conf.is_dir() else ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"judge={option}"])
-    return build(cfg.judge) if not option.startswith("offline") else cfg.judge
+        cfg = compose(config_name="config", overrides=list(overrides))
+    return cfg, build
 
 
 def offline_judge(embedder, **settings):
@@ -370,7 +373,7 @@ def learned_judge(embedder, weights: Path | None = None):
     except ImportError:
         return None
     node = compose_judge("offline_learned")
-    settings = {k: node[k] for k in node if k not in ("_target_", "embedder", "name")}
+    settings = {k: node[k] for k in node if k not in ("_target_", "embedder")}
     return LearnedOfflineJudge(embedder, **{**settings, **({"weights": str(weights)} if weights else {})})
 
 
@@ -421,15 +424,15 @@ def llm_verdicts(option: str, items: Sequence[Item], work_dir: Path) -> tuple[li
     """judge=llm or judge=triad against the scripted server: (faithfulness, flag) per item, and how
     many items failed (their verdict counts as (0, True))."""
     from ragexp.errors import QuestionFailed
-    from ragexp.llm.endpoint import Endpoint
-    from ragexp.llm.session import LLMSession
     from ragexp.types import Answer, Question
 
     judge = compose_judge(option)
+    cfg, build = composed(f"judge={option}")
     verdicts, failed = [], 0
     with scripted_server(items) as server:
-        judge.endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None, backoff_s=0.01)
-        session = LLMSession(cache_dir=str(work_dir / f"llm-{option}"))
+        judge.endpoint = build(cfg.judge.endpoint, base_url=server.base_url, model="gpt-4o-mini", api_key_env=None,
+                               backoff_s=0.01)
+        session = build(cfg.llm, cache_dir=str(work_dir / f"llm-{option}"))
         session.connect(judge=judge)
         for item in items:
             try:

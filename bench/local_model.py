@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cheap_judge import rows as hotpot_rows
+from ragexp.config.build import from_yaml
 
 JUDGED = 3  # requests per setting: a minute and more each on one busy thread (replies run to max_tokens)
 
@@ -43,16 +44,13 @@ def judge_requests(n: int):
 def measure(work_dir: Path, args) -> dict:
     from ragexp.llm import served
     from ragexp.llm.client import ChatClient
-    from ragexp.llm.endpoint import LocalEndpoint
     from ragexp.llm.usage import Prices, Usage
 
     os.chdir(work_dir)
     requests = judge_requests(JUDGED)
     figures: dict = {"model": "SmolLM2-135M-Instruct Q4_1 (98 MB), threads=1", "requests": len(requests)}
     for parallel in (1, 2):
-        endpoint = LocalEndpoint("http://127.0.0.1:8000/v1", "local-model", "smollm2", threads=1, context_size=4096,
-                                 parallel=parallel, gpu_layers=0, api_key_env=None, max_concurrency=parallel,
-                                 timeout_s=900, max_retries=0)  # a busy machine: no request abandoned and sent again
+        endpoint = from_yaml("endpoint/local", base_url="http://127.0.0.1:8000/v1", model="local-model", model_path="smollm2", threads=1, context_size=4096, parallel=parallel, gpu_layers=0, api_key_env=None, max_concurrency=parallel, timeout_s=900, max_retries=0)  # a busy machine: no request abandoned and sent again
         began = time.perf_counter()
         endpoint.probe("judge.endpoint")
         usage = Usage()

@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from ragexp.config.build import from_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,11 +64,9 @@ DEPTH = 50
 def passages():
     """The real passages: (doc id, text) of HotpotQA dev500's paragraphs and MS MARCO's passages,
     and the questions: (query, golden doc ids), 500 of each, through ragexp's own loaders."""
-    from ragexp.datasets.autorag import AutoRAGDataset
-    from ragexp.datasets.hotpotqa import HotpotQADataset
 
-    hotpot = HotpotQADataset(str(DATA / "hotpotqa_ircot_dev500")).load()
-    marco = AutoRAGDataset(str(DATA / "autorag_msmarco"), limit=500).load()
+    hotpot = from_yaml("dataset/hotpotqa", path=str(DATA / "hotpotqa_ircot_dev500")).load()
+    marco = from_yaml("dataset/autorag_msmarco", path=str(DATA / "autorag_msmarco"), limit=500).load()
     docs = [(f"hotpotqa:{d.doc_id}", d.text) for d in hotpot.documents]
     docs += [(f"msmarco:{d.doc_id}", d.text) for d in marco.documents]
     questions = [(q.text, {f"hotpotqa:{g}" for g in q.golden}) for q in hotpot.questions]
@@ -113,14 +112,13 @@ def hit_at(results, golden, k: int = 10) -> float:
 
 
 def part_bm25(impl: str, chunks_n: int, queries_n: int) -> dict:
-    from ragexp.components.retrievers import BM25Retriever
 
     started = time.perf_counter()
     chunks = build_corpus(chunks_n)
     texts, golden = queries()
     texts, golden = texts[:queries_n], golden[:queries_n]
     built = time.perf_counter() - started
-    retriever = BM25Retriever(impl=impl)  # type: ignore[arg-type]
+    retriever = from_yaml("retriever/bm25", impl=impl)  # type: ignore[arg-type]
     load = os.getloadavg()[0]
     _, index_s, index_cpu = clocked(retriever.index, chunks)
     results, search_s, search_cpu = clocked(retriever.search, texts, DEPTH)
@@ -135,18 +133,16 @@ def part_static(chunks_n: int, queries_n: int, cache_dir: str) -> dict:
     """embedder=static and retriever=dense (Qdrant local mode, in memory) as the pipeline runs
     them: embedding every chunk, indexing, then `queries_n` queries."""
     from ragexp.components.embedders import EmbeddingCache
-    from ragexp.components.retrievers import DenseRetriever
-    from ragexp.components.embedders.static import StaticEmbedder
 
     chunks = build_corpus(chunks_n)
     texts, golden = queries()
     texts, golden = texts[:queries_n], golden[:queries_n]
     with EmbeddingCache().building():
-        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+        embedder = from_yaml("embedder/static", model_dir=str(Path(cache_dir) / "models"))
     embedder.embed(["warm up: distil or load the model"])
     load = os.getloadavg()[0]
     _, embed_s, embed_cpu = clocked(embedder.embed, [c.text for c in chunks])  # kept in the run's memo, as the pipeline does
-    retriever = DenseRetriever(embedder, top_k=5)
+    retriever = from_yaml("retriever/dense", embedder=embedder, top_k=5)
     _, index_s, index_cpu = clocked(retriever.index, chunks)
     results, search_s, search_cpu = clocked(retriever.search, texts, DEPTH)
     return {"chunks": len(chunks), "queries": len(texts), "embed_s": round(embed_s, 1), "embed_cpu_s": round(embed_cpu, 1),
@@ -167,8 +163,6 @@ def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None 
     step. With `store` (a folder), the run's on-disk embedding store is there, as with the stage
     cache on: a first run writes every vector to it, a later one reads them instead of embedding."""
     from ragexp.components.embedders import EmbeddingCache
-    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
-    from ragexp.components.embedders.static import StaticEmbedder
     from ragexp.store.embedding_store import EmbeddingStore
 
     chunks = build_corpus(chunks_n)
@@ -177,11 +171,11 @@ def part_exact(chunks_n: int, queries_n: int, cache_dir: str, store: str | None 
     rss_corpus = rss_mb()
     embeddings = EmbeddingCache(EmbeddingStore(store) if store else None)
     with embeddings.building():
-        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+        embedder = from_yaml("embedder/static", model_dir=str(Path(cache_dir) / "models"))
     embedder.embed(["warm up: distil or load the model"])
     rss_model = rss_mb()
     load = os.getloadavg()[0]
-    retriever = ExactDenseRetriever(embedder, top_k=5)
+    retriever = from_yaml("retriever/dense_exact", embedder=embedder, top_k=5)
     _, index_s, index_cpu = clocked(retriever.index, chunks)
     rss_index = rss_mb()
     results, search_s, search_cpu = clocked(retriever.search, texts, DEPTH)
@@ -200,12 +194,9 @@ def part_dense_memory(chunks_n: int, cache_dir: str, retriever_name: str) -> dic
     import tracemalloc
 
     from ragexp.components.embedders import EmbeddingCache
-    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
-    from ragexp.components.retrievers import DenseRetriever
-    from ragexp.components.embedders.static import StaticEmbedder
 
     with EmbeddingCache().building():
-        embedder = StaticEmbedder(model_dir=str(Path(cache_dir) / "models"))
+        embedder = from_yaml("embedder/static", model_dir=str(Path(cache_dir) / "models"))
     embedder.embed(["warm up: distil or load the model"])
     texts = queries()[0][:20]
     tracemalloc.start()
@@ -221,9 +212,9 @@ def part_dense_memory(chunks_n: int, cache_dir: str, retriever_name: str) -> dic
     chunks = step("corpus (Chunk objects)", lambda: build_corpus(chunks_n))
     if retriever_name == "dense":  # as part_static: the chunks embedded first (the memo), then indexed
         step("embed (the run's memo)", lambda: embedder.embed([c.text for c in chunks]))
-        retriever = DenseRetriever(embedder, top_k=5)
+        retriever = from_yaml("retriever/dense", embedder=embedder, top_k=5)
     else:
-        retriever = ExactDenseRetriever(embedder, top_k=5)
+        retriever = from_yaml("retriever/dense_exact", embedder=embedder, top_k=5)
     step("index", lambda: retriever.index(chunks))
     step("20 queries", lambda: retriever.search(texts, DEPTH))
     tracemalloc.stop()
@@ -231,10 +222,9 @@ def part_dense_memory(chunks_n: int, cache_dir: str, retriever_name: str) -> dic
 
 
 def part_minilm(sample: int) -> dict:
-    from ragexp.components.embedders import SentenceTransformerEmbedder
 
     chunks = build_corpus(10_000 + sample)[-sample:]  # recombined chunks, of the corpus's typical length
-    embedder = SentenceTransformerEmbedder()
+    embedder = from_yaml("embedder/minilm")
     embedder.embed_batch(["warm up: load the model"])
     load = os.getloadavg()[0]
     _, seconds, cpu = clocked(embedder.embed, [c.text for c in chunks])

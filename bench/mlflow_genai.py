@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from ragexp.config.build import from_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 HOTPOT = (ROOT.parent / "shared" / "data" / "hotpotqa_ircot_dev500").resolve()
@@ -22,10 +23,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def timed_logs(folder: Path, uri: str, rounds: int) -> dict[str, list[float]]:
-    from ragexp.store.trackers import MlflowTracker
 
     times: dict[str, list[float]] = {"without": [], "with": []}
-    trackers = {way: MlflowTracker(tracking_uri=uri, question_records=way == "with") for way in times}
+    trackers = {way: from_yaml("tracker/mlflow", tracking_uri=uri, question_records=way == "with") for way in times}
     trackers["with"].client()  # the store made and opened before anything is timed
     for _ in range(rounds):
         for way, tracker in trackers.items():

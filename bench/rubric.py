@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from ragexp.config.build import from_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 7
@@ -62,12 +63,10 @@ HARD = [
 
 def judged(rubric_settings: dict, server, work_dir: Path, **rubric):
     from ragexp.judges.rubric import Rubric, RubricJudge
-    from ragexp.llm.endpoint import Endpoint
-    from ragexp.llm.session import LLMSession
 
-    endpoint = Endpoint(server.base_url, "m", api_key_env=None, max_retries=0, max_concurrency=32)
-    judge = RubricJudge(Rubric(rubric_settings, **rubric), endpoint)
-    session = LLMSession(cache_dir=str(work_dir / "llm-cache"))
+    endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, max_retries=0, max_concurrency=32)
+    judge = RubricJudge(Rubric(rubric_settings, **rubric), endpoint, repeats=1, name=None)
+    session = from_yaml("llm/default", cache_dir=str(work_dir / "llm-cache"))
     session.connect(judge=judge)
     return judge, session
 

@@ -24,10 +24,9 @@ def judge_scorers(judge: str = "offline", overrides: Sequence[str] = ()) -> list
     from mlflow.entities import Feedback
     from mlflow.genai.scorers import scorer
 
-    from ragexp.config.build import build
+    from ragexp.config.build import build, from_yaml
     from ragexp.config.compose import compose
     from ragexp.config.validation import validate
-    from ragexp.datasets.outputs import OutputsDataset
 
     cfg, _ = compose([f"judge={judge}", *overrides])
     validate(cfg)  # every setting checked, prompts:/... read from the registry, as for a run
@@ -36,12 +35,13 @@ def judge_scorers(judge: str = "offline", overrides: Sequence[str] = ()) -> list
         session = build(cfg.llm)
         session.connect(**built.roles())
     judged: dict[str, Any] = {}
+    reader = from_yaml("dataset/outputs", preset="mlflow")  # a row of mlflow.genai.evaluate, as dataset=outputs reads it
 
     def judgement(inputs: Any, outputs: Any, expectations: Any):
         row = {"inputs": inputs, "outputs": outputs, "expectations": expectations or {}, "id": "row"}
         key = json.dumps(row, sort_keys=True, default=str)
         if key not in judged:
-            question, output = OutputsDataset(preset="mlflow").parse(row, "mlflow.genai.evaluate row", 1)
+            question, output = reader.parse(row, "mlflow.genai.evaluate row", 1)
             judged[key] = built.judge(question, output.hits, output.answer)
         return judged[key]
 

@@ -96,8 +96,10 @@ def unfinished(folder: Path) -> None:
 
 def tracker_for(folder: Path, given: str | None, experiment: str | None, sweep_store: str | None) -> MlflowTracker:
     """The tracker of the store and experiment `folder` is meant for (`ragexp.store.logged_record.store_of`)."""
-    return MlflowTracker(experiment or read_record(folder).get("experiment") or "ragexp",
-                         store_of(folder, given) or sweep_store)
+    from ragexp.config.build import from_yaml
+
+    return from_yaml("tracker/mlflow", experiment=experiment or read_record(folder).get("experiment") or "ragexp",
+                     tracking_uri=store_of(folder, given) or sweep_store)
 
 
 def track_sweep(sweep_dir: Path, given: str | None, experiment: str | None) -> None:

@@ -110,23 +110,11 @@ def compose(*overrides: str):
     return cfg
 
 
-def offline_judge(embedder, **settings):
-    """judge=offline (ragexp.judges.offline.OfflineJudge) with conf/judge/offline.yaml's settings, the
-    `settings` given over them: its class takes no default for a setting its YAML sets."""
-    from omegaconf import OmegaConf
-
-    from ragexp.judges.offline import OfflineJudge
-
-    node = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "judge" / "offline.yaml"), resolve=False)
-    yaml = {k: v for k, v in node.items() if k not in ("_target_", "embedder")}  # type: ignore[union-attr]
-    return OfflineJudge(embedder, **{**yaml, **settings})
-
-
 @pytest.fixture(scope="session")
 def minilm():
-    from ragexp.components.embedders import SentenceTransformerEmbedder
+    from ragexp.config.build import from_yaml
 
-    return SentenceTransformerEmbedder()
+    return from_yaml("embedder/minilm")
 
 
 def cli_env(env: dict | None = None) -> dict:

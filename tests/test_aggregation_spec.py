@@ -8,6 +8,7 @@ from conftest import TEST_KEY_ENV, compose, llm_args
 from ragexp.run.pipeline import run
 from ragexp.store.run_folder import question_table, write_results
 from ragexp.metrics.scoring import Aggregate
+from ragexp.config.build import from_yaml
 
 HASH = ("embedder=hash", "embedder@scoring_embedder=hash", "dataset.limit=8", "tracker=none")
 # not the specification's weights, and no hallucination penalty
@@ -52,7 +53,7 @@ def test_a_failed_question_is_counted_not_averaged():
     judged = [QuestionResult(q, judgement=Judgement("t", {"faithfulness": s}, h, ""), retrieval={"mrr": m})
               for s, h, m in ((8.0, False, 1.0), (4.0, True, 0.5))]
     results = [*judged, QuestionResult(q, failure="boom", retrieval_excluded="no golden documents")]
-    spec = aggregation_spec(results, Weights(faithfulness=1.0))
+    spec = aggregation_spec(results, Weights(faithfulness=1.0, hallucination_penalty=True))
     assert compute(spec, results) == {"avg_faithfulness": 6.0, "hallucination_rate": 0.5, "total_questions": 3,
                                       "failed_questions": 1, "overall_score": 3.0, "mrr": 0.75,
                                       "retrieval_excluded_questions": 1}
@@ -62,10 +63,9 @@ def test_compare_reads_the_logged_spec_and_reproduces_every_aggregate(tmp_path):
     from ragexp.compare.leaderboard import build as leaderboard
     from ragexp.compare.metrics import FROM_TABLE, specs_for
     from ragexp.store.reader import select
-    from ragexp.store.trackers import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracker = MlflowTracker("spec-test", uri)
+    tracker = from_yaml("tracker/mlflow", experiment="spec-test", tracking_uri=uri)
     ids = []
     for retriever in ("bm25", "dense"):
         cfg = compose(*HASH, *WEIGHTS, f"retriever={retriever}", f"cache.dir={tmp_path / 'cache'}")

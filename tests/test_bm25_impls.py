@@ -9,6 +9,7 @@ from ragexp.run.pipeline import run
 from ragexp.components.retrievers import BM25Retriever, best_first
 from ragexp.base.text import words
 from ragexp.types import Chunk
+from ragexp.config.build import from_yaml
 
 CHUNKS = [
     Chunk("port#0", "port", "The Quarry server listens on port 7400 by default; the port is configurable."),
@@ -24,7 +25,7 @@ QUERIES = ["Which port does the server listen on?", "where do failing jobs go", 
 
 
 def indexed(impl: str, chunks=CHUNKS) -> BM25Retriever:
-    retriever = BM25Retriever(top_k=3, impl=impl)
+    retriever = from_yaml("retriever/bm25", top_k=3, impl=impl)
     retriever.index(chunks)
     return retriever
 

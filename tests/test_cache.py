@@ -11,9 +11,10 @@ import pytest
 from conftest import HASH, TEST_KEY_ENV, cli_env, compose, llm_args, mlflow_runs, run_app, run_cli
 from ragexp.cache import main as cache_main
 from ragexp.errors import RagexpError
-from ragexp.store.cache import StageCache, key_of
+from ragexp.store.cache import key_of
 from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.run.pipeline import run
+from ragexp.config.build import from_yaml
 
 
 @pytest.fixture
@@ -101,7 +102,7 @@ def test_embedding_store_is_shared_and_keyed_by_model(tmp_path):
 
 
 def test_stage_cache_survives_a_damaged_file(tmp_path):
-    cache = StageCache(str(tmp_path))
+    cache = from_yaml("cache", dir=str(tmp_path))
     key = key_of("k")
     assert cache.cached("s", key, lambda: [1, 2]) == [1, 2]
     [entry] = (tmp_path / "s").rglob("*.json")
@@ -157,7 +158,7 @@ def test_a_cache_dir_over_a_folder_of_other_files_is_refused(tiny, tmp_path):
     cargo.mkdir()
     (cargo / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by cargo.\n")
     with pytest.raises(RagexpError, match="another tool's"):
-        StageCache(str(cargo))
+        from_yaml("cache", dir=str(cargo))
     assert [p.name for p in cargo.iterdir()] == ["CACHEDIR.TAG"]
 
 
@@ -280,7 +281,7 @@ def test_a_list_is_written_in_pieces_and_read_back_whole(tmp_path):
     from ragexp.store.cache_entries import FORMAT, encode
     from ragexp.types import Chunk
 
-    cache = StageCache(str(tmp_path))
+    cache = from_yaml("cache", dir=str(tmp_path))
     chunks = [Chunk(f"c{i}", f"d{i % 7}", f'text {i}: "quoted" é \n', i, i + 20) for i in range(1000)]
     key = "ab" * 32
     cache.put("chunks", key, chunks)

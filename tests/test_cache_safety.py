@@ -17,15 +17,15 @@ import pytest
 from conftest import ROOT, TEST_KEY_ENV, compose, llm_args, run_cli
 from openai_server import auto_reply, task
 
-from ragexp.store.cache import StageCache, key_of
+from ragexp.store.cache import key_of
 from ragexp.store.code_identity import code_hash
 from ragexp.errors import QuestionFailed
 from ragexp.llm.cache import ResponseCache
 from ragexp.llm.client import ChatClient, ChatRequest
-from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.usage import Prices, Usage
 from ragexp.run.pipeline import run
 from ragexp.types import Answer, Chunk, Hit, Judgement
+from ragexp.config.build import from_yaml
 
 FAST = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "tracker=none", "retriever.top_k=2"]
 ENV = {TEST_KEY_ENV: "sk-test", "PYTHONPATH": str(ROOT)}  # this checkout's ragexp in subprocesses
@@ -112,8 +112,8 @@ def test_every_record_comes_back_from_disk_as_it_was_stored(tmp_path):
               "judgements": judgement, "plain": {"n": [1, 2.5, None, True]},
               "verdict": Judgement("llm", {"faithfulness": 9.0}, True, "ok")}
     for stage, value in values.items():
-        StageCache(str(tmp_path)).cached(stage, key_of(stage), lambda value=value: value)
-    fresh = StageCache(str(tmp_path))
+        from_yaml("cache", dir=str(tmp_path)).cached(stage, key_of(stage), lambda value=value: value)
+    fresh = from_yaml("cache", dir=str(tmp_path))
     for stage, value in values.items():
         assert fresh.cached(stage, key_of(stage), lambda: pytest.fail("computed again")) == value
     assert fresh.cached("verdict", key_of("verdict"), lambda: None).hallucination is True
@@ -407,7 +407,7 @@ def test_a_readable_reask_is_cached_but_not_the_reply_it_corrects(tmp_path, serv
 
 
 def endpoint_client(server, usage, **settings):
-    endpoint = Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01, timeout_s=60, **settings)
+    endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, backoff_s=0.01, timeout_s=60, **settings)
     return ChatClient(endpoint, "judge", "sk-test", usage, Prices({}), None)
 
 

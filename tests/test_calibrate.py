@@ -10,6 +10,7 @@ from conftest import compose
 from ragexp.calibrate.__main__ import main
 from ragexp.calibrate.labels import stratified_sample
 from ragexp.calibrate.source import from_folder
+from ragexp.config.build import from_yaml
 
 JUDGE = "ragexp.judges.offline.OfflineJudge"
 SCORES = [9.0, 7.5, 3.0, 10.0, 5.2, 1.0, 6.0, 8.0]  # the judge's faithfulness (1-10)
@@ -179,13 +180,12 @@ def test_a_logged_run_gets_a_linked_calibration_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
 
     from ragexp.run.pipeline import run as run_pipeline
-    from ragexp.store.trackers import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=6",
                   f"cache.dir={tmp_path / 'cache'}")
     result = run_pipeline(cfg, "judged")
-    judged_id = MlflowTracker("calib", uri).log_run(result, {"judge": {"_target_": JUDGE}})
+    judged_id = from_yaml("tracker/mlflow", experiment="calib", tracking_uri=uri).log_run(result, {"judge": {"_target_": JUDGE}})
     ids = [r.question.qid for r in result.questions if not r.failed]
     labels = tmp_path / "labels.csv"
     labels.write_text("question_id,faithfulness,context_relevance\n" + "".join(f"{q},{1 + i % 10},5\n" for i, q in enumerate(ids)))

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import compose
 from ragexp.calibrate.__main__ import main
+from ragexp.config.build import from_yaml
 
 JUDGE = "ragexp.judges.offline.OfflineJudge"
 
@@ -19,13 +20,12 @@ def logged(mlflow_store, tmp_path, monkeypatch):
     logged with its question records."""
     monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
     from ragexp.run.pipeline import run as run_pipeline
-    from ragexp.store.trackers import MlflowTracker
 
     uri = mlflow_store
     cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=8",
                   f"cache.dir={tmp_path / 'cache'}")
     result = run_pipeline(cfg, "judged")
-    run_id, other = (MlflowTracker("review", uri).log_run(result, {"judge": {"_target_": JUDGE}}) for _ in range(2))
+    run_id, other = (from_yaml("tracker/mlflow", experiment="review", tracking_uri=uri).log_run(result, {"judge": {"_target_": JUDGE}}) for _ in range(2))
     return uri, run_id, [r for r in result.questions if not r.failed], other
 
 

@@ -12,6 +12,7 @@ ROWS = [{"id": f"q{i}", "question": f"Which port does service {i} listen on?",
          "reference": f"Port {7000 + i}."} for i in range(24)]
 RUBRIC = """_target_: ragexp.judges.rubric.Rubric
 name: kept
+mode: single_call
 criteria:
   on_topic:
     type: python

@@ -4,9 +4,10 @@ import yaml
 from hydra.utils import get_class
 
 from conftest import CONF, options
-from ragexp.components.chunkers import (FixedChunker, MarkdownChunker, RecursiveChunker, SemanticChunker, SentenceChunker,
-                             TokenChunker, pack)
+from ragexp.components.chunkers import (FixedChunker, RecursiveChunker, SentenceChunker,
+                             pack)
 from ragexp.types import Document
+from ragexp.config.build import from_yaml
 
 PROSE = Document("prose", (
     "Quarry stores jobs in queues. Each queue has a name and a priority. "
@@ -61,7 +62,7 @@ def test_sentence_chunks_hold_whole_sentences_with_overlap():
 
 
 def test_markdown_chunks_never_cross_a_section():
-    chunks = MarkdownChunker(chunk_size=500, chunk_overlap=0).chunk([MARKDOWN])
+    chunks = from_yaml("chunker/markdown", chunk_size=500, chunk_overlap=0).chunk([MARKDOWN])
     assert_chunks_are_slices(chunks, MARKDOWN)
     assert [c.text.splitlines()[0] for c in chunks] == ["# Install", "## Linux", "## macOS", "# Configure"]
     assert "7400" in chunks[-1].text and "brew" not in chunks[-1].text
@@ -75,7 +76,7 @@ def test_token_windows_count_tokens_of_the_on_disk_tokenizer():
     tokenizer = Tokenizer.from_file(minilm_tokenizer_file())
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    chunks = TokenChunker(chunk_size=20, chunk_overlap=5).chunk([PROSE])
+    chunks = from_yaml("chunker/token", chunk_size=20, chunk_overlap=5).chunk([PROSE])
     assert_chunks_are_slices(chunks, PROSE)
     counts = [len(tokenizer.encode(c.text, add_special_tokens=False).ids) for c in chunks]
     assert all(n <= 20 for n in counts[:-1]) and counts[0] == 20
@@ -90,7 +91,7 @@ def test_semantic_breaks_where_the_topic_changes(minilm):
         "The TCP handshake exchanges SYN and ACK packets. A router forwards packets between networks. "
         "Packet loss makes TCP retransmit segments. Network latency is measured in milliseconds."
     ))
-    chunks = SemanticChunker(minilm, breakpoint_percentile=80).chunk([doc])
+    chunks = from_yaml("chunker/semantic", embedder=minilm, breakpoint_percentile=80).chunk([doc])
     assert_chunks_are_slices(chunks, doc)
     assert len(chunks) >= 2
     boundary = doc.text.index("The TCP")

@@ -4,6 +4,7 @@ import argparse
 import pytest
 
 from ragexp.config.cli_settings import parse_args
+from ragexp.config.build import from_yaml
 
 
 def tool() -> argparse.ArgumentParser:
@@ -28,11 +29,10 @@ def test_a_shared_setting_the_tool_has_no_use_for_is_bad_input(capsys):
 
 def test_the_tools_accept_both_spellings(tmp_path):
     from ragexp.cache import main as cache_main
-    from ragexp.store.cache import StageCache
     from ragexp.compare.__main__ import parser as compare_parser
 
     assert parse_args(compare_parser(), ["tracker.tracking_uri=sqlite:///x.db"]).tracking_uri == "sqlite:///x.db"
-    StageCache(str(tmp_path / "c")).put("stage", "ab" * 32, [1])  # a stage cache, tagged as ragexp tags it
+    from_yaml("cache", dir=str(tmp_path / "c")).put("stage", "ab" * 32, [1])  # a stage cache, tagged as ragexp tags it
     assert cache_main(["clear", f"cache.dir={tmp_path / 'c'}"]) in (0, None)
     assert not (tmp_path / "c").exists()
 

@@ -20,6 +20,7 @@ from ragexp.store import code_identity
 from ragexp.store.cache import StageCache
 from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.store.code_identity import code_hash, key_of
+from ragexp.config.build import from_yaml
 
 # Each shape: the user's files (PKG stands for the shape's own package name), the component's
 # target and the file of the user's to edit (SIZE = 300 becomes SIZE = 120 there).
@@ -92,7 +93,7 @@ def test_editing_a_users_module_the_component_imports_is_a_miss(shape, user_code
     folder = user_code(files, name)
     target = target.replace("PKG", name)
     code_identity.locate(target)  # the run imports the component before it keys its work
-    cache = StageCache(str(tmp_path / "cache"))
+    cache = from_yaml("cache", dir=str(tmp_path / "cache"))
     assert computed_and_served(cache, target) == "computed"
     assert computed_and_served(cache, target) == "served"  # nothing edited
     component = (folder / helper.replace("PKG", name))
@@ -109,7 +110,7 @@ def test_a_package_in_the_python_installation_is_not_followed(user_code, tmp_pat
     installed = (*code_closure.installed_folders(), str((tmp_path / "installed_sizes").resolve()) + "/")
     monkeypatch.setattr(code_closure, "installed_folders", lambda: installed)
     code_identity.locate("user_chunker.Halves")
-    cache = StageCache(str(tmp_path / "cache"))
+    cache = from_yaml("cache", dir=str(tmp_path / "cache"))
     assert computed_and_served(cache, "user_chunker.Halves") == "computed"
     (tmp_path / "installed_sizes" / "__init__.py").write_text("SIZE = 120\n")
     assert computed_and_served(cache, "user_chunker.Halves") == "served"

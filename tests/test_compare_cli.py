@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import call_in, cli_env, logged_sweep
+from ragexp.config.build import from_yaml
 
 AGGREGATES = ("overall_score", "avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate")
 
@@ -164,10 +165,9 @@ def test_rerun_of_a_sweep_parent_says_to_give_a_job(small_sweep, capsys):
 
 def test_a_failing_report_does_not_fail_the_sweep(tmp_path, caplog):
     from ragexp.sweep.callbacks import SweepTracking
-    from ragexp.store.trackers import MlflowTracker
 
     callback = SweepTracking()
-    callback.tracker = MlflowTracker(tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")
+    callback.tracker = from_yaml("tracker/mlflow", tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")
     callback.parent_id = "0" * 32
     with caplog.at_level(logging.WARNING, logger="ragexp"):
         callback.leaderboard(tmp_path)  # no exception

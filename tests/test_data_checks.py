@@ -10,13 +10,11 @@ import pytest
 from conftest import ROOT, compose, run_cli
 
 from ragexp.components.chunkers import RecursiveChunker
-from ragexp.datasets.beir import BeirDataset
-from ragexp.datasets.folder import FolderDataset
-from ragexp.datasets.squad import SquadDataset
 from ragexp.datasets.table import TableDataset
 from ragexp.errors import RagexpError
 from ragexp.run.pipeline import run
 from ragexp.types import Document
+from ragexp.config.build import from_yaml
 
 LATIN1 = "Café au lait".encode("latin-1")  # 0xe9: not UTF-8
 FAST = ["embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "tracker=none"]
@@ -37,8 +35,7 @@ def question(n, doc_id=None):
 
 
 def table(root: Path, on_error="stop", **files) -> TableDataset:
-    return TableDataset(str(root), questions=files.get("questions", "questions.jsonl"),
-                        corpus=files.get("corpus", "corpus.jsonl"), on_error=on_error)
+    return from_yaml("dataset/jsonl", path=str(root), questions=files.get("questions", "questions.jsonl"), corpus=files.get("corpus", "corpus.jsonl"), on_error=on_error)
 
 
 # --- bytes that are not UTF-8, in every reader -----------------------------------------------
@@ -70,8 +67,8 @@ def test_latin1_in_a_sample_folder_document_and_in_beir_qrels(tmp_path):
     (folder / "docs" / "bad.txt").write_bytes(b"first line\n" + LATIN1)
     lines(folder / "questions.jsonl", question(1, "good"))
     with pytest.raises(RagexpError, match=r"bad.txt:2: byte 0xe9 at column 4 is not UTF-8"):
-        FolderDataset(str(folder)).load()
-    assert [d.doc_id for d in FolderDataset(str(folder), on_error="skip").load().documents] == ["good"]
+        from_yaml("dataset/sample", path=str(folder)).load()
+    assert [d.doc_id for d in from_yaml("dataset/sample", path=str(folder), on_error="skip").load().documents] == ["good"]
 
     beir = tmp_path / "beir"
     lines(beir / "corpus.jsonl", {"_id": "d1", "text": "Port 7400."})
@@ -79,8 +76,8 @@ def test_latin1_in_a_sample_folder_document_and_in_beir_qrels(tmp_path):
     (beir / "qrels").mkdir()
     (beir / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t" + LATIN1 + b"\t1\n")
     with pytest.raises(RagexpError, match=r"test.tsv:3: byte 0xe9"):
-        BeirDataset(str(beir)).load()
-    assert BeirDataset(str(beir), on_error="skip").load().questions[0].golden == {"d1": 1}
+        from_yaml("dataset/beir", path=str(beir)).load()
+    assert from_yaml("dataset/beir", path=str(beir), on_error="skip").load().questions[0].golden == {"d1": 1}
 
 
 def test_latin1_in_squad_names_the_entry(tmp_path):
@@ -90,8 +87,8 @@ def test_latin1_in_squad_names_the_entry(tmp_path):
     file = tmp_path / "squad.json"
     file.write_bytes(json.dumps(squad).encode().replace(b"QQQ", LATIN1))
     with pytest.raises(RagexpError, match=r"squad.json: data\[0\].paragraphs\[0\].qas\[1\]: .*byte 0xe9"):
-        SquadDataset(str(file)).load()
-    assert [q.qid for q in SquadDataset(str(file), on_error="skip").load().questions] == ["a"]
+        from_yaml("dataset/squad", path=str(file)).load()
+    assert [q.qid for q in from_yaml("dataset/squad", path=str(file), on_error="skip").load().questions] == ["a"]
 
 
 # --- a byte-order mark is not part of the first field -----------------------------------------
@@ -110,10 +107,10 @@ def test_a_utf8_bom_is_read_as_utf8_sig(tmp_path):
     (beir / "queries.jsonl").write_bytes(bom + b'{"_id": "q1", "text": "port?"}\n')
     (beir / "qrels").mkdir()
     (beir / "qrels" / "test.tsv").write_bytes(bom + b"query-id\tcorpus-id\tscore\nq1\td1\t1\n")
-    assert BeirDataset(str(beir)).load().questions[0].golden == {"d1": 1}
+    assert from_yaml("dataset/beir", path=str(beir)).load().questions[0].golden == {"d1": 1}
     (tmp_path / "squad.json").write_bytes(bom + json.dumps({"data": []}).encode())
     with pytest.raises(RagexpError, match="no documents"):  # read, then found empty (not a JSON error)
-        SquadDataset(str(tmp_path / "squad.json")).load()
+        from_yaml("dataset/squad", path=str(tmp_path / "squad.json")).load()
 
 
 # --- a folder for a file, a file for a folder, an empty corpus -----------------------------------
@@ -124,9 +121,9 @@ def test_a_folder_given_for_a_file_and_a_file_for_a_folder(tmp_path):
     with pytest.raises(RagexpError, match=r"^dataset.corpus: .*corpus.jsonl is a folder, not a file"):
         table(tmp_path).load()
     with pytest.raises(RagexpError, match=r"^dataset.path: .* is a folder, not a file"):
-        SquadDataset(str(tmp_path)).load()
+        from_yaml("dataset/squad", path=str(tmp_path)).load()
     with pytest.raises(RagexpError, match=r"^dataset.path: .*questions.jsonl is a file, not a folder"):
-        BeirDataset(str(tmp_path / "questions.jsonl")).load()
+        from_yaml("dataset/beir", path=str(tmp_path / "questions.jsonl")).load()
 
 
 def test_an_empty_corpus_is_one_line_also_with_bm25(tmp_path):
@@ -171,13 +168,13 @@ def test_duplicate_document_ids_in_a_sample_folder_and_beir(tmp_path):
     (folder / "docs" / "a.txt").write_text("Port 7401.")
     lines(folder / "questions.jsonl", question(1, "a"))
     with pytest.raises(RagexpError, match=r"a.txt: duplicate document id 'a' \(first at .*a.md\)"):
-        FolderDataset(str(folder)).load()
+        from_yaml("dataset/sample", path=str(folder)).load()
     beir = tmp_path / "beir"
     lines(beir / "corpus.jsonl", {"_id": "d1", "text": "x"}, {"_id": "d1", "text": "y"})
     lines(beir / "queries.jsonl", {"_id": "q1", "text": "port?"}, {"_id": "q1", "text": "again?"})
     (beir / "qrels").mkdir()
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
-    data = BeirDataset(str(beir), on_error="skip").load()
+    data = from_yaml("dataset/beir", path=str(beir), on_error="skip").load()
     assert [d.text for d in data.documents] == ["x"] and [q.text for q in data.questions] == ["port?"]
     assert [r.split(": ", 1)[1] for r in data.skipped_rows] == [
         f"duplicate document id 'd1' (first at {beir / 'corpus.jsonl'}:1)",

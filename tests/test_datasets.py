@@ -6,15 +6,14 @@ import pytest
 
 from conftest import SHARED_DATA, needs_shared
 from ragexp.datasets import fingerprint
-from ragexp.datasets.folder import FolderDataset
-from ragexp.datasets.hotpotqa import HotpotQADataset
 from ragexp.errors import RagexpError
+from ragexp.config.build import from_yaml
 
 HOTPOT = SHARED_DATA / "hotpotqa_ircot_dev500"
 
 
 def test_sample_is_a_usable_golden_set():
-    data = FolderDataset().load()
+    data = from_yaml("dataset/sample").load()
     ids = {d.doc_id for d in data.documents}
     assert len(data.documents) >= 25 and len(data.questions) >= 30
     assert sum(1 for d in data.documents if d.text.lstrip().startswith("#")) >= 5  # Markdown with headings
@@ -27,15 +26,15 @@ def test_sample_is_a_usable_golden_set():
 
 
 def test_limit_keeps_the_first_questions_and_the_whole_corpus():
-    full, first = FolderDataset().load(), FolderDataset(limit=3).load()
+    full, first = from_yaml("dataset/sample").load(), from_yaml("dataset/sample", limit=3).load()
     assert [q.qid for q in first.questions] == [q.qid for q in full.questions[:3]]
     assert first.documents == full.documents
-    assert fingerprint(first) != fingerprint(full) and fingerprint(first) == fingerprint(FolderDataset(limit=3).load())
+    assert fingerprint(first) != fingerprint(full) and fingerprint(first) == fingerprint(from_yaml("dataset/sample", limit=3).load())
 
 
 @needs_shared("hotpotqa_ircot_dev500")
 def test_hotpotqa_corpus_is_every_paragraph_and_golden_the_supporting_ones():
-    data = HotpotQADataset(str(HOTPOT), limit=50).load()
+    data = from_yaml("dataset/hotpotqa", path=str(HOTPOT), limit=50).load()
     assert len(data.questions) == 50
     assert len(data.documents) == 4858  # the union of all paragraphs in the file (its README)
     first = json.loads((HOTPOT / "dev_subsampled.jsonl").open().readline())
@@ -53,7 +52,7 @@ def test_malformed_hotpotqa_row_names_the_line(tmp_path):
     path = tmp_path / "h.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({"question_id": "2"}) + "\n")
     with pytest.raises(RagexpError, match=rf"{path}:2: malformed HotpotQA row"):
-        HotpotQADataset(str(path)).load()
+        from_yaml("dataset/hotpotqa", path=str(path)).load()
 
 
 def test_folder_rows_need_id_and_question(tmp_path):
@@ -61,9 +60,9 @@ def test_folder_rows_need_id_and_question(tmp_path):
     (tmp_path / "docs" / "a.md").write_text("# A\n\ntext")
     (tmp_path / "questions.jsonl").write_text('\n{"question": "no id"}\n')
     with pytest.raises(RagexpError, match=r"questions.jsonl:2: each row needs \"id\" and \"question\""):
-        FolderDataset(str(tmp_path)).load()
+        from_yaml("dataset/sample", path=str(tmp_path)).load()
 
 
 def test_missing_folder_names_the_setting(tmp_path):
     with pytest.raises(RagexpError, match=r"dataset.path: .*nope does not exist .*set dataset.path="):
-        FolderDataset(str(tmp_path / "nope")).load()
+        from_yaml("dataset/sample", path=str(tmp_path / "nope")).load()

@@ -6,31 +6,29 @@ import time
 
 import pytest
 
-from ragexp.components.embedders import OpenAIEmbedder
-from ragexp.components.systems.http import HttpSystem
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.client import ChatClient, ChatRequest
-from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.usage import Prices, Usage
 from ragexp.types import Dataset, Question
+from ragexp.config.build import from_yaml
 
 ASK = ChatRequest((("system", "be brief"), ("user", "Which port?")))
 
 
 def chat(server, role, **endpoint):
-    client = ChatClient(Endpoint(server.base_url, "m", api_key_env=None, **{"max_retries": 0, **endpoint}), role,
+    client = ChatClient(from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, **{"max_retries": 0, **endpoint}), role,
                         "sk-test", Usage(), Prices({}))
     return lambda: client.complete(ASK, use_cache=False)
 
 
 def embed(server, **endpoint):
-    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", api_key_env=None, **{"max_retries": 0, **endpoint}))
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, **{"max_retries": 0, **endpoint}))
     texts = iter(["which port?", "which host?"])  # a new text each time: no vector is kept in memory
     return lambda: embedder.embed([next(texts)]).shape
 
 
 def service(server, **settings):
-    system = HttpSystem(url=server.base_url + "/answer", **{"max_retries": 0, **settings})
+    system = from_yaml("system/http", url=server.base_url + "/answer", **{"max_retries": 0, **settings})
     system.start(Dataset("d", (), ()))
     return lambda: system.respond(Question("q1", "Which port?", ())).answer.text
 

@@ -1,13 +1,12 @@
 """An offline judge's texts are embedded for all the answers it has not judged yet, in one call
 before judging (OfflineJudge.judge_all): the same judgements, the judge finds every vector
 it needs waiting, and answers already judged (in the stage cache) cost no embedding."""
-from conftest import offline_judge
 from ragexp.components.embedders import HashEmbedder
 from ragexp.judges.offline import OfflineJudge
 from ragexp.judges.judging import Judging, judged_results
 from ragexp.run.work import Work
-from ragexp.store.cache import StageCache
 from ragexp.types import Answer, Chunk, Hit, Question, QuestionResult
+from ragexp.config.build import from_yaml
 
 CONTEXT = ("quarryd listens on port 7070. It is written in Go. Backups run nightly at 02:00 UTC. "
            "Restores need the admin role.")
@@ -31,19 +30,19 @@ def results() -> list[QuestionResult]:
 
 def judge_in(work: Work) -> OfflineJudge:
     with work.embeddings.building():
-        embedder = Counting()
+        embedder = from_yaml("embedder/hash", _target_=Counting)
         embedder.calls = []
-        return offline_judge(embedder, name="offline-hash")
+        return from_yaml("judge/offline", embedder=embedder, name="offline-hash")
 
 
 def test_the_texts_are_embedded_in_one_call_before_judging_and_the_judgements_are_the_same(tmp_path):
-    work = Work(StageCache(str(tmp_path / "cache")))
+    work = Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     judge = judge_in(work)
     ahead, _ = judged_results(judge, results(), work, {"judge": "offline-hash"})
     assert len(judge.embedder.calls) == 1  # every text the judge embeds was in that call
     assert len(judge.embedder.calls[0]) == len(set(judge.embedder.calls[0]))  # each text once
 
-    plain_work = Work(StageCache(str(tmp_path / "plain"), enabled=False))
+    plain_work = Work(from_yaml("cache", dir=str(tmp_path / "plain"), enabled=False))
     plain_judge = judge_in(plain_work)
     one = Judging(plain_work, {"judge": "offline-hash"})
     plain = [one.one(plain_judge, r) if r.answer else None for r in results()]  # question by question
@@ -53,9 +52,9 @@ def test_the_texts_are_embedded_in_one_call_before_judging_and_the_judgements_ar
 
 
 def test_answers_already_judged_are_not_embedded_again(tmp_path):
-    first = Work(StageCache(str(tmp_path / "cache")))
+    first = Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     judged_results(judge_in(first), results(), first, {"judge": "offline-hash"})
-    again = Work(StageCache(str(tmp_path / "cache")))
+    again = Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     judge = judge_in(again)
     rows = results()
     rows[2] = QuestionResult(rows[2].question, rows[2].hits, Answer("A new answer about Rust. It is fast."))
@@ -67,7 +66,7 @@ def test_answers_already_judged_are_not_embedded_again(tmp_path):
 def test_a_monitors_sample_is_embedded_ahead_too(tmp_path):
     from ragexp.monitor.judging import SampleJudge
 
-    work = Work(StageCache(str(tmp_path / "cache")))
+    work = Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     judge = judge_in(work)
     sample = SampleJudge(judge, work, {"judge": "offline-hash"})
     judged = sample.judge_all([(f"log:{i}", "Which port does quarryd listen on?", [CONTEXT], text)

@@ -6,37 +6,43 @@ from conftest import compose
 from ragexp.store.embedding_store import EmbeddingStore
 from ragexp.components.embedders import EmbeddingCache, HashEmbedder
 from ragexp.run.pipeline import run
+from ragexp.config.build import from_yaml
 
 
 class CountingHash(HashEmbedder):
     """The hash embedder, recording the texts each model call embeds."""
 
-    def __init__(self, calls: list, **kwargs):
-        super().__init__(**kwargs)
-        self.calls = calls
+    calls: list
 
     def embed_batch(self, texts):
         self.calls.append(list(texts))
         return super().embed_batch(texts)
 
 
+def counting_hash(calls: list, **settings) -> CountingHash:
+    """embedder=hash (its YAML's settings, `settings` over them), recording its model calls in `calls`."""
+    embedder = from_yaml("embedder/hash", _target_=CountingHash, **settings)
+    embedder.calls = calls
+    return embedder
+
+
 def test_a_text_embedded_twice_in_a_run_costs_one_model_call():
     calls = []
     with EmbeddingCache().building() as embeddings:  # as run() builds its components
-        chunker_side, judge_side = CountingHash(calls), CountingHash(calls)
+        chunker_side, judge_side = counting_hash(calls), counting_hash(calls)
     assert chunker_side.cache is embeddings and judge_side.cache is embeddings
     first = chunker_side.embed(["port 7400", "stderr logs"])
     second = judge_side.embed(["stderr logs", "port 7400", "stderr logs"])
     assert calls == [["stderr logs", "port 7400"]]  # one call, the longest text first
     assert np.array_equal(second[1], first[0]) and embeddings.stats["embedded_texts"] == 2
     # another dimension is another embedder key: its own vectors
-    CountingHash(calls, dimension=16).embed(["port 7400"])
+    counting_hash(calls, dimension=16).embed(["port 7400"])
     assert len(calls) == 2
 
 
 def test_embedders_built_outside_a_run_share_nothing():
     calls = []
-    a, b = CountingHash(calls), CountingHash(calls)
+    a, b = counting_hash(calls), counting_hash(calls)
     assert a.cache is not b.cache
     a.embed(["port 7400"])
     b.embed(["port 7400"])
@@ -47,9 +53,9 @@ def test_the_on_disk_store_serves_a_later_run(tmp_path):
     calls = []
     store = EmbeddingStore(str(tmp_path))
     with EmbeddingCache(store).building():
-        first = CountingHash(calls)
+        first = counting_hash(calls)
     with EmbeddingCache(store).building() as later:
-        second = CountingHash(calls)
+        second = counting_hash(calls)
     vector = first.embed(["port 7400"])
     assert np.array_equal(second.embed(["port 7400"]), vector) and len(calls) == 1
     assert later.stats["embedded_texts"] == 0
@@ -70,14 +76,14 @@ def test_vectors_from_the_memo_the_store_and_the_model_land_in_their_rows(tmp_pa
     calls = []
     store = EmbeddingStore(str(tmp_path))
     with EmbeddingCache(store).building():
-        CountingHash(calls).embed(["stored a", "stored b"])  # an earlier run: on disk
+        counting_hash(calls).embed(["stored a", "stored b"])  # an earlier run: on disk
     with EmbeddingCache(store).building() as later:
-        embedder = CountingHash(calls)
+        embedder = counting_hash(calls)
     embedder.embed(["in memory"])
     texts = ["new", "stored b", "in memory", "new", "stored a", "stored b"]
     vectors = embedder.embed(texts)
     assert calls[-1] == ["new"] and later.stats["embedded_texts"] == 2  # only "in memory" and "new" by the model
-    assert np.array_equal(vectors, HashEmbedder().embed(texts))  # every row is its own text's vector
+    assert np.array_equal(vectors, from_yaml("embedder/hash").embed(texts))  # every row is its own text's vector
     assert not vectors.flags.writeable
     memo = later.memo[embedder.key()]
     assert np.shares_memory(memo["stored a"], vectors) and np.shares_memory(memo["new"], vectors)
@@ -94,13 +100,13 @@ def test_a_model_folder_is_keyed_by_its_content(tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text('{"hidden_size": 4}')
     (folder / "model.safetensors").write_bytes(b"\x01" * 64)
-    mine = SentenceTransformerEmbedder(model_path=str(folder))
+    mine = from_yaml("embedder/minilm", model_path=str(folder))
     node = {"_target_": "ragexp.components.embedders.SentenceTransformerEmbedder", "model_path": str(folder)}
     before, token_before = mine.key(), key_of("hits", node)
     assert before == mine.key() and key_of("hits", node) == token_before  # read again: the same
     (folder / "model.safetensors").write_bytes(b"\x02" * 64)  # the same size, other weights
     assert mine.key() != before and key_of("hits", node) != token_before
-    packaged = SentenceTransformerEmbedder()
+    packaged = from_yaml("embedder/minilm")
     assert packaged.key() == f"sentence-transformers:{packaged.path()}"
     default = {"_target_": "ragexp.components.embedders.SentenceTransformerEmbedder", "model_path": None}
     assert SentenceTransformerEmbedder.cache_token(**{k: v for k, v in default.items() if k != "_target_"}) is None

@@ -5,8 +5,9 @@ import json
 import numpy as np
 
 from conftest import HASH, run_app
-from ragexp.components.embedders import EmbeddingCache, HashEmbedder
+from ragexp.components.embedders import EmbeddingCache
 from ragexp.run.embedding_map import known_vectors, projected
+from ragexp.config.build import from_yaml
 
 
 def test_the_projection_is_pca_and_the_same_whatever_the_rows_signs():
@@ -21,7 +22,7 @@ def test_the_projection_is_pca_and_the_same_whatever_the_rows_signs():
 
 def test_only_vectors_the_run_holds_are_used_no_text_is_embedded_again():
     with EmbeddingCache().building() as cache:
-        embedder = HashEmbedder()
+        embedder = from_yaml("embedder/hash")
     embedder.embed(["a question", "a chunk"])
     before = cache.stats["embedded_texts"]
     found = known_vectors(embedder, ["a question", "a chunk", "never embedded"])

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from conftest import compose, port_dataset, run_app
-from ragexp.components.embedders import EmbeddingCache, HashEmbedder
+from ragexp.components.embedders import EmbeddingCache
 from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
-from ragexp.components.retrievers import DenseRetriever
 from ragexp.errors import RagexpError
 from ragexp.run.pipeline import run
 from ragexp.types import Chunk
+from ragexp.config.build import from_yaml
 
 TOPICS = ["port", "token", "queue", "retry", "cron", "disk", "proxy", "cache", "index", "backup", "schedule", "lease"]
 
@@ -30,7 +30,7 @@ QUERIES = ["which port does the proxy use", "retry the queue lease", "cron sched
 
 def test_it_ranks_like_the_qdrant_dense_retriever():
     chunks = corpus(300)
-    qdrant, exact = DenseRetriever(HashEmbedder(dimension=64)), ExactDenseRetriever(HashEmbedder(dimension=64))
+    qdrant, exact = from_yaml("retriever/dense", embedder=from_yaml("embedder/hash", dimension=64)), from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash", dimension=64))
     qdrant.index(chunks)
     exact.index(chunks)
     for ours, theirs in zip(exact.search(QUERIES, 20), qdrant.search(QUERIES, 20)):
@@ -42,7 +42,7 @@ def test_it_ranks_like_the_qdrant_dense_retriever():
 def test_a_depth_beyond_the_corpus_gives_every_chunk_and_equal_scores_keep_chunk_order():
     chunks = [Chunk("a", "a", "port 7400"), Chunk("b", "b", "the port is 7400"), Chunk("c", "c", "port 7400"),
               Chunk("d", "d", "a bearer token")]
-    exact = ExactDenseRetriever(HashEmbedder(), top_k=2)
+    exact = from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash"), top_k=2)
     exact.index(chunks)
     [hits] = exact.search(["port 7400"], depth=50)
     assert [h.chunk.chunk_id for h in hits][:2] == ["a", "c"]  # the same text: a tie, in chunk order
@@ -54,7 +54,7 @@ def test_a_depth_beyond_the_corpus_gives_every_chunk_and_equal_scores_keep_chunk
 
 def test_blocks_of_queries_give_the_rankings_of_one_block():
     chunks = corpus(200)
-    one, blocks = ExactDenseRetriever(HashEmbedder()), ExactDenseRetriever(HashEmbedder())
+    one, blocks = from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash")), from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash"))
     one.index(chunks)
     blocks.index(chunks)
     assert one.block_rows() >= len(QUERIES)
@@ -63,7 +63,7 @@ def test_blocks_of_queries_give_the_rankings_of_one_block():
 
 
 def test_the_block_size_follows_block_mb():
-    exact = ExactDenseRetriever(HashEmbedder(), block_mb=1)
+    exact = from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash"), block_mb=1)
     exact.chunks = [Chunk("a", "a", "x")] * 100_000
     assert exact.block_rows() == 2**20 // (4 * 100_000)  # 2 queries of 100,000 float32 scores in 1 MB
     exact.chunks = exact.chunks * 10
@@ -73,20 +73,20 @@ def test_the_block_size_follows_block_mb():
 def test_the_vectors_sit_in_memory_once():
     chunks = corpus(50)
     with EmbeddingCache().building() as embeddings:
-        embedder = HashEmbedder()
-    exact = ExactDenseRetriever(embedder)
+        embedder = from_yaml("embedder/hash")
+    exact = from_yaml("retriever/dense_exact", embedder=embedder)
     exact.index(chunks)
     memo = embeddings.memo[embedder.key()]
     assert all(np.shares_memory(memo[c.text], exact.vectors) for c in chunks)
     assert not exact.vectors.flags.writeable  # a caller cannot change the memo's vectors through it
     again = embedder.embed([chunks[3].text, "a new text", chunks[3].text])
     assert np.array_equal(again[0], exact.vectors[3]) and np.array_equal(again[2], again[0])
-    assert np.array_equal(again[1], HashEmbedder().embed(["a new text"])[0])
+    assert np.array_equal(again[1], from_yaml("embedder/hash").embed(["a new text"])[0])
 
 
 def test_an_empty_corpus_is_one_line():
     with pytest.raises(RagexpError, match=r"^retriever: no chunks to index"):
-        ExactDenseRetriever(HashEmbedder()).index([])
+        from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash")).index([])
 
 
 def test_a_later_run_reuses_the_stored_hits_and_embeddings(tmp_path):

@@ -11,6 +11,7 @@ from conftest import HASH, mlflow_runs, run_app
 from ragexp.errors import RagexpError
 from ragexp.metrics.gate import Gate
 from ragexp.metrics.targets import assess
+from ragexp.config.build import from_yaml
 
 ONE_TEN, UNIT = (1.0, 10.0), (0.0, 1.0)
 CI = r"\[95% CI [\d.]+, [\d.]+\]"  # a threshold's line shows the estimate's interval
@@ -40,7 +41,7 @@ PRODUCTION = {"hit_rate_at_5": {"min": 0.7}, "mrr": {"min": 0.8}, "faithfulness"
 
 
 def test_gate_maps_a_unit_threshold_onto_the_judges_scale():
-    gate = Gate("production", PRODUCTION)
+    gate = from_yaml("gate/none", name="production", thresholds=PRODUCTION)
     scales = {"hit_rate_at_5": UNIT, "mrr": UNIT, "avg_faithfulness": ONE_TEN}
     passed = gate.evaluate({"hit_rate_at_5": 0.7, "mrr": 0.9, "avg_faithfulness": 9.1}, scales)
     assert passed.passed and len(passed.checks) == 3
@@ -52,7 +53,7 @@ def test_gate_maps_a_unit_threshold_onto_the_judges_scale():
 
 
 def test_gate_with_max_bounds_and_missing_metrics():
-    gate = Gate("custom", {"hallucination_rate": {"max": 0.1}, "ndcg@10": {"min": 0.5}})
+    gate = from_yaml("gate/none", name="custom", thresholds={"hallucination_rate": {"max": 0.1}, "ndcg@10": {"min": 0.5}})
     verdict = gate.evaluate({"hallucination_rate": 0.15, "ndcg_at_10": 0.6}, {})
     assert not verdict.passed and verdict.checks == ("hallucination_rate = 0.1500 <= 0.1: FAILED", "ndcg_at_10 = 0.6000 >= 0.5: ok")
     assert gate.retrieval_metrics() == ["ndcg@10"]
@@ -67,13 +68,13 @@ def test_gate_settings_are_checked_before_any_work():
         "thresholds.mrr: write {min: X}, {max: X} or both, optionally with scale: [lo, hi]; at_least is not one of them"]
     assert problems(compose("gate=production", "gate.thresholds.mrr.min=high")) == [
         "gate.thresholds.mrr.min: 'high' is not a number"]
-    gate = Gate("g", {"answer_relevance": {"min": 0.8, "scale": [0, 1]}})
+    gate = from_yaml("gate/none", name="g", thresholds={"answer_relevance": {"min": 0.8, "scale": [0, 1]}})
     with pytest.raises(RagexpError, match="gate.thresholds.answer_relevance: this run does not produce answer_relevance"):
         gate.check(["avg_faithfulness", "mrr"], {})
     with pytest.raises(RagexpError, match="cannot be mapped"):
         gate.check(["avg_answer_relevance"], {})
     gate.check(["avg_answer_relevance"], {"avg_answer_relevance": UNIT})
-    assert not Gate().active
+    assert not from_yaml("gate/none").active
 
 
 GATE_ARGS = ["dataset.limit=2", "retriever=bm25", *HASH, "gate=production", "~gate.thresholds.answer_relevance"]
@@ -139,7 +140,7 @@ def test_a_threshold_tests_the_point_estimate_and_shows_its_interval_beside_it()
     from ragexp.metrics.scoring import Aggregate
     from ragexp.stats.inference import bootstrap_ci
 
-    gate = Gate("mine", {"mrr": {"min": 0.5}, "overall_score": {"min": 1}})
+    gate = from_yaml("gate/none", name="mine", thresholds={"mrr": {"min": 0.5}, "overall_score": {"min": 1}})
     rows = [{"status": "judged", "mrr": v} for v in (1.0, 0.5, 0.0, 1.0, 0.25, 1.0)] + [{"status": "failed"}]
     spec = (Aggregate("mrr", ("mrr",), "mean", "valued"), Aggregate("overall_score", ("a", "b"), "overall"))
     intervals = threshold_intervals(gate, spec, rows)
@@ -163,8 +164,8 @@ def test_a_margin_as_wide_as_its_metrics_scale_is_refused(tmp_path, margin, mess
     folder.mkdir()
     pd.DataFrame({"question_id": ["a", "b"], "faithfulness": [8, 9], "hallucination": [0, 1],
                   "status": ["judged", "judged"]}).to_json(folder / "questions.json", orient="split", index=False)
-    gate = Gate("none", baseline=str(folder), margin=margin, regression=["faithfulness", "hallucination"])
+    gate = from_yaml("gate/none", name="none", baseline=str(folder), margin=margin, regression=["faithfulness", "hallucination"])
     with pytest.raises(RagexpError) as raised:
         gate.check(["avg_faithfulness", "hallucination_rate"], {"avg_faithfulness": ONE_TEN})
     assert message in str(raised.value)
-    Gate("none", baseline=str(folder), margin=0.5, regression=["faithfulness"]).check([], {"avg_faithfulness": ONE_TEN})
+    from_yaml("gate/none", name="none", baseline=str(folder), margin=0.5, regression=["faithfulness"]).check([], {"avg_faithfulness": ONE_TEN})

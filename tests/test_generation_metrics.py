@@ -2,11 +2,10 @@
 import numpy as np
 import pytest
 
-from conftest import offline_judge
-from ragexp.metrics import MetricSet
 from ragexp.metrics.generation import (coherence_offline, conciseness_offline, exact_match, normalize_answer, scorecard,
                                        token_f1)
 from ragexp.types import Answer, Chunk, Hit, Question
+from ragexp.config.build import from_yaml
 
 
 def test_squad_normalisation_exact_match_and_f1():
@@ -36,18 +35,18 @@ def test_scorecard_uses_the_specification_weights():
 
 
 def test_correctness_is_the_best_cosine_with_an_expected_answer(minilm):
-    metrics = MetricSet(embedder=minilm)
+    metrics = from_yaml("metrics/default", embedder=minilm)
     right = metrics.answer_scores("The server listens on port 7400.", ["Bananas are yellow.", "It listens on port 7400."])
     wrong = metrics.answer_scores("Bananas are yellow.", ["It listens on port 7400."])
     assert right["correctness"] > 0.7 > wrong["correctness"] >= 0
     assert right["exact_match"] == 0 and 0 < right["token_f1"] < 1
-    assert set(MetricSet().answer_scores("x", ["x"])) == {"exact_match", "token_f1"}  # no embedder, no cosine
+    assert set(from_yaml("metrics/default", embedder=None).answer_scores("x", ["x"])) == {"exact_match", "token_f1"}  # no embedder, no cosine
 
 
 def test_offline_judge_declares_scales_and_gives_claim_level_hallucination(minilm):
     context = [Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default."), 0.9, 1)]
     question = Question("q", "Which port?", ("Port 7400.",), {"a": 1})
-    judge = offline_judge(minilm)
+    judge = from_yaml("judge/offline", embedder=minilm)
     j = judge.judge(question, context, Answer("The Quarry server listens on port 7400 by default. "
                                               "Its mascot is a purple giraffe named Steve."))
     assert set(j.scores) == set(judge.metrics) == set(judge.scales)
@@ -57,12 +56,16 @@ def test_offline_judge_declares_scales_and_gives_claim_level_hallucination(minil
     assert 0 <= j.scores["coherence_offline"] <= 1 and 0 < j.scores["conciseness_offline"] <= 1
 
 
-def test_metric_set_defaults_are_the_default_yaml():
-    from conftest import compose
+def test_answer_measures_are_looked_up_by_name_like_retrieval_measures():
+    from ragexp.errors import RagexpError
+    from ragexp.metrics.answers import answer_measure
 
-    cfg = compose("embedder@scoring_embedder=hash")
-    assert list(cfg.metrics.retrieval) == MetricSet().names
-    assert list(cfg.metrics.answer) == MetricSet().answer
+    assert answer_measure("token_f1").value("The Eiffel tower.", ["eiffel tower"]) == 1.0
+    assert answer_measure("exact_match").value("Paris", ["paris", "Lyon"]) == 1.0
+    assert not answer_measure("correctness").available()  # it embeds: none without the scoring embedder
+    with pytest.raises(RagexpError) as err:
+        answer_measure("bleu")
+    assert str(err.value) == "metrics.answer: 'bleu' is not an answer metric; use correctness, exact_match, token_f1"
 
 
 def test_answer_metrics_are_chosen_in_yaml_like_retrieval_ones(tmp_path):
@@ -79,4 +82,5 @@ def test_answer_metrics_are_chosen_in_yaml_like_retrieval_ones(tmp_path):
     assert "avg_token_f1" in aggregates and "avg_exact_match" not in aggregates and "avg_correctness" not in aggregates
     proc = run_app(*HASH, "metrics.answer=[token_f1,bleu]", "tracker=none", cwd=tmp_path)
     assert proc.returncode == 2 and "metrics.answer: 'bleu' is not an answer metric" in proc.stderr
-    assert MetricSet(answer=["exact_match"]).answer_scores("Paris", ["paris"]) == {"exact_match": 1.0}
+    chosen = from_yaml("metrics/default", answer=["exact_match"], embedder=None)
+    assert chosen.answer_scores("Paris", ["paris"]) == {"exact_match": 1.0}

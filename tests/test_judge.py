@@ -1,12 +1,11 @@
 """The offline judge, generator and the weighting of scores, on hand-made cases."""
 import pytest
 
-from conftest import offline_judge
 from ragexp.errors import RagexpError
-from ragexp.components.generators import ExtractiveGenerator
 from ragexp.judges import OfflineJudge
 from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Answer, Chunk, Hit, Judgement, Question, QuestionResult
+from ragexp.config.build import from_yaml
 
 CONTEXT = [
     Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default. It was written in Go."), 0.9, 1),
@@ -16,7 +15,7 @@ QUESTION = Question("q1", "Which port does the Quarry server listen on?", ("Quar
 
 
 def test_answer_copied_from_the_context_is_faithful(minilm):
-    judge = offline_judge(minilm)
+    judge = from_yaml("judge/offline", embedder=minilm)
     j = judge.judge(QUESTION, CONTEXT, Answer("The Quarry server listens on port 7400 by default."))
     assert j.judge == "offline-minilm"
     assert j.scores["faithfulness"] == 10 and not j.hallucination
@@ -27,7 +26,7 @@ def test_answer_copied_from_the_context_is_faithful(minilm):
 
 
 def test_invented_sentence_is_a_hallucination(minilm):
-    j = offline_judge(minilm).judge(QUESTION, CONTEXT, Answer(
+    j = from_yaml("judge/offline", embedder=minilm).judge(QUESTION, CONTEXT, Answer(
         "The Quarry server listens on port 7400 by default. Its mascot is a purple giraffe named Steve."))
     assert j.hallucination
     assert 1 + 9 * 0.5 <= j.scores["faithfulness"] < 1 + 9 * 0.75  # half the claims, and a few words of the other
@@ -35,14 +34,14 @@ def test_invented_sentence_is_a_hallucination(minilm):
 
 
 def test_wrong_answer_scores_low_similarity(minilm):
-    j = offline_judge(minilm).judge(QUESTION, CONTEXT, Answer("Bananas are rich in potassium."))
+    j = from_yaml("judge/offline", embedder=minilm).judge(QUESTION, CONTEXT, Answer("Bananas are rich in potassium."))
     assert j.scores["answer_similarity"] < 4
 
 
 def test_extractive_generator_answers_with_the_best_sentence(minilm):
-    answer = ExtractiveGenerator(minilm, max_sentences=1).generate(QUESTION.text, CONTEXT)
+    answer = from_yaml("generator/extractive", embedder=minilm, max_sentences=1).generate(QUESTION.text, CONTEXT)
     assert answer.text == "The Quarry server listens on port 7400 by default."
-    assert ExtractiveGenerator(minilm).generate(QUESTION.text, []).text == ""
+    assert from_yaml("generator/extractive", embedder=minilm).generate(QUESTION.text, []).text == ""
 
 
 def judged(cr, as_, f, hallucination):
@@ -52,7 +51,7 @@ def judged(cr, as_, f, hallucination):
 
 def test_aggregates_follow_the_specification():
     results = [judged(8, 6, 10, False), judged(6, 4, 8, True), QuestionResult(QUESTION, failure="boom")]
-    agg = aggregate(results, Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3))
+    agg = aggregate(results, Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3, hallucination_penalty=True))
     assert agg["avg_context_relevance"] == 7 and agg["avg_answer_similarity"] == 5 and agg["avg_faithfulness"] == 9
     assert agg["hallucination_rate"] == 0.5
     assert agg["total_questions"] == 3 and agg["failed_questions"] == 1
@@ -62,7 +61,7 @@ def test_aggregates_follow_the_specification():
 
 
 def test_all_failed_gives_counts_and_no_averages():
-    agg = aggregate([QuestionResult(QUESTION, failure="x")], Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3))
+    agg = aggregate([QuestionResult(QUESTION, failure="x")], Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3, hallucination_penalty=True))
     assert agg == {"total_questions": 1, "failed_questions": 1, "retrieval_excluded_questions": 1}  # no retrieval scores
 
 
@@ -70,4 +69,4 @@ def test_weights_must_sum_to_one_and_match_the_judge():
     [problem] = Weights.constraints(context_relevance=0.3, answer_similarity=0.5, faithfulness=0.3)
     assert problem.endswith("= 1.1; the weights must sum to 1 (set weights.<metric>=...)")
     with pytest.raises(RagexpError, match=r"weights: answer_relevance not produced by judge 'offline-minilm'"):
-        Weights(answer_relevance=1.0).check("offline-minilm", OfflineJudge.metrics)
+        Weights(answer_relevance=1.0, hallucination_penalty=True).check("offline-minilm", OfflineJudge.metrics)

@@ -11,13 +11,14 @@ from ragexp.llm.cache import ResponseCache
 from ragexp.llm.client import ChatClient, ChatRequest, request_key, reserve_turn
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.usage import Prices, Usage
+from ragexp.config.build import from_yaml
 
 PRICES = Prices({"m": {"input": 1.0, "output": 10.0}})  # dollars per million tokens
 
 
 def client(server, usage=None, cache=None, **endpoint):
     settings = {"api_key_env": None, "backoff_s": 0.01, "timeout_s": 5, **endpoint}
-    return ChatClient(Endpoint(server.base_url, "m", **settings), "judge", "sk-test", usage or Usage(), PRICES, cache)
+    return ChatClient(from_yaml("endpoint/openai", base_url=server.base_url, model="m", **settings), "judge", "sk-test", usage or Usage(), PRICES, cache)
 
 
 def ask(text="hello", **kw):
@@ -101,8 +102,8 @@ def test_cache_answers_a_repeated_request_without_http(server, tmp_path):
     client(server, usage, cache).complete(ask(temperature=0.5))
     assert len(server.chat_requests()) == 3
     assert usage.stats()["llm_cache_hits"] == 1 and usage.stats()["llm_requests"] == 3
-    other = Endpoint(server.base_url, "other-model", api_key_env=None)
-    assert request_key(other, ask()) != request_key(Endpoint(server.base_url, "m", api_key_env=None), ask())
+    other = from_yaml("endpoint/openai", base_url=server.base_url, model="other-model", api_key_env=None)
+    assert request_key(other, ask()) != request_key(from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None), ask())
     assert "sk-test" not in (tmp_path / "cache" / "responses.sqlite").read_bytes().decode("latin-1")
 
 
@@ -184,7 +185,7 @@ def test_endpoint_settings_are_checked_and_a_key_is_never_echoed(monkeypatch):
         "judge.endpoint.max_concurrency: must be >= 1, got 0"]
     assert Endpoint.constraints("127.0.0.1:8000")[0].startswith("base_url: must be an http(s) URL")
     with pytest.raises(RagexpError, match="must be the name of an environment variable") as err:
-        Endpoint("http://x/v1", "m", api_key_env="sk-live-abc123").api_key("judge.endpoint")
+        from_yaml("endpoint/openai", base_url="http://x/v1", model="m", api_key_env="sk-live-abc123").api_key("judge.endpoint")
     assert "sk-live-abc123" not in str(err.value)
     monkeypatch.setenv("MY_LLM_KEY", "sk-from-env")
-    assert Endpoint("http://x/v1", "m", api_key_env="MY_LLM_KEY").api_key("judge.endpoint") == "sk-from-env"
+    assert from_yaml("endpoint/openai", base_url="http://x/v1", model="m", api_key_env="MY_LLM_KEY").api_key("judge.endpoint") == "sk-from-env"

@@ -8,13 +8,12 @@ from openai_server import judge_json, numbered, task, user_text
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.components.generators import OpenAIGenerator
 from ragexp.judges.llm import LLMJudge
-from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
 from ragexp.llm.replies import Unreadable, json_objects, read_reply
-from ragexp.llm.session import LLMSession
 from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Answer, Chunk, Hit, Question, QuestionResult
 from conftest import compose
+from ragexp.config.build import from_yaml
 
 HITS = (
     Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default. It was written in Go."), 0.9, 1),
@@ -26,16 +25,10 @@ ANSWER = Answer("Quarry listens on port 7400 [Doc 1]. It is written in Rust.")
 
 def connected(component, server, tmp_path, **session):
     """The component from its YAML defaults, pointed at the test server and connected."""
-    component.endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None, backoff_s=0.01)
-    llm = LLMSession(cache_dir=str(tmp_path / "cache"), **session)
+    component.endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="gpt-4o-mini", api_key_env=None, backoff_s=0.01)
+    llm = from_yaml("llm/default", cache_dir=str(tmp_path / "cache"), **session)
     llm.connect(judge=component)
     return component, llm
-
-
-def from_yaml(option, **overrides):
-    from ragexp.config.build import build
-
-    return build(compose(f"judge={option}").judge, **overrides)
 
 
 @pytest.mark.parametrize("reply", [
@@ -61,7 +54,7 @@ def test_unreadable_replies_say_why():
 
 def test_single_call_judge_scores_what_the_server_says_clamping_out_of_range(server, tmp_path):
     server.chat = lambda body: judge_json(12, "7", 0, True, "invented Rust")
-    judge, llm = connected(from_yaml("llm"), server, tmp_path)
+    judge, llm = connected(from_yaml("judge/llm"), server, tmp_path)
     j = judge.judge(QUESTION, HITS, ANSWER)
     assert j.judge == "llm-gpt-4o-mini"
     assert j.scores == {"context_relevance": 10, "answer_similarity": 7, "faithfulness": 1}
@@ -79,7 +72,7 @@ def test_single_call_judge_scores_what_the_server_says_clamping_out_of_range(ser
 def test_unreadable_reply_is_asked_once_more_then_fails_the_question(server, tmp_path):
     replies = iter(['{"context_relevance": 8, "answer_similarity": ', judge_json(5, 6, 7)])
     server.chat = lambda body: next(replies)
-    judge, llm = connected(from_yaml("llm"), server, tmp_path)
+    judge, llm = connected(from_yaml("judge/llm"), server, tmp_path)
     assert judge.judge(QUESTION, HITS, ANSWER).scores == {"context_relevance": 5, "answer_similarity": 6, "faithfulness": 7}
     reask = server.chat_requests()[1]["body"]["messages"]
     assert [m["role"] for m in reask] == ["system", "user", "assistant", "user"]
@@ -114,7 +107,7 @@ def test_triad_counts_sentences_claims_and_verdicts(server, tmp_path):
         return json.dumps({"score": 4, "reasoning": "answers the port"})
 
     server.chat = chat
-    judge, llm = connected(from_yaml("triad"), server, tmp_path)
+    judge, llm = connected(from_yaml("judge/triad"), server, tmp_path)
     j = judge.judge(QUESTION, HITS, ANSWER)
     assert j.judge == "triad-gpt-4o-mini"
     assert j.scores == {"context_relevance": 0.25, "faithfulness": 0.5, "answer_relevance": 0.75,
@@ -144,14 +137,14 @@ def test_repeats_are_separate_requests_and_their_spread_is_reported(server, tmp_
         return judge_json(8, 7, 4 + 2 * n, hallucination=n == 1)
 
     server.chat = chat
-    judge, llm = connected(from_yaml("llm", repeats=3), server, tmp_path)
+    judge, llm = connected(from_yaml("judge/llm", repeats=3), server, tmp_path)
     results = [QuestionResult(QUESTION, HITS, ANSWER, judge.judge(QUESTION, HITS, ANSWER)),
                QuestionResult(QUESTION, HITS, Answer("x"), judge.judge(QUESTION, HITS, Answer("x")))]
     assert len(server.chat_requests()) == 6
     j = results[0].judgement
     assert j.scores["faithfulness"] == 8 and [r.scores["faithfulness"] for r in j.repeats] == [6, 8, 10]
     assert j.hallucination == pytest.approx(1 / 3)
-    agg = aggregate(results, Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3))
+    agg = aggregate(results, Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3, hallucination_penalty=True))
     assert agg["avg_faithfulness"] == 8 and agg["avg_faithfulness_std"] == 2.0
     assert agg["avg_context_relevance_std"] == 0 and agg["hallucination_rate"] == pytest.approx(1 / 3, abs=1e-4)
     per_repeat = [(2.4 + 2.8 + 0.3 * f) * (1 - h) for f, h in ((6, 1), (8, 0), (10, 0))]
@@ -163,8 +156,8 @@ def test_repeats_are_separate_requests_and_their_spread_is_reported(server, tmp_
 
 def test_generator_asks_for_citations_from_numbered_chunks(server, tmp_path):
     generator = instantiate_generator()
-    generator.endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None)
-    LLMSession(cache_dir=None).connect(generator=generator)
+    generator.endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="gpt-4o-mini", api_key_env=None)
+    from_yaml("llm/default", cache_dir=None).connect(generator=generator)
     answer = generator.generate(QUESTION.text, HITS)
     assert answer.text == "The documents say so [Doc 1]."
     [sent] = server.chat_requests()

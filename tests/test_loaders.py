@@ -5,13 +5,10 @@ import json
 import pytest
 
 from conftest import SHARED_DATA, compose, needs_shared
-from ragexp.datasets.autorag import AutoRAGDataset
-from ragexp.datasets.beir import BeirDataset
-from ragexp.datasets.folder import FolderDataset
-from ragexp.datasets.squad import SquadDataset
 from ragexp.datasets.table import TableDataset
 from ragexp.errors import RagexpError
 from ragexp.run.notes import data_notes
+from ragexp.config.build import from_yaml
 
 
 def jsonl(path, *rows):
@@ -37,22 +34,22 @@ def beir(root, corpus_rows=None, qrels_text=None):
 
 
 def test_beir_keeps_graded_relevance_and_the_judged_queries(tmp_path):
-    data = BeirDataset(str(beir(tmp_path))).load()
+    data = from_yaml("dataset/beir", path=str(beir(tmp_path))).load()
     assert [d.doc_id for d in data.documents] == ["d1", "d2", "d3"]
     assert data.documents[0].text == "Alpha\n\nAlpha is the first letter." and data.documents[0].title == "Alpha"
     assert data.documents[1].text == "Beta is the second letter."
     assert [q.qid for q in data.questions] == ["q1", "q3"]  # q2 has no judgements in qrels/test.tsv
     assert data.questions[0].golden == {"d1": 2, "d3": 1} and data.questions[0].answers == ()
     assert data.questions[1].golden == {"d2": 1, "d1": 0} and data.questions[1].answers == ("Beta",)
-    assert [q.qid for q in BeirDataset(str(tmp_path), limit=1).load().questions] == ["q1"]
+    assert [q.qid for q in from_yaml("dataset/beir", path=str(tmp_path), limit=1).load().questions] == ["q1"]
 
 
 def test_beir_malformed_rows_stop_or_are_skipped_and_counted(tmp_path):
     root = beir(tmp_path, corpus_rows=[{"_id": "d1", "text": "Alpha."}, '{"_id": "d2", "text": ', {"text": "no id"}],
                 qrels_text="query-id\tcorpus-id\tscore\nq1\td1\tvery\nq3\td1\t1\n")
     with pytest.raises(RagexpError, match=rf"{root / 'qrels' / 'test.tsv'}:2: score 'very' is not an integer"):
-        BeirDataset(str(root)).load()
-    data = BeirDataset(str(root), on_error="skip").load()
+        from_yaml("dataset/beir", path=str(root)).load()
+    data = from_yaml("dataset/beir", path=str(root), on_error="skip").load()
     assert [d.doc_id for d in data.documents] == ["d1"] and [q.qid for q in data.questions] == ["q3"]
     assert len(data.skipped_rows) == 3
     assert data.skipped_rows[0].startswith(f"{root / 'qrels' / 'test.tsv'}:2: ")
@@ -69,7 +66,7 @@ def test_loader_settings_are_checked_when_built(tmp_path):
     assert problems(compose("dataset=mix", "dataset.on_error=ignore")) == [
         "dataset.on_error: 'ignore' is not one of 'stop', 'skip'"]
     with pytest.raises(RagexpError, match="dataset.path: not set"):
-        BeirDataset().load()
+        from_yaml("dataset/beir").load()
 
 
 # --- SQuAD -------------------------------------------------------------------------------------
@@ -93,7 +90,7 @@ SQUAD = {"version": "v2.0", "data": [
 def test_squad_contexts_are_documents_and_unanswerable_questions_are_kept(tmp_path):
     path = tmp_path / "dev-v2.0.json"
     path.write_text(json.dumps(SQUAD))
-    data = SquadDataset(str(path)).load()
+    data = from_yaml("dataset/squad", path=str(path)).load()
     assert [d.doc_id for d in data.documents] == ["Port/0", "Port/1", "Other/0"]
     a1, u1, a2 = data.questions
     assert a1.answers == ("7400", "port 7400") and a1.golden == {"Port/0": 1} and a1.answerable
@@ -102,7 +99,7 @@ def test_squad_contexts_are_documents_and_unanswerable_questions_are_kept(tmp_pa
     notes = " ".join(data_notes(data))
     assert "1 questions marked unanswerable: an abstention is their correct answer" in notes
     assert "questions with no expected answer" not in notes
-    limited = SquadDataset(str(path), limit=1).load()
+    limited = from_yaml("dataset/squad", path=str(path), limit=1).load()
     assert [q.qid for q in limited.questions] == ["a1"] and len(limited.documents) == 3
 
 
@@ -112,12 +109,12 @@ def test_squad_malformed_entries_are_named_by_json_path(tmp_path):
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(broken))
     with pytest.raises(RagexpError, match=rf"{path}: data\[0\].paragraphs\[0\].qas\[1\]: a question needs"):
-        SquadDataset(str(path)).load()
-    data = SquadDataset(str(path), on_error="skip").load()
+        from_yaml("dataset/squad", path=str(path)).load()
+    data = from_yaml("dataset/squad", path=str(path), on_error="skip").load()
     assert [q.qid for q in data.questions] == ["a1", "a2"] and len(data.skipped_rows) == 1
     path.write_text('{"data": [\n{"title": "x",\n "paragraphs": [}\n]}')
     with pytest.raises(RagexpError, match=rf"{path}:3: not valid JSON"):
-        SquadDataset(str(path), on_error="skip").load()
+        from_yaml("dataset/squad", path=str(path), on_error="skip").load()
 
 
 # --- AutoRAG parquet ---------------------------------------------------------------------------
@@ -136,7 +133,7 @@ def test_autorag_parquet_flattens_retrieval_gt(tmp_path):
         {"qid": 7, "query": "alpha?", "generation_gt": ["Alpha", "A"], "retrieval_gt": [["d1"], ["d2", "d9"]]},
         {"qid": 8, "query": "beta?", "generation_gt": ["Beta"], "retrieval_gt": [["d2"]]},
     ])
-    data = AutoRAGDataset(str(tmp_path)).load()
+    data = from_yaml("dataset/autorag_msmarco", path=str(tmp_path)).load()
     assert [d.doc_id for d in data.documents] == ["d1", "d2"] and data.skipped_documents == ("d3",)
     q7 = data.questions[0]
     assert q7.qid == "7" and q7.answers == ("Alpha", "A") and q7.golden == {"d1": 1, "d2": 1, "d9": 1}
@@ -150,11 +147,11 @@ def test_autorag_malformed_row_names_file_and_row(tmp_path):
         {"qid": 2, "query": None, "generation_gt": ["Beta"], "retrieval_gt": ["d1"]},
     ])
     with pytest.raises(RagexpError, match=rf"{tmp_path / 'qa.parquet'}: row 2: qid and query are required"):
-        AutoRAGDataset(str(tmp_path)).load()
-    assert [q.qid for q in AutoRAGDataset(str(tmp_path), on_error="skip").load().questions] == ["1"]
+        from_yaml("dataset/autorag_msmarco", path=str(tmp_path)).load()
+    assert [q.qid for q in from_yaml("dataset/autorag_msmarco", path=str(tmp_path), on_error="skip").load().questions] == ["1"]
     parquet(tmp_path / "qa.parquet", [{"qid": 1, "question": "alpha?"}])
     with pytest.raises(RagexpError, match=r"qa.parquet: missing column query, generation_gt, retrieval_gt"):
-        AutoRAGDataset(str(tmp_path)).load()
+        from_yaml("dataset/autorag_msmarco", path=str(tmp_path)).load()
 
 
 AUTORAG = SHARED_DATA / "autorag_msmarco"
@@ -162,7 +159,7 @@ AUTORAG = SHARED_DATA / "autorag_msmarco"
 
 @needs_shared("autorag_msmarco")
 def test_autorag_msmarco_sample_loads_whole():
-    data = AutoRAGDataset(str(AUTORAG)).load()
+    data = from_yaml("dataset/autorag_msmarco", path=str(AUTORAG)).load()
     assert len(data.questions) == 1000 and len(data.documents) == 2117  # its README
     ids = {d.doc_id for d in data.documents}
     assert all(q.answers and 1 <= len(q.golden) <= 4 and set(q.golden) <= ids for q in data.questions)
@@ -178,7 +175,7 @@ def test_jsonl_fields_are_mapped_from_config(tmp_path):
           {"key": 2, "q": "second?", "gold": {"answers": "Beta"}, "rel": ["p2"]})
     fields = {"question_id": "key", "question": "q", "answer": "gold.answers", "golden": "rel",
               "doc_id": "pid", "text": "body.text"}
-    data = TableDataset(str(tmp_path), questions="qs.jsonl", corpus="docs.jsonl", fields=fields).load()
+    data = from_yaml("dataset/jsonl", path=str(tmp_path), questions="qs.jsonl", corpus="docs.jsonl", fields=fields).load()
     assert [(d.doc_id, d.text) for d in data.documents] == [("p1", "Alpha is first."), ("p2", "Beta.")]
     q1, q2 = data.questions
     assert (q1.qid, q1.answers, q1.golden) == ("1", ("Alpha",), {"p1": 2, "p2": 1})
@@ -194,8 +191,8 @@ def test_csv_lists_and_malformed_rows(tmp_path):
                                             "2,second?,Beta,d2,extra\n"
                                             ",third?,Gamma,d3\n")
     with pytest.raises(RagexpError, match=rf"{tmp_path / 'questions.csv'}:3: more fields than the header's 4"):
-        TableDataset(str(tmp_path), questions="questions.csv", corpus="corpus.csv").load()
-    data = TableDataset(str(tmp_path), questions="questions.csv", corpus="corpus.csv", on_error="skip").load()
+        from_yaml("dataset/jsonl", path=str(tmp_path), questions="questions.csv", corpus="corpus.csv").load()
+    data = from_yaml("dataset/jsonl", path=str(tmp_path), questions="questions.csv", corpus="corpus.csv", on_error="skip").load()
     assert [q.qid for q in data.questions] == ["1"] and data.questions[0].golden == {"d1": 1, "d2": 1}
     assert data.documents[0].text == "Alpha, the first letter."
     assert [r.split(": ")[0] for r in data.skipped_rows] == [f"{tmp_path / 'questions.csv'}:3",
@@ -211,7 +208,7 @@ def test_trec_qrels_replace_the_golden_documents_of_any_loader(tmp_path):
     jsonl(tmp_path / "questions.jsonl", {"id": "1", "question": "q1?", "answer": "x", "golden_docs": ["a"]},
           {"id": "2", "question": "q2?", "answer": "y", "golden_docs": ["b"]})
     (tmp_path / "qrels.txt").write_text("1 0 b 2\n1 0 c 1\n1 0 a 0\n9 0 a 1\n")
-    data = FolderDataset(str(tmp_path), qrels=str(tmp_path / "qrels.txt")).load()
+    data = from_yaml("dataset/sample", path=str(tmp_path), qrels=str(tmp_path / "qrels.txt")).load()
     assert data.questions[0].golden == {"b": 2, "c": 1, "a": 0}
     assert data.questions[1].golden == {}  # not judged in the qrels
     notes = data_notes(data)
@@ -219,20 +216,19 @@ def test_trec_qrels_replace_the_golden_documents_of_any_loader(tmp_path):
     assert any("golden documents from" in n and "1 of 2 questions judged" in n for n in notes)
     (tmp_path / "qrels.txt").write_text("1 0 b 2\n1 0 c\n")
     with pytest.raises(RagexpError, match=rf"{tmp_path / 'qrels.txt'}:2: a qrels line is 'qid iter doc_id grade'"):
-        FolderDataset(str(tmp_path), qrels=str(tmp_path / "qrels.txt")).load()
+        from_yaml("dataset/sample", path=str(tmp_path), qrels=str(tmp_path / "qrels.txt")).load()
 
 
 @pytest.mark.parametrize("on_error", ["stop", "skip"])
 def test_a_jsonl_line_nested_thousands_deep_is_a_malformed_row_not_a_crash(tmp_path, on_error):
     """json.loads raises RecursionError on a line nested ~100k deep: it crashed the run with a
     traceback, even with on_error=skip. It is one malformed row, named by file:line."""
-    from ragexp.datasets.outputs import OutputsDataset
     from ragexp.errors import RagexpError
 
     path = tmp_path / "outputs.jsonl"
     fine = '{"question": "Which port?", "answer": "7070", "contexts": ["port 7070"]}\n'
     path.write_text(fine + '{"question": ' + "[" * 100_000 + "]" * 100_000 + "}\n" + fine.replace("port?", "host?"))
-    loader = OutputsDataset(path=str(path), on_error=on_error)
+    loader = from_yaml("dataset/outputs", path=str(path), on_error=on_error)
     if on_error == "stop":
         with pytest.raises(RagexpError, match=r"outputs.jsonl:2: nested too deep to read"):
             loader.load()
@@ -243,10 +239,9 @@ def test_a_jsonl_line_nested_thousands_deep_is_a_malformed_row_not_a_crash(tmp_p
 
 def test_a_csv_record_is_named_by_the_line_it_starts_on(tmp_path):
     """A record with a quoted newline spans lines: its errors named the last one (csv's line_num)."""
-    from ragexp.datasets.outputs import OutputsDataset
     from ragexp.errors import RagexpError
 
     path = tmp_path / "outputs.csv"
     path.write_text('question,answer,contexts\n"Which\nport?",7070,"[""port 7070""]"\n"Who\nis it?",Bob,"not a list"\n')
     with pytest.raises(RagexpError, match=r"outputs.csv:4: .*contexts"):
-        OutputsDataset(path=str(path)).load()
+        from_yaml("dataset/outputs", path=str(path)).load()

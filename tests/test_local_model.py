@@ -14,11 +14,12 @@ from conftest import compose
 from ragexp.errors import QuestionFailed
 from ragexp.llm import endpoint as endpoints
 from ragexp.llm.client import ChatClient, ChatRequest, request_key
-from ragexp.llm.endpoint import Endpoint, LocalEndpoint
+from ragexp.llm.endpoint import LocalEndpoint
 from ragexp.llm.estimate import RoleEstimate
 from ragexp.llm.gguf import is_gguf, trained_context
 from ragexp.llm.usage import Prices, Usage
 from ragexp.validation import problems
+from ragexp.config.build import from_yaml
 
 
 def gguf_file(path: Path, context_length: int | None = 512, architecture: str = "llama") -> Path:
@@ -37,7 +38,7 @@ def gguf_file(path: Path, context_length: int | None = 512, architecture: str = 
 
 def local(model_path, **settings) -> LocalEndpoint:
     defaults = {"threads": 1, "context_size": 4096, "parallel": 1, "gpu_layers": 0, "api_key_env": None}
-    return LocalEndpoint("http://127.0.0.1:8000/v1", "local-model", model_path, **{**defaults, **settings})
+    return from_yaml("endpoint/local", base_url="http://127.0.0.1:8000/v1", model="local-model", model_path=model_path, **{**defaults, **settings})
 
 
 def test_a_gguf_header_says_its_trained_context_and_other_files_are_not_gguf(tmp_path):
@@ -102,12 +103,12 @@ def test_request_keys_of_a_served_model_name_its_file_never_its_port(tmp_path):
     gguf_file(tmp_path / "b.gguf", 1024)  # other bytes: another model
     assert request_key(local(str(tmp_path / "b.gguf")), request) != request_key(first, request)
     # a server the user runs is still named by its URL and model name
-    assert request_key(Endpoint("http://127.0.0.1:1/v1", "m"), request) != request_key(Endpoint("http://127.0.0.1:2/v1", "m"), request)
+    assert request_key(from_yaml("endpoint/openai", base_url="http://127.0.0.1:1/v1", model="m"), request) != request_key(from_yaml("endpoint/openai", base_url="http://127.0.0.1:2/v1", model="m"), request)
 
 
 def test_request_keys_cover_the_reply_schema():
     request = ChatRequest((("user", "judge this"),), json_mode="auto")
-    endpoint = Endpoint("http://127.0.0.1:1/v1", "m")
+    endpoint = from_yaml("endpoint/openai", base_url="http://127.0.0.1:1/v1", model="m")
     with_schema = ChatRequest(request.messages, json_mode="auto", schema='{"type": "object"}')
     assert request_key(endpoint, request) != request_key(endpoint, with_schema)
 
@@ -141,7 +142,7 @@ def test_a_prompt_longer_than_the_context_fails_its_question_once_and_keeps_json
         "code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 5031, "n_ctx": 4096,
         "message": "request (5031 tokens) exceeds the available context size (4096 tokens), try increasing it"}}}
     usage = Usage()
-    client = ChatClient(Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01), "judge", "k", usage, Prices({}))
+    client = ChatClient(from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, backoff_s=0.01), "judge", "k", usage, Prices({}))
     with pytest.raises(QuestionFailed, match=r"judge: the prompt is longer than the model's context \(HTTP 400 .*5031 "
                                              r"tokens.*\); shorten it, or give the model more \(judge.endpoint.context_size"):
         client.complete(ChatRequest((("user", "long"),), json_mode="auto"))

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import HASH, cli_env, run_cli
 from ragexp.llm.endpoint import model_file
+from ragexp.config.build import from_yaml
 
 pytestmark = [pytest.mark.process, pytest.mark.model]
 
@@ -99,12 +100,10 @@ def test_a_prompt_over_the_context_fails_alone_and_max_tokens_cuts_a_reply(tmp_p
     from ragexp.errors import QuestionFailed
     from ragexp.llm import served
     from ragexp.llm.client import ChatClient, ChatRequest
-    from ragexp.llm.endpoint import LocalEndpoint
     from ragexp.llm.usage import Prices, Usage
 
     monkeypatch.chdir(tmp_path)
-    endpoint = LocalEndpoint("http://127.0.0.1:8000/v1", "local-model", "smollm2", threads=1, context_size=256,
-                             parallel=1, gpu_layers=0, api_key_env=None)
+    endpoint = from_yaml("endpoint/local", base_url="http://127.0.0.1:8000/v1", model="local-model", model_path="smollm2", threads=1, context_size=256, parallel=1, gpu_layers=0, api_key_env=None)
     try:
         endpoint.probe("judge.endpoint")
         usage = Usage()

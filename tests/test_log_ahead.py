@@ -8,6 +8,7 @@ import pytest
 
 from conftest import HASH, cli_env
 from ragexp.store import log_ahead, sweep_logging
+from ragexp.config.build import from_yaml
 
 
 @pytest.mark.process
@@ -37,7 +38,6 @@ def test_without_its_helper_the_job_logs_the_folder_itself(tmp_path, monkeypatch
     from ragexp.run.pipeline import run as run_pipeline
     from ragexp.store.run_folder import write_results
     from ragexp.store.run_config import write_config
-    from ragexp.store.trackers import MlflowTracker
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -46,7 +46,7 @@ def test_without_its_helper_the_job_logs_the_folder_itself(tmp_path, monkeypatch
     folder.mkdir()
     write_results(result, folder)
     write_config(folder, {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
-    ahead = log_ahead.LoggedAhead(MlflowTracker("ahead", uri))
+    ahead = log_ahead.LoggedAhead(from_yaml("tracker/mlflow", experiment="ahead", tracking_uri=uri))
     ahead.process.kill()  # the helper died
     ahead.process.wait()
     run_id = ahead.log_folder(folder)
@@ -142,15 +142,15 @@ def test_a_sweeps_helper_opens_its_parent_run_and_logs_its_jobs_folders_while_th
 
     helper = sweep_logging.SweepLogging.start()
     assert helper.child in children.running()  # a child of this process: stopped at its exit at the latest
-    opened = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep x", {"sweep_overrides": "o", "ragexp.pid": "4242"})
+    opened = helper.open_sweep(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri), "sweep x", {"sweep_overrides": "o", "ragexp.pid": "4242"})
     assert opened["store"] == uri and "sweeps" in opened["where"]
     parent = opened["parent_id"]
-    job = helper.queued(MlflowTracker("sweeps", uri), "a", 0)
+    job = helper.queued(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri), "a", 0)
     assert isinstance(job, sweep_logging.Queued) and job.where() == opened["where"]
-    assert helper.queued(MlflowTracker("elsewhere", uri), "c", 2).__class__ is MlflowTracker
+    assert helper.queued(from_yaml("tracker/mlflow", experiment="elsewhere", tracking_uri=uri), "c", 2).__class__ is MlflowTracker
     assert job.log_folder(a, parent) is None  # handed over: no run id yet
-    assert helper.queued(MlflowTracker("sweeps", uri), "b", 1).log_folder(b, parent) is None
-    failed = helper.finish(MlflowTracker("sweeps", uri))
+    assert helper.queued(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri), "b", 1).log_folder(b, parent) is None
+    failed = helper.finish(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri))
     assert helper.child not in children.running() and helper.process.returncode == 0
     assert [(f["name"], f["job"], f["folder"]) for f in failed] == [("b", 1, str(b.resolve()))]
     assert "run.json" in failed[0]["error"]
@@ -167,18 +167,17 @@ def test_a_folder_its_helper_did_not_log_is_logged_by_the_sweep_itself(tmp_path,
     process at its end, and what comes after is logged by each job: nothing is lost, nothing twice."""
     import mlflow
 
-    from ragexp.store.trackers import MlflowTracker
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     a, b = run_folders(tmp_path, ["a", "b"])
     helper = sweep_logging.SweepLogging.start()
-    parent = helper.open_sweep(MlflowTracker("sweeps", uri), "sweep y", {"sweep_overrides": "o"})["parent_id"]
+    parent = helper.open_sweep(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri), "sweep y", {"sweep_overrides": "o"})["parent_id"]
     helper.sent[str(a.resolve())] = {"parent_id": parent, "name": "a", "job": 0}  # given, as the helper dies
     helper.process.kill()
     helper.process.wait()
-    assert helper.queued(MlflowTracker("sweeps", uri), "b", 1).log_folder(b, parent) is not None  # logged by the job
-    assert helper.finish(MlflowTracker("sweeps", uri)) == []
+    assert helper.queued(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri), "b", 1).log_folder(b, parent) is not None  # logged by the job
+    assert helper.finish(from_yaml("tracker/mlflow", experiment="sweeps", tracking_uri=uri)) == []
     client = mlflow.MlflowClient(uri)
     children = client.search_runs([client.get_experiment_by_name("sweeps").experiment_id],
                                   f"tags.`mlflow.parentRunId` = '{parent}'")

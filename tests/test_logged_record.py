@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from conftest import HASH, free_port, run_app
 from ragexp.store.logged_record import TRACKING_FILE, read_record
+from ragexp.config.build import from_yaml
 
 FAST_FAIL = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2"}
 
@@ -105,7 +106,6 @@ def test_a_sweep_whose_store_went_away_exits_4_and_the_next_commands_end_its_par
     the store ends the parent FAILED, tagged with the jobs not logged; `python -m ragexp.track
     SWEEP_FOLDER` logs them under it and ends it as the sweep would have."""
     from ragexp.store.logged_record import record_store
-    from ragexp.store.trackers import MlflowTracker
     from ragexp.sweep.callbacks import SweepTracking
     from ragexp.track import main as track
 
@@ -119,7 +119,7 @@ def test_a_sweep_whose_store_went_away_exits_4_and_the_next_commands_end_its_par
         (sweep_dir / str(number) / "results.json").write_text(json.dumps({f"retriever={retriever}": next(iter(results.values()))}))
         record_store(sweep_dir / str(number), {"tracking_uri": None, "experiment": "ragexp", "directory": str(tmp_path)})
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    parent = MlflowTracker("ragexp", uri).start_sweep("sweep multirun/sweep", {
+    parent = from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=uri).start_sweep("sweep multirun/sweep", {
         **gone_process(), "sweep_dir": str(sweep_dir), "sweep_overrides": "retriever=bm25,dense"})
     (sweep_dir / "sweep.json").write_text(json.dumps({"parent_run_id": parent, "tracking_uri": uri}))
 
@@ -140,7 +140,7 @@ def test_a_sweep_whose_store_went_away_exits_4_and_the_next_commands_end_its_par
 
     mlflow_client.OPENED.clear()  # the next command: a process that opens the store afresh
     client = mlflow.MlflowClient(uri)
-    MlflowTracker("ragexp", uri).client()
+    from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=uri).client()
     closed = client.get_run(parent)
     assert closed.info.status == "FAILED"
     assert closed.data.tags["ragexp.jobs_not_logged"] == "retriever=bm25, retriever=dense"

@@ -7,10 +7,10 @@ import pytest
 
 from conftest import CONF, call_in, compose, run_app
 from ragexp.base.json_lines import MalformedLine, json_record
-from ragexp.datasets.outputs import OutputsDataset
 from ragexp.errors import RagexpError
 from ragexp.monitor.records import Columns, LogReader, Malformed
 from ragexp.monitor.windows import Summary
+from ragexp.config.build import from_yaml
 
 CAP = 1000  # the tests' field cap (the default, 10,000,000 bytes, is the same rule at another size)
 DEEP = 100_000
@@ -97,18 +97,18 @@ OUTPUT_CASES = [(name, make(b'"id": "bad"'), reason) for name, make, reason in B
 def test_recorded_outputs_count_and_skip_or_refuse_a_malformed_line(tmp_path, name, bad, reason):
     path = tmp_path / "outputs.jsonl"
     path.write_bytes(outputs_lines(bad.replace(b'"query"', b'"question"')))
-    data = OutputsDataset(path=str(path), on_error="skip", max_field_bytes=CAP).load()
+    data = from_yaml("dataset/outputs", path=str(path), on_error="skip", max_field_bytes=CAP).load()
     assert [q.qid for q in data.questions] == ["q0", "q2", "q3"]
     [skipped] = data.skipped_rows
     assert skipped.startswith(f"{path}:2: ") and reason in skipped, skipped
     with pytest.raises(RagexpError, match=rf"^{path}:2: .*dataset.on_error=skip"):
-        OutputsDataset(path=str(path), max_field_bytes=CAP).load()
+        from_yaml("dataset/outputs", path=str(path), max_field_bytes=CAP).load()
 
 
 def test_rows_given_in_memory_keep_the_same_rule():
     rows = [{"question": "fine?", "answer": "yes"}, {"question": "x \ud800", "answer": "a"},
             {"question": "long?", "answer": "x" * (CAP + 1)}]
-    data = OutputsDataset.from_rows(rows, on_error="skip", max_field_bytes=CAP).load()
+    data = from_yaml("dataset/outputs", on_error="skip", max_field_bytes=CAP).with_rows(rows).load()
     assert len(data.questions) == 1 and len(data.skipped_rows) == 2
     assert "row 2: " in data.skipped_rows[0] and "lone surrogate" in data.skipped_rows[0]
     assert "row 3: answer: 1,001 bytes" in data.skipped_rows[1] and "dataset.max_field_bytes" in data.skipped_rows[1]

@@ -4,8 +4,8 @@ are one line naming the setting."""
 import pytest
 
 from ragexp import evaluate
-from ragexp.datasets.mlflow_dataset import MlflowDataset
 from ragexp.errors import RagexpError
+from ragexp.config.build import from_yaml
 
 FAST = ["embedder@scoring_embedder=hash", "cache.enabled=false"]
 RECORDS = [
@@ -35,7 +35,7 @@ def store(mlflow_store, monkeypatch):
 
 def test_an_mlflow_dataset_is_read_as_questions_references_golden_documents_and_answers(store):
     uri, qa = store
-    dataset = MlflowDataset(name="quarry-qa", tracking_uri=uri).load()
+    dataset = from_yaml("dataset/mlflow", name="quarry-qa", tracking_uri=uri).load()
     port, job = sorted(dataset.questions, key=lambda q: "port" not in q.text)  # records added at once: ordered by id
     assert (port.text, port.answers, port.golden) == ("Which port does quarryd listen on?", ("Port 7070.",), {"installation": 1})
     assert port.attributes["guidelines"] == "Name the port number."
@@ -71,10 +71,10 @@ def test_a_tracked_run_records_its_test_set_as_an_mlflow_dataset_input_with_its_
 def test_a_missing_dataset_names_those_there_are_and_a_changed_one_is_refused(store, tmp_path):
     uri, qa = store
     with pytest.raises(RagexpError, match=r"dataset.name: no MLflow evaluation dataset 'nope' in .*; it has quarry-qa"):
-        MlflowDataset(name="nope", tracking_uri=uri).load()
-    assert MlflowDataset(name="quarry-qa", digest=qa.digest, tracking_uri=uri).load().questions
+        from_yaml("dataset/mlflow", name="nope", tracking_uri=uri).load()
+    assert from_yaml("dataset/mlflow", name="quarry-qa", digest=qa.digest, tracking_uri=uri).load().questions
     with pytest.raises(RagexpError, match=rf"dataset.digest: .* is now at digest {qa.digest}, not 0000"):
-        MlflowDataset(name="quarry-qa", digest="0000", tracking_uri=uri).load()
+        from_yaml("dataset/mlflow", name="quarry-qa", digest="0000", tracking_uri=uri).load()
     with pytest.raises(RagexpError, match="set dataset.name=NAME"):
         evaluate(overrides=["dataset=mlflow", *FAST], output_dir=tmp_path / "unnamed")
 
@@ -82,9 +82,9 @@ def test_a_missing_dataset_names_those_there_are_and_a_changed_one_is_refused(st
 def test_a_store_that_keeps_no_datasets_says_what_to_use(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with pytest.raises(RagexpError, match=r"dataset\.(name|tracking_uri): the MLflow store at .* (cannot|keep)"):
-        MlflowDataset(name="quarry-qa", tracking_uri=(tmp_path / "mlruns").as_uri()).load()
+        from_yaml("dataset/mlflow", name="quarry-qa", tracking_uri=(tmp_path / "mlruns").as_uri()).load()
     with pytest.raises(RagexpError, match="dataset.tracking_uri: no MLflow store at"):
-        MlflowDataset(name="quarry-qa", tracking_uri=f"sqlite:///{tmp_path / 'typo.db'}").load()
+        from_yaml("dataset/mlflow", name="quarry-qa", tracking_uri=f"sqlite:///{tmp_path / 'typo.db'}").load()
     assert not (tmp_path / "typo.db").exists()  # reading makes no store
 
 
@@ -94,7 +94,6 @@ def test_exported_traces_give_their_retrieved_documents_as_the_contexts(tmp_path
     import mlflow
     from mlflow.entities import Document, SpanType
 
-    from ragexp.datasets.outputs import OutputsDataset
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)  # a new experiment's artifacts go to ./mlruns
@@ -121,7 +120,7 @@ def test_exported_traces_give_their_retrieved_documents_as_the_contexts(tmp_path
     assert (result.question.text, result.answer.text) == ("Which port does quarryd listen on?", "Port 7070.")
     assert [(h.chunk.doc_id, h.chunk.text) for h in result.hits] == [
         ("installation", "quarryd listens on port 7070."), ("faq", "Queues have no hard limit.")]
-    dataset = OutputsDataset(path=str(exported), preset="mlflow").load()
+    dataset = from_yaml("dataset/outputs", path=str(exported), preset="mlflow").load()
     assert [q.qid for q in dataset.questions] == [result.question.qid] and result.question.qid.startswith("tr-")
     assert dataset.questions[0].attributes == {}  # the trace's own fields are not kept as columns
 

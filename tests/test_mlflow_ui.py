@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import logged_sweep, mlflow_server
+from ragexp.config.build import from_yaml
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -246,14 +247,13 @@ def test_a_reviewer_answers_in_the_review_tab_and_calibrate_reads_it(tmp_path, p
     from conftest import compose
     from ragexp.calibrate.__main__ import main as calibrate
     from ragexp.run.pipeline import run as run_pipeline
-    from ragexp.store.trackers import MlflowTracker
 
     monkeypatch.chdir(tmp_path)
     cfg = compose("embedder=hash", "embedder@scoring_embedder=hash", "retriever=bm25", "dataset.limit=6",
                   f"cache.dir={tmp_path / 'cache'}")
     result = run_pipeline(cfg, "judged")
     with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "server") as url:
-        run_id = MlflowTracker("review", url).log_run(result, {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
+        run_id = from_yaml("tracker/mlflow", experiment="review", tracking_uri=url).log_run(result, {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
         printed = printed_by(calibrate, [run_id, "--tracking-uri", url, "--export", "2", "--to", "mlflow"])
         [link] = [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith("answer them in the Review tab: ")]
         assert link.startswith(f"{url}/#/experiments/") and "selectedQueueId=rq-" in link

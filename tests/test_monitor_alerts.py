@@ -3,12 +3,11 @@ import json
 
 import pytest
 
-from conftest import offline_judge
-from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
 from ragexp.monitor.alerts import evaluate, rules_from
 from ragexp.monitor.judging import SampleJudge
 from ragexp.monitor.records import Columns
+from ragexp.config.build import from_yaml
 
 DEFAULTS = {
     "faithfulness": {"metric": "avg_faithfulness", "rule": "drop", "limit": 0.10, "severity": "HIGH"},
@@ -75,12 +74,11 @@ def test_csv_and_jsonl_rows_give_query_contexts_answer():
 
 
 def test_offline_judge_scores_a_sample_without_expected_answers(tmp_path):
-    from ragexp.store.cache import StageCache
     from ragexp.run.work import Work
 
-    work = Work(StageCache(str(tmp_path / "cache")))
+    work = Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     with work.embeddings.building():
-        judge = offline_judge(HashEmbedder(), name="offline-hash")
+        judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), name="offline-hash")
     cache = work.cache
     sample = SampleJudge(judge, work, {"judge": "offline-hash"})
     context = "Backups run nightly at 02:00 UTC. Restores need the admin role."

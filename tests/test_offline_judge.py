@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA, needs_shared, offline_judge
+from conftest import SHARED_DATA, needs_shared
 from ragexp.components.embedders import HashEmbedder
-from ragexp.components.generators import ExtractiveGenerator
 from ragexp.judges.offline import verbatim
 from ragexp.metrics.generation import token_recall
 from ragexp.types import Answer, Chunk, Hit, Question
+from ragexp.config.build import from_yaml
 
 HOTPOT = SHARED_DATA / "hotpotqa_ircot_dev500" / "dev_subsampled.jsonl"
 
@@ -46,10 +46,10 @@ def test_a_sentence_stitched_from_two_passages_is_not_verbatim():
 def test_the_judge_flags_a_number_taken_from_another_passage(support_threshold):
     """Every word pair of the claim is in the context, but its number and its name in two passages about
     two servers: unsupported, however low the share of words asked for."""
-    judge = offline_judge(HashEmbedder(), support_threshold=support_threshold)
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), support_threshold=support_threshold)
     wrong = judge.judge(PORT, QUARRY, Answer("The Quarry server listens on port 9000."))
     assert wrong.hallucination and wrong.scores["faithfulness"] < 10
-    said = offline_judge(HashEmbedder()).judge(Question("s", "Summarise the documents.", ()), QUARRY, Answer(
+    said = from_yaml("judge/offline", embedder=from_yaml("embedder/hash")).judge(Question("s", "Summarise the documents.", ()), QUARRY, Answer(
         "The Quarry server listens on port 9000."))  # read as a claim of its own, not as a short answer
     assert said.hallucination and "not stated: 9000" in said.reasoning
     right = judge.judge(PORT, QUARRY, Answer("The Quarry server listens on port 7400 by default."))
@@ -57,7 +57,7 @@ def test_the_judge_flags_a_number_taken_from_another_passage(support_threshold):
 
 
 def test_a_negative_claim_about_the_subject_is_checked_not_taken_for_an_abstention():
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     j = judge.judge(PORT, QUARRY, Answer("The Quarry server does not provide a GUI, and it listens on port 9999."))
     assert j.hallucination and j.scores["faithfulness"] < 5 and "abstains" not in j.reasoning
     # a real abstention followed by a claim: the abstaining sentence makes no claim, the other one is checked
@@ -75,15 +75,14 @@ def test_extractive_answers_from_markdown_chunks_are_verbatim(max_sentences, max
     from hydra.utils import instantiate
 
     from conftest import compose
-    from ragexp.components.retrievers import BM25Retriever
 
     cfg = compose("embedder@scoring_embedder=hash")
     dataset = instantiate(cfg.dataset).load()
-    retriever = BM25Retriever(top_k=5)
+    retriever = from_yaml("retriever/bm25", top_k=5)
     retriever.index(instantiate(cfg.chunker).chunk(dataset.documents))
-    embedder = HashEmbedder()
-    generator = ExtractiveGenerator(embedder, max_sentences=max_sentences, max_chars=max_chars)
-    judge = offline_judge(embedder)
+    embedder = from_yaml("embedder/hash")
+    generator = from_yaml("generator/extractive", embedder=embedder, max_sentences=max_sentences, max_chars=max_chars)
+    judge = from_yaml("judge/offline", embedder=embedder)
     flagged = []
     for question, hits in zip(dataset.questions, retriever.search([q.text for q in dataset.questions])):
         j = judge.judge(question, hits, generator.generate(question.text, hits))
@@ -94,9 +93,9 @@ def test_extractive_answers_from_markdown_chunks_are_verbatim(max_sentences, max
 
 @needs_shared("hotpotqa_ircot_dev500", "dev_subsampled.jsonl")
 def test_extractive_answers_on_long_documents_are_never_flagged():
-    embedder = HashEmbedder()
-    generator = ExtractiveGenerator(embedder, max_sentences=3, max_chars=500)
-    judge = offline_judge(embedder)
+    embedder = from_yaml("embedder/hash")
+    generator = from_yaml("generator/extractive", embedder=embedder, max_sentences=3, max_chars=500)
+    judge = from_yaml("judge/offline", embedder=embedder)
     flagged, judged = [], 0
     with HOTPOT.open() as lines:
         for line in list(lines)[:60]:
@@ -114,7 +113,7 @@ def test_extractive_answers_on_long_documents_are_never_flagged():
 
 
 def test_answer_similarity_takes_the_best_expected_answer_and_is_lexical():
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     hits = hits_of([("a", "The Quarry server listens on port 7400 by default.")])
     question = Question("q", "Which port?", ("port 9999", "port 7400"))
     j = judge.judge(question, hits, Answer("The Quarry server listens on port 7400 by default."))
@@ -134,11 +133,11 @@ def test_hallucination_share_flags_only_past_the_share():
     invented = ["Quarry was released in 1999.", "Quarry has 12 maintainers."]
     one = Answer(" ".join(facts + facts + invented[:1]))  # 4 verbatim claims, 1 invented
     two = Answer(" ".join(facts + facts[:1] + invented))  # 3 and 2
-    tolerant = offline_judge(HashEmbedder(), hallucination_share=0.2)
+    tolerant = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), hallucination_share=0.2)
     j1, j2 = tolerant.judge(PORT, hits, one), tolerant.judge(PORT, hits, two)
     assert j1.scores["claim_hallucination_rate"] == pytest.approx(0.2) and not j1.hallucination
     assert j2.scores["claim_hallucination_rate"] == pytest.approx(0.4) and j2.hallucination
-    assert offline_judge(HashEmbedder(), hallucination_share=0.0).judge(PORT, hits, one).hallucination
+    assert from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), hallucination_share=0.0).judge(PORT, hits, one).hallucination
 
 
 def test_a_name_with_digits_is_stated_by_the_passage_that_spells_it():
@@ -150,7 +149,7 @@ def test_a_name_with_digits_is_stated_by_the_passage_that_spells_it():
     passage = "Quarry0 listens on port 7400 by default."
     assert states(passage, anchors("By default, port 7400 is where Quarry0 listens."))
     assert not states(passage, anchors("By default, port 7400 is where Quarry1 listens."))
-    judge = offline_judge(HashEmbedder(), support_threshold=0.3)
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), support_threshold=0.3)
     hits = hits_of([("quarry", passage)])
     paraphrase = judge.judge(PORT, hits, Answer("By default, port 7400 is where Quarry0 listens."))
     assert not paraphrase.hallucination
@@ -160,7 +159,7 @@ def test_a_name_with_digits_is_stated_by_the_passage_that_spells_it():
 
 def test_a_question_without_a_reference_is_not_said_to_miss_its_words():
     """Rows without a reference got the reasoning "the answer holds 0% of the expected answer's words"."""
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     hits = [Hit(Chunk("c1", "d1", "quarryd listens on port 7070."), 1.0, 1)]
     unreferenced = judge.judge(Question("q", "Which port does quarryd listen on?", ()), hits, Answer("Port 7070."))
     assert "expected answer's words" not in unreferenced.reasoning
@@ -190,7 +189,7 @@ CHANGED = [  # (what changed, the sentence changed, the context sentence it was 
 
 @pytest.mark.parametrize("kind, claim, original", CHANGED, ids=[f"{k}-{n}" for n, (k, _, _) in enumerate(CHANGED)])
 def test_a_copied_sentence_with_one_thing_changed_is_flagged(kind, claim, original):
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     question = Question("q", "Summarise the Quarry docs.", ())  # a summary: its sentences are claims of their own
     hits = hits_of([("a", PASSAGES[0]), ("b", PASSAGES[1])])
     j = judge.judge(question, hits, Answer(claim))
@@ -210,7 +209,7 @@ def test_a_one_sentence_summary_is_not_read_as_a_short_answer():
 
     assert instructs("Summarise the document.") and instructs("Write a summary of the report")
     assert not instructs("Which port does quarryd listen on?") and not instructs("average cost of a patio roof")
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     hits = hits_of([("a", PASSAGES[0])])
     summary = judge.judge(Question("s", "Summarise the document.", ()), hits,
                           Answer("Ada Lindqvist wrote the Quarry scheduler in 2019."))
@@ -237,8 +236,8 @@ def test_words_decide_without_embedding_the_context():
              ("Who wrote the Quarry scheduler?", "Grace Hopper.", False),
              ("Who wrote the Quarry scheduler?", "It is Ada Lindqvist.", True)]
     for text, answer, embeds_context in cases:
-        embedder = Counting()
-        judge = offline_judge(embedder)
+        embedder = from_yaml("embedder/hash", _target_=Counting)
+        judge = from_yaml("judge/offline", embedder=embedder)
         question = Question("q", text, ())
         listed = judge.texts_to_embed(question, hits, Answer(answer))
         judge.judge(question, hits, Answer(answer))
@@ -249,7 +248,7 @@ def test_words_decide_without_embedding_the_context():
 
 
 def test_context_relevance_counts_the_sentences_holding_the_questions_words():
-    judge = offline_judge(HashEmbedder(), relevance_threshold=0.5)
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), relevance_threshold=0.5)
     hits = hits_of([("a", PASSAGES[0]), ("b", PASSAGES[1])])  # 4 sentences
     j = judge.judge(Question("q", "Who wrote the Quarry scheduler?", ()), hits, Answer("Ada Lindqvist wrote it."))
     # content words quarry, scheduler, wrote ("who", "the" are stop words): only the first sentence holds 2 of 3
@@ -258,7 +257,7 @@ def test_context_relevance_counts_the_sentences_holding_the_questions_words():
 
 
 def test_faithfulness_ranks_an_answer_by_the_share_of_its_words_the_context_holds():
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     hits = hits_of([("a", PASSAGES[0])])
     question = Question("q", "Summarise the docs.", ())
     scores = [judge.judge(question, hits, Answer(a)).scores["faithfulness"] for a in (

@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 
 from conftest import HASH, run_app
-from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
-from ragexp.judges.learned import LearnedOfflineJudge
 from ragexp.judges.verifier import SHIPPED, SUPPORT_FEATURES, Verifier, answer_features
 from ragexp.types import Answer, Chunk, Hit, Question
+from ragexp.config.build import from_yaml
 
 QUARRY = [Hit(Chunk("quarry#0", "quarry", "The Quarry server listens on port 7400 by default. It is written in Go. "
                     "Quarry schedules batch jobs and retries failed ones with exponential backoff."), 0.9, 1),
@@ -41,7 +40,7 @@ def test_each_invented_sentence_raises_the_probability_of_a_hallucination():
     shipped verifier's probability rises with every invented sentence (hash vectors: lexical)."""
     from test_calibrate_outputs import CONTEXT, INVENTED
 
-    judge = LearnedOfflineJudge(HashEmbedder())
+    judge = from_yaml("judge/offline_learned", embedder=from_yaml("embedder/hash"))
     context = [s.format(name="Quarry", port=7400) for s in CONTEXT]
     hits = [Hit(Chunk("quarry#0", "quarry", " ".join(context)), 1.0, 1)]
     p = [judge.judge(PORT, hits, Answer(" ".join(context[: 4 - n] + INVENTED[:n]))).scores["hallucination_probability"]
@@ -80,7 +79,7 @@ def test_the_flag_and_faithfulness_follow_the_verifier_and_its_threshold(tmp_pat
     the supported one not; the threshold setting moves the flag, not the probability."""
     path = tmp_path / "verifier.json"
     path.write_text(json.dumps(model(weights=(-8.0, 0.0), bias=4.0)))
-    judge = LearnedOfflineJudge(HashEmbedder(), weights=str(path))
+    judge = from_yaml("judge/offline_learned", embedder=from_yaml("embedder/hash"), weights=str(path))
     good, bad = (judge.judge(PORT, QUARRY, Answer(a)) for a in (SUPPORTED, FABRICATED))
     assert good.scores["hallucination_probability"] < 0.5 < bad.scores["hallucination_probability"]
     assert not good.hallucination and bad.hallucination and "verifier:" in bad.reasoning
@@ -88,13 +87,13 @@ def test_the_flag_and_faithfulness_follow_the_verifier_and_its_threshold(tmp_pat
     assert "hallucination" not in good.reasoning and bad.reasoning.count("hallucination") == 1
     for j in (good, bad):
         assert j.scores["faithfulness"] == pytest.approx(1 + 9 * (1 - j.scores["hallucination_probability"]), abs=1e-3)
-    never = LearnedOfflineJudge(HashEmbedder(), weights=str(path), hallucination_threshold=1.0)
+    never = from_yaml("judge/offline_learned", embedder=from_yaml("embedder/hash"), weights=str(path), hallucination_threshold=1.0)
     again = never.judge(PORT, QUARRY, Answer(FABRICATED))
     assert not again.hallucination and again.scores == bad.scores
 
 
 def test_an_answered_unanswerable_question_is_still_a_hallucination():
-    judge = LearnedOfflineJudge(HashEmbedder(), hallucination_threshold=1.0)
+    judge = from_yaml("judge/offline_learned", embedder=from_yaml("embedder/hash"), hallucination_threshold=1.0)
     unanswerable = Question("u", "Which port does the Zephyr server use?", (), answerable=False)
     j = judge.judge(unanswerable, QUARRY, Answer(SUPPORTED))
     assert j.hallucination and "unanswerable" in j.reasoning
@@ -104,7 +103,7 @@ def test_an_answered_unanswerable_question_is_still_a_hallucination():
 def test_the_shipped_weights_rank_supported_answers_above_wrong_ones(minilm):
     """With MiniLM, as the weights were fitted: verbatim or paraphrased claims the context backs score
     as more faithful than a wrong number, a wrong fact or an invented story, and only these are flagged."""
-    judge = LearnedOfflineJudge(minilm)
+    judge = from_yaml("judge/offline_learned", embedder=minilm)
     right = [SUPPORTED, "By default, Quarry listens on port 7400."]
     wrong = ["The Quarry server listens on port 9000.", "Quarry is written in Rust.", FABRICATED]
     p = {a: judge.judge(PORT, QUARRY, Answer(a)).scores["hallucination_probability"] for a in right + wrong}

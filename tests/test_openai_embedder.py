@@ -4,14 +4,13 @@ import json
 import numpy as np
 import pytest
 
-from ragexp.components.embedders import OpenAIEmbedder
 from ragexp.errors import RagexpError
-from ragexp.llm.endpoint import Endpoint
+from ragexp.config.build import from_yaml
 
 
 def test_embeds_through_the_endpoint_with_the_key_from_the_named_variable(server, monkeypatch):
     monkeypatch.setenv("MY_EMBED_KEY", "sk-test-123")
-    embedder = OpenAIEmbedder(Endpoint(server.base_url, "emb-small", "MY_EMBED_KEY"), batch_size=2)
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="emb-small", api_key_env="MY_EMBED_KEY"), batch_size=2)
     vectors = embedder.embed(["port 7400 server", "server port 7400", "bananas", "port 7400 server"])
     assert vectors.shape == (4, 64)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
@@ -25,7 +24,7 @@ def test_embeds_through_the_endpoint_with_the_key_from_the_named_variable(server
 
 def test_missing_key_names_the_variable_and_the_setting(server, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", "NO_SUCH_KEY_VAR"))
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env="NO_SUCH_KEY_VAR"))
     with pytest.raises(RagexpError, match=r"embedder.endpoint.api_key_env: environment variable 'NO_SUCH_KEY_VAR' is not set"):
         embedder.embed(["x"])
     assert server.requests == []
@@ -33,7 +32,7 @@ def test_missing_key_names_the_variable_and_the_setting(server, monkeypatch):
 
 def test_garbage_and_errors_are_one_clear_message(server, monkeypatch):
     monkeypatch.setenv("K", "k")
-    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", "K", max_retries=0))
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env="K", max_retries=0))
     server.faults = ["garbage"]
     with pytest.raises(RagexpError, match="embedder"):
         embedder.embed(["a text"])
@@ -44,7 +43,7 @@ def test_garbage_and_errors_are_one_clear_message(server, monkeypatch):
 
 def test_unreachable_endpoint_names_the_url(monkeypatch):
     monkeypatch.setenv("K", "k")
-    embedder = OpenAIEmbedder(Endpoint("http://127.0.0.1:9/v1", "m", "K", max_retries=0))
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url="http://127.0.0.1:9/v1", model="m", api_key_env="K", max_retries=0))
     with pytest.raises(RagexpError, match=r"embedder.endpoint.base_url: cannot reach http://127.0.0.1:9/v1"):
         embedder.embed(["x"])
 
@@ -52,7 +51,7 @@ def test_unreachable_endpoint_names_the_url(monkeypatch):
 def test_retries_transient_failures_with_the_endpoints_setting(server, monkeypatch):
     monkeypatch.setenv("K", "k")
     server.faults = [500, 429]
-    embedder = OpenAIEmbedder(Endpoint(server.base_url, "m", "K", max_retries=2))
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env="K", max_retries=2))
     assert embedder.embed(["a text"]).shape == (1, 64)
     assert len(server.requests) == 3  # two failures, then the answer
 
@@ -61,7 +60,7 @@ def connected(server, prices=None, **settings):
     """An embedder on `server` counting in a Usage of its own, as a run's LLM session connects it."""
     from ragexp.llm.usage import Prices, Usage
 
-    embedder = OpenAIEmbedder(Endpoint(server.base_url, "emb", "K", backoff_s=0.01, **settings), batch_size=2)
+    embedder = from_yaml("embedder/openai", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="emb", api_key_env="K", backoff_s=0.01, **settings), batch_size=2)
     embedder.count_usage(Usage(), Prices(prices or {"emb": {"input": 2.0, "output": 0.0}}))
     return embedder
 

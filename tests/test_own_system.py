@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, compose, mlflow_runs, run_app
 import ragexp
 from ragexp.errors import RagexpError
+from ragexp.config.build import from_yaml
 
 EXAMPLES = ROOT / "examples"
 RECORDED = EXAMPLES / "recorded_outputs.jsonl"
@@ -73,13 +74,12 @@ def write_formats(tmp_path: Path, rows: list[dict]) -> list[Path]:
 
 
 def test_ragas_columns_read_without_mapping_from_jsonl_csv_and_parquet(tmp_path):
-    from ragexp.datasets.outputs import OutputsDataset
 
     rows = [{"user_input": "Which port?", "retrieved_contexts": ["It listens on 7070.", "UID 10001."],
              "response": "7070.", "reference": "Port 7070", "reference_context_ids": ["installation"], "team": "a"},
             {"user_input": "Who?", "retrieved_contexts": ["Nobody knows."], "response": "Nobody.", "reference": "",
              "reference_context_ids": [], "team": "b"}]
-    loaded = [OutputsDataset(path=str(p)).load() for p in write_formats(tmp_path, rows)]
+    loaded = [from_yaml("dataset/outputs", path=str(p)).load() for p in write_formats(tmp_path, rows)]
     for dataset in loaded:
         first, second = dataset.questions
         assert (first.qid, first.text, first.answers, first.golden) == ("q1", "Which port?", ("Port 7070",), {"installation": 1})
@@ -91,13 +91,12 @@ def test_ragas_columns_read_without_mapping_from_jsonl_csv_and_parquet(tmp_path)
 
 
 def test_the_mlflow_preset_reads_evaluation_datasets_and_traces(tmp_path):
-    from ragexp.datasets.outputs import OutputsDataset
 
     rows = [{"inputs": {"question": "Which port?"}, "outputs": {"answer": "7070.", "contexts": ["Port 7070."]},
              "expectations": {"expected_response": "Port 7070"}, "dataset_record_id": "r1"},
             {"trace_id": "tr-2", "request": json.dumps({"messages": [{"role": "user", "content": "Which UID?"}]}),
              "response": json.dumps({"choices": [{"message": {"content": "10001."}}]})}]
-    dataset = OutputsDataset.from_rows(rows, preset="mlflow").load()
+    dataset = from_yaml("dataset/outputs", preset="mlflow").with_rows(rows).load()
     first, second = dataset.questions
     assert (first.qid, first.text, first.answers) == ("r1", "Which port?", ("Port 7070",))
     assert (second.qid, second.text, second.answers) == ("tr-2", "Which UID?", ())
@@ -113,15 +112,14 @@ def test_the_mlflow_preset_reads_evaluation_datasets_and_traces(tmp_path):
     ({"question": "q", "answer": "x"}, {"columns": {"answer": "reply"}}, ":1: no column 'reply' (dataset.columns.answer)"),
 ])
 def test_a_bad_row_is_one_line_naming_file_line_and_field(tmp_path, row, settings, message):
-    from ragexp.datasets.outputs import OutputsDataset
     from ragexp.errors import RagexpError
 
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(row) + "\n")
     with pytest.raises(RagexpError) as err:
-        OutputsDataset(path=str(path), **settings).load()
+        from_yaml("dataset/outputs", path=str(path), **settings).load()
     assert str(err.value).startswith(f"{path}{message}") and "\n" not in str(err.value)
-    skipped = OutputsDataset(path=str(path), on_error="skip", **settings).load()  # or left out, counted, reported
+    skipped = from_yaml("dataset/outputs", path=str(path), on_error="skip", **settings).load()  # or left out, counted, reported
     assert skipped.questions == () and len(skipped.skipped_rows) == 1
 
 
@@ -272,11 +270,10 @@ def test_an_http_service_failing_is_counted_per_question_with_its_reason(tmp_pat
 
 
 def test_http_credentials_come_from_the_environment_only(tmp_path, monkeypatch):
-    from ragexp.components.systems.http import HttpSystem
     from ragexp.errors import RagexpError
     from ragexp.types import Dataset
 
-    system = HttpSystem(url="http://127.0.0.1:9/x", headers_env={"Authorization": "Bearer $RAGEXP_TEST_TOKEN"})
+    system = from_yaml("system/http", url="http://127.0.0.1:9/x", headers_env={"Authorization": "Bearer $RAGEXP_TEST_TOKEN"})
     monkeypatch.delenv("RAGEXP_TEST_TOKEN", raising=False)
     with pytest.raises(RagexpError, match="system.headers_env.Authorization: environment variable 'RAGEXP_TEST_TOKEN' is not set"):
         system.start(Dataset("d", (), ()))
@@ -362,14 +359,13 @@ class Slow(BaseHTTPRequestHandler):
 
 @pytest.mark.process  # timing is its subject: a 0.5 s deadline against a service that holds its reply
 def test_an_http_service_that_times_out_fails_the_question_naming_the_setting():
-    from ragexp.components.systems.http import HttpSystem
     from ragexp.errors import QuestionFailed
     from ragexp.types import Dataset, Question
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
     server.asked, server.release = 0, threading.Event()
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    system = HttpSystem(url=f"http://127.0.0.1:{server.server_address[1]}/a", timeout_s=0.5, max_retries=0)
+    system = from_yaml("system/http", url=f"http://127.0.0.1:{server.server_address[1]}/a", timeout_s=0.5, max_retries=0)
     try:
         system.start(Dataset("d", (), ()))
         with pytest.raises(QuestionFailed) as err:
@@ -526,34 +522,32 @@ def test_a_csv_that_pandas_wrote_is_read_with_its_python_style_lists(tmp_path):
     read as the lists they are (as literals: no code runs); text that is no list says what would work."""
     import pandas as pd
 
-    from ragexp.datasets.outputs import OutputsDataset
 
     path = tmp_path / "ragas.csv"
     pd.DataFrame([{"user_input": "Which port?", "retrieved_contexts": ["It listens on 7070.", "UID's 10001."],
                    "response": "7070.", "reference": "Port 7070"}]).to_csv(path, index=False)
     assert "['It listens on 7070.'" in path.read_text()
-    [question] = (dataset := OutputsDataset(path=str(path)).load()).questions
+    [question] = (dataset := from_yaml("dataset/outputs", path=str(path)).load()).questions
     assert [h.chunk.text for h in dataset.outputs[question.qid].hits] == ["It listens on 7070.", "UID's 10001."]
     bad = tmp_path / "bad.csv"
     bad.write_text("user_input,retrieved_contexts,response\nWhich port?,[__import__('os').getcwd()],7070.\n")
     from ragexp.errors import RagexpError
 
     with pytest.raises(RagexpError, match=r"bad.csv:2.* must be a list .*\['first passage', 'second'\] \(as pandas"):
-        OutputsDataset(path=str(bad)).load()
+        from_yaml("dataset/outputs", path=str(bad)).load()
 
 
 @pytest.mark.parametrize("score", ["NaN", "Infinity", "-Infinity"])
 def test_a_context_score_that_is_not_finite_is_one_line_naming_the_row(tmp_path, score):
     """NaN and Infinity scores (which Python's json reads) were kept and written as non-standard JSON
     into questions.jsonl; they are bad input, named by file:line."""
-    from ragexp.datasets.outputs import OutputsDataset
     from ragexp.errors import RagexpError
 
     path = tmp_path / "outputs.jsonl"
     path.write_text('{"question": "Which port?", "answer": "7070", "contexts": [{"text": "port 7070", "score": '
                     + score + '}]}\n')
     with pytest.raises(RagexpError, match=r"outputs.jsonl:1: .*context 1: score must be a finite number"):
-        OutputsDataset(path=str(path)).load()
+        from_yaml("dataset/outputs", path=str(path)).load()
 
 
 @pytest.mark.process  # timing is its subject: a 1 s deadline on a call that hangs, the run done within 30 s

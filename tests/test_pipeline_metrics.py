@@ -6,13 +6,10 @@ import pytest
 
 from conftest import HASH, compose
 from ragexp.components.chunkers import RecursiveChunker
-from ragexp.metrics import MetricSet
 from ragexp.run.pipeline import run
-from ragexp.metrics.relevance import DocRelevance
 from ragexp.run.report import summary
 from ragexp.store.run_folder import question_table
-from ragexp.components.retrievers import BM25Retriever
-from ragexp.datasets.folder import FolderDataset
+from ragexp.config.build import from_yaml
 
 DOCS = {
     "ports": "The Quarry server listens on port 7400 by default. Change it with the --port flag.",
@@ -45,13 +42,13 @@ def test_retrieval_metrics_per_question_and_their_means(folder, tmp_path):
     q1, q2, q3 = result.questions
     assert all(len(r.hits) == 1 for r in result.questions)  # the generator sees top_k ...
     # ... the metrics see `depth` chunks: the same as scoring a fresh BM25 ranking with the doc rule
-    chunks = RecursiveChunker(512, 64).chunk(FolderDataset(str(folder)).load().documents)
-    bm25 = BM25Retriever(top_k=1)
+    chunks = RecursiveChunker(512, 64).chunk(from_yaml("dataset/sample", path=str(folder)).load().documents)
+    bm25 = from_yaml("retriever/bm25", top_k=1)
     bm25.index(chunks)
-    metrics = MetricSet(["hit_rate@1", "mrr", "ndcg@3", "recall@2"])
+    metrics = from_yaml("metrics/default", retrieval=["hit_rate@1", "mrr", "ndcg@3", "recall@2"], embedder=None)
     for r in (q1, q3):
         [ranked] = bm25.search([r.question.text], depth=10)
-        graded = DocRelevance().grade(r.question, ranked)
+        graded = from_yaml("relevance/doc").grade(r.question, ranked)
         expected = metrics.retrieval_scores(graded.ranking, 1)
         context = graded.context_scores([ranked[0].chunk.doc_id], 1)  # what the generator saw: its top_k
         assert r.retrieval == pytest.approx({**expected, **context})

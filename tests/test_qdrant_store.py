@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 from conftest import run_app
 
-from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
 from ragexp.components.retrievers.qdrant import MARK, connect
-from ragexp.components.retrievers.qdrant_collection import QdrantCollectionRetriever
 from ragexp.components.retrievers import DenseRetriever
 from ragexp.types import Chunk
+from ragexp.config.build import from_yaml
 
 CHUNKS = [
     Chunk("port#0", "port", "The Quarry server listens on port 7400 by default."),
@@ -24,7 +23,7 @@ OTHER = [Chunk("cron#0", "cron", "Recurring jobs are declared with a cron expres
 
 
 def job(store: Path, chunks, **settings) -> DenseRetriever:
-    retriever = DenseRetriever(HashEmbedder(), top_k=1, path=str(store), **settings)
+    retriever = from_yaml("retriever/dense", embedder=from_yaml("embedder/hash"), top_k=1, path=str(store), **settings)
     retriever.index(chunks)
     return retriever
 
@@ -56,7 +55,7 @@ def test_a_job_that_finds_another_jobs_collection_half_written_completes_it_and_
     from ragexp.components.retrievers.qdrant import content_hash, fill_collection
 
     store = tmp_path / "qdrant"
-    embedder = HashEmbedder()
+    embedder = from_yaml("embedder/hash")
     vectors = embedder.embed([c.text for c in CHUNKS])
     content = content_hash(CHUNKS, embedder.key(), vectors.shape[1])
     name = f"ragexp_{content[:24]}"
@@ -99,7 +98,7 @@ def team_collection(store: Path, fields=("content", "source")):
 
     client = QdrantClient(path=str(store))
     client.create_collection("team", vectors_config={"text": models.VectorParams(size=384, distance=models.Distance.COSINE)})
-    embedder = HashEmbedder()
+    embedder = from_yaml("embedder/hash")
     texts = {"doc0": "Component 0 listens on port 7400.", "doc1": "Component 1 listens on port 7401.",
              "doc2": "Component 2 listens on port 7402."}
     vectors = embedder.embed(list(texts.values()))
@@ -112,8 +111,7 @@ def team_collection(store: Path, fields=("content", "source")):
 def test_qdrant_collection_searches_a_teams_collection_read_only(tmp_path):
     store = tmp_path / "team-store"
     team_collection(store)
-    retriever = QdrantCollectionRetriever(HashEmbedder(), collection="team", path=str(store), text_field="content",
-                                          doc_id_field="source", vector_name="text", top_k=2)
+    retriever = from_yaml("retriever/qdrant_collection", embedder=from_yaml("embedder/hash"), collection="team", path=str(store), text_field="content", doc_id_field="source", vector_name="text", top_k=2)
     retriever.index([])
     [hits] = retriever.search(["Which port does component 1 use?"])
     assert hits[0].chunk.doc_id == "doc1" and hits[0].chunk.text == "Component 1 listens on port 7401."
@@ -121,8 +119,7 @@ def test_qdrant_collection_searches_a_teams_collection_read_only(tmp_path):
     client = connect(None, str(store), None)
     assert [c.name for c in client.get_collections().collections] == ["team"]
     assert client.count("team", exact=True).count == 3
-    wrong = QdrantCollectionRetriever(HashEmbedder(), collection="team", path=str(store), text_field="body",
-                                      doc_id_field="source", vector_name="text")
+    wrong = from_yaml("retriever/qdrant_collection", embedder=from_yaml("embedder/hash"), collection="team", path=str(store), text_field="body", doc_id_field="source", vector_name="text")
     with pytest.raises(RagexpError, match=r"^retriever\.text_field: the points of collection 'team' have no payload "
                                           r"field 'body' \(point 100; fields: content, source\)$"):
         wrong.index([])
@@ -164,8 +161,8 @@ def test_a_run_over_a_teams_collection_and_its_bad_payload_field(tmp_path):
 
 def test_qdrant_collection_needs_a_collection_and_a_place(tmp_path):
     with pytest.raises(RagexpError, match=r"^retriever\.collection: name the Qdrant collection"):
-        QdrantCollectionRetriever(HashEmbedder(), path=str(tmp_path)).index([])
+        from_yaml("retriever/qdrant_collection", embedder=from_yaml("embedder/hash"), path=str(tmp_path)).index([])
     with pytest.raises(RagexpError, match=r"^retriever\.url: give the Qdrant server"):
-        QdrantCollectionRetriever(HashEmbedder(), collection="team").index([])
+        from_yaml("retriever/qdrant_collection", embedder=from_yaml("embedder/hash"), collection="team").index([])
     with pytest.raises(RagexpError, match=r"^retriever\.collection: no collection 'team' at "):
-        QdrantCollectionRetriever(HashEmbedder(), collection="team", path=str(tmp_path / "empty")).index([])
+        from_yaml("retriever/qdrant_collection", embedder=from_yaml("embedder/hash"), collection="team", path=str(tmp_path / "empty")).index([])

@@ -7,7 +7,8 @@ import pytest
 from conftest import port_dataset, require_engine, run_cli
 
 from ragexp.store.embedding_store import EmbeddingStore
-from ragexp.components.embedders import EmbeddingCache, HashEmbedder
+from ragexp.components.embedders import EmbeddingCache
+from ragexp.config.build import from_yaml
 
 # the engines tier (.venv-engines has the ray extra; make test's .venv does not): skipped elsewhere, required
 # there; asked for inside the tests, so that collecting this file in another tier skips nothing
@@ -31,22 +32,21 @@ def local_ray():
 
 
 def test_ray_data_embeds_into_the_same_store_in_rounds(tmp_path, local_ray):
-    from ragexp.components.embedders.ray_cluster import RayEmbedder
 
     store = EmbeddingStore(str(tmp_path / "cache"))
     with EmbeddingCache(store).building():
-        embedder = RayEmbedder(HASH, batch_size=120, ray_batch_size=50, concurrency=1)
+        embedder = from_yaml("embedder/ray", inner=HASH, batch_size=120, ray_batch_size=50, concurrency=1)
     vectors = embedder.embed(TEXTS)
     assert embedder.rounds == 3  # 300 texts in rounds of 120, each stored as it ended
-    expected = HashEmbedder(dimension=64).embed(TEXTS)
+    expected = from_yaml("embedder/hash", dimension=64).embed(TEXTS)
     assert vectors.shape == (300, 64) and np.allclose(vectors, expected, atol=1e-6)
-    assert embedder.key() == HashEmbedder(dimension=64).key()
+    assert embedder.key() == from_yaml("embedder/hash", dimension=64).key()
     assert len(store.get(embedder.key(), TEXTS)) == 300
     with EmbeddingCache(EmbeddingStore(str(tmp_path / "cache"))).building():
-        again = RayEmbedder(HASH, batch_size=120)
+        again = from_yaml("embedder/ray", inner=HASH, batch_size=120)
     assert np.allclose(again.embed(TEXTS[:10]), expected[:10]) and again.rounds == 0  # from the store, no Ray job
     with EmbeddingCache(EmbeddingStore(str(tmp_path / "cache"))).building():
-        local = HashEmbedder(dimension=64)
+        local = from_yaml("embedder/hash", dimension=64)
     local.embed_batch = lambda texts: pytest.fail("a local run re-embedded what Ray stored")
     assert np.allclose(local.embed(TEXTS), expected)
 

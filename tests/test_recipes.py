@@ -102,10 +102,12 @@ def test_a_judge_with_a_metric_of_its_own_brings_its_weights(tmp_path, monkeypat
 def test_the_answer_metric_recipe_names_the_places_that_exist():
     recipe = (ROOT / "docs" / "contributing" / "index.md").read_text()
     section = recipe[recipe.index("### An answer metric"):]
-    metrics = (ROOT / "ragexp" / "metrics" / "__init__.py").read_text()
+    from ragexp.metrics.answers import ANSWER_MEASURES, AnswerMeasure
+
     generation = (ROOT / "ragexp" / "metrics" / "generation.py").read_text()
-    assert "`GENERATION`" in section and "MetricSet.answer_scores" in section and "metrics/generation.py" in section
-    names = re.search(r"^GENERATION = \(([^)]*)\)", metrics, re.M)
-    for name in re.findall(r'"(\w+)"', names[1]):
-        assert f'"{name}" in chosen' in metrics  # answer_scores computes each name it lists, when chosen
-    assert "def exact_match(" in generation and "def token_f1(" in generation
+    assert "`ANSWER_MEASURES`" in section and "`AnswerMeasure`" in section and "metrics/answers.py" in section
+    assert "metrics/generation.py" in section and "def exact_match(" in generation and "def token_f1(" in generation
+    for name, kind in ANSWER_MEASURES.items():  # each name a measure of its own, which scores
+        assert issubclass(kind, AnswerMeasure) and kind.value is not AnswerMeasure.value, name
+    default = (ROOT / "conf" / "metrics" / "default.yaml").read_text()
+    assert set(re.search(r"^answer: \[([^]]*)\]", default, re.M)[1].replace(" ", "").split(",")) == set(ANSWER_MEASURES)

@@ -5,9 +5,9 @@ import pytest
 
 from ragexp.metrics import MetricSet
 from ragexp.base.names import MetricName, metric_key
-from ragexp.metrics.relevance import DocRelevance, SpanRelevance
 from ragexp.metrics.scoring import Weights, aggregate
 from ragexp.types import Chunk, Hit, Question, QuestionResult
+from ragexp.config.build import from_yaml
 
 log2 = math.log2
 
@@ -23,11 +23,11 @@ ALL = ["hit_rate@1", "hit_rate@2", "mrr", "recall@3", "precision@2", "map", "ndc
 
 
 def test_doc_rule_ranks_documents_by_their_best_chunk():
-    judged = DocRelevance().grade(Question("q", "?", ("a",), GOLDEN), hits(D1A, D2, D1B, D3))
+    judged = from_yaml("relevance/doc").grade(Question("q", "?", ("a",), GOLDEN), hits(D1A, D2, D1B, D3))
     # documents by first appearance: d1 (rank 1, unjudged), d2 (rank 2, grade 2), d3 (rank 3, grade 1)
     assert judged.ranking.ids == ("d1", "d2", "d3")
     assert judged.ranking.grades == (-1, 2, 1)
-    scores = MetricSet(ALL).retrieval_scores(judged.ranking, level=1)
+    scores = from_yaml("metrics/default", retrieval=ALL, embedder=None).retrieval_scores(judged.ranking, level=1)
     assert scores["hit_rate@1"] == 0 and scores["hit_rate@2"] == 1
     assert scores["mrr"] == pytest.approx(1 / 2)
     assert scores["recall@3"] == pytest.approx(2 / 3)  # d2, d3 of d2, d3, d4
@@ -35,13 +35,13 @@ def test_doc_rule_ranks_documents_by_their_best_chunk():
     assert scores["map"] == pytest.approx((1 / 2 + 2 / 3) / 3)
     # linear gain: DCG = 2/log2(3) + 1/log2(4); ideal d2, d3|d4, d4|d3 = 2/1 + 1/log2(3) + 1/log2(4)
     assert scores["ndcg@3"] == pytest.approx((2 / log2(3) + 1 / 2) / (2 + 1 / log2(3) + 1 / 2))
-    exponential = MetricSet(["ndcg@3"], ndcg_gain="exponential").retrieval_scores(judged.ranking, level=1)
+    exponential = from_yaml("metrics/default", retrieval=["ndcg@3"], ndcg_gain="exponential", embedder=None).retrieval_scores(judged.ranking, level=1)
     assert exponential["ndcg@3"] == pytest.approx((3 / log2(3) + 1 / 2) / (3 + 1 / log2(3) + 1 / 2))
 
 
 def test_doc_rule_relevance_level_keeps_ndcg_graded():
-    judged = DocRelevance(level=2).grade(Question("q", "?", ("a",), GOLDEN), hits(D1A, D3, D2))
-    scores = MetricSet(["mrr", "recall@2", "ndcg@3"]).retrieval_scores(judged.ranking, level=2)
+    judged = from_yaml("relevance/doc", level=2).grade(Question("q", "?", ("a",), GOLDEN), hits(D1A, D3, D2))
+    scores = from_yaml("metrics/default", retrieval=["mrr", "recall@2", "ndcg@3"], embedder=None).retrieval_scores(judged.ranking, level=2)
     assert scores["mrr"] == pytest.approx(1 / 3)  # only d2 (grade 2) is relevant at level 2, at rank 3
     assert scores["recall@2"] == 0
     # NDCG still gains from grade-1 documents (as trec_eval does): DCG = 1/log2(3) + 2/log2(4)
@@ -49,11 +49,11 @@ def test_doc_rule_relevance_level_keeps_ndcg_graded():
 
 
 def test_doc_rule_scores_questions_without_relevant_golden_documents_like_trec_eval():
-    assert DocRelevance().grade(Question("q", "?", ("a",), {}), hits(D1A)).excluded == "no golden documents"
-    only_zero = DocRelevance().grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
-    assert only_zero.excluded == "" and MetricSet(["mrr", "ndcg@3", "map"]).retrieval_scores(only_zero.ranking, 1) == {
+    assert from_yaml("relevance/doc").grade(Question("q", "?", ("a",), {}), hits(D1A)).excluded == "no golden documents"
+    only_zero = from_yaml("relevance/doc").grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
+    assert only_zero.excluded == "" and from_yaml("metrics/default", retrieval=["mrr", "ndcg@3", "map"], embedder=None).retrieval_scores(only_zero.ranking, 1) == {
         "mrr": 0.0, "ndcg@3": 0.0, "map": 0.0}
-    excluded = DocRelevance(without_relevant="exclude").grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
+    excluded = from_yaml("relevance/doc", without_relevant="exclude").grade(Question("q", "?", ("a",), {"d5": 0}), hits(D1A))
     assert excluded.ranking is None and "grade >= 1" in excluded.excluded
     from conftest import compose
     from ragexp.validation import problems
@@ -70,14 +70,14 @@ SPAN_CORPUS = [
 
 
 def test_span_rule_marks_chunks_that_contain_an_expected_answer():
-    rule = SpanRelevance()
+    rule = from_yaml("relevance/span")
     rule.prepare(SPAN_CORPUS)
     question = Question("q", "Which port?", ("port 7400",), {"a": 1})
     judged = rule.grade(question, hits(SPAN_CORPUS[3], SPAN_CORPUS[1], SPAN_CORPUS[2]))
     assert judged.ranking.ids == ("c#0", "a#1", "b#0")
     assert judged.ranking.grades == (0, 0, 1)
     assert judged.ranking.relevant_count(1) == 2  # a#0 and b#0 in the corpus
-    scores = MetricSet(["mrr", "hit_rate@2", "recall@3", "ndcg@3"]).retrieval_scores(judged.ranking, level=1)
+    scores = from_yaml("metrics/default", retrieval=["mrr", "hit_rate@2", "recall@3", "ndcg@3"], embedder=None).retrieval_scores(judged.ranking, level=1)
     assert scores["mrr"] == pytest.approx(1 / 3)
     assert scores["hit_rate@2"] == 0
     assert scores["recall@3"] == pytest.approx(1 / 2)
@@ -85,7 +85,7 @@ def test_span_rule_marks_chunks_that_contain_an_expected_answer():
 
 
 def test_span_rule_leaves_out_what_has_no_answer_to_find():
-    rule = SpanRelevance()
+    rule = from_yaml("relevance/span")
     rule.prepare(SPAN_CORPUS)
     unanswerable = Question("u", "?", (), {"a": 1}, kind="unanswerable", answerable=False)
     assert rule.grade(unanswerable, hits(SPAN_CORPUS[0])).excluded == "unanswerable question"
@@ -100,7 +100,7 @@ def test_retrieval_means_leave_out_excluded_questions_and_count_them():
         QuestionResult(q, retrieval={"mrr": 0.25, "ndcg@10": 0.0}),
         QuestionResult(q, retrieval_excluded="no golden documents"),
     ]
-    aggregates = aggregate(results, Weights(context_relevance=1.0))
+    aggregates = aggregate(results, Weights(context_relevance=1.0, hallucination_penalty=True))
     assert aggregates["mrr"] == pytest.approx((1.0 + 0.25) / 2)  # not / 3
     assert aggregates["ndcg_at_10"] == pytest.approx(0.25)
     assert aggregates["retrieval_excluded_questions"] == 1
@@ -119,4 +119,4 @@ def test_metric_names_map_between_config_and_mlflow(text, key, canonical):
 
 @pytest.mark.parametrize("bad", ["ndcg@0", "NDCG@10", "ndcg@ten", "bleu@4"])
 def test_bad_metric_names_name_the_setting(bad):
-    assert MetricSet.constraints([bad])[0].startswith("retrieval: ")
+    assert MetricSet.constraints([bad], answer=[])[0].startswith("retrieval: ")

@@ -9,13 +9,12 @@ from openai_server import OpenAIServer, judge_json
 from ragexp.errors import QuestionFailed
 from ragexp.judges.llm import LLMJudge
 from ragexp.llm.client import ChatClient, ChatRequest
-from ragexp.llm.endpoint import Endpoint
-from ragexp.llm.session import LLMSession
 from ragexp.llm.usage import Prices, Usage
+from ragexp.config.build import from_yaml
 
 
 def client(server, usage):
-    endpoint = Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01, max_retries=1)
+    endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, backoff_s=0.01, max_retries=1)
     return ChatClient(endpoint, "judge", "no-key", usage, Prices({}))
 
 
@@ -69,8 +68,8 @@ def test_the_request_body_is_the_protocols_and_nothing_else(server):
 
 
 def test_the_response_cache_is_open_when_the_session_connects_before_any_request(server, tmp_path):
-    judge = LLMJudge(Endpoint(server.base_url, "m", api_key_env=None), "system {question}", "user {context}", "{problem}")
-    session = LLMSession(cache_dir=str(tmp_path / "llm"))
+    judge = from_yaml("judge/llm", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None), system_prompt="system {question}", user_prompt="user {context}", reask_prompt="{problem}")
+    session = from_yaml("llm/default", cache_dir=str(tmp_path / "llm"))
     session.connect(judge=judge)
     assert (tmp_path / "llm" / "responses.sqlite").is_file() and server.requests == []
     assert session.cache() is judge.client.cache and len(judge.client.cache) == 0
@@ -119,9 +118,8 @@ def test_mean_in_flight_is_the_served_time_over_the_span_from_first_arrival_to_l
 def test_every_answered_request_is_stamped_and_gathered_requests_are_in_flight_together(tmp_path):
     with OpenAIServer(latency=0.05) as server:
         server.gather, server.chat = 3, lambda body: judge_json()
-        judge = LLMJudge(Endpoint(server.base_url, "m", api_key_env=None, max_concurrency=3),
-                         "system {question}", "user {context}", "{problem}")
-        session = LLMSession(cache_dir=None)
+        judge = from_yaml("judge/llm", endpoint=from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, max_concurrency=3), system_prompt="system {question}", user_prompt="user {context}", reask_prompt="{problem}")
+        session = from_yaml("llm/default", cache_dir=None)
         session.connect(judge=judge)
         from ragexp.base.concurrency import map_concurrently
         from ragexp.types import Answer, Question

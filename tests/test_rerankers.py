@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 
 from conftest import HASH, TEST_KEY_ENV, call_in, compose, run_app
-from ragexp.components.rerankers import CrossEncoderReranker, MMRReranker
-from ragexp.components.embedders import HashEmbedder
 from ragexp.trec_eval import check
 from ragexp.types import Chunk, Hit, Question
 from ragexp.validation import problems
+from ragexp.config.build import from_yaml
 
 WORDS = "port server listens admin queue failed jobs dead letter restart worker logs the on which does".split()
 
@@ -40,8 +39,8 @@ def test_mmr_pushes_a_near_duplicate_below_a_different_candidate():
     question = Question("q", "which port does the server listen on", ())
     candidates = hits("the server listens on port 7400", "the server listens on port 7400 too",
                       "port numbers of the admin server")
-    plain = MMRReranker(HashEmbedder(), candidates=3, diversity=0.0).rerank(question, candidates)
-    diverse = MMRReranker(HashEmbedder(), candidates=3, diversity=0.7).rerank(question, candidates)
+    plain = from_yaml("reranker/mmr", embedder=from_yaml("embedder/hash"), candidates=3, diversity=0.0).rerank(question, candidates)
+    diverse = from_yaml("reranker/mmr", embedder=from_yaml("embedder/hash"), candidates=3, diversity=0.7).rerank(question, candidates)
     assert [h.chunk.chunk_id for h in plain][:2] == ["c1", "c2"]  # by similarity alone the duplicate is second
     assert [h.chunk.chunk_id for h in diverse] == ["c1", "c3", "c2"]
     assert [h.rank for h in diverse] == [1, 2, 3] and diverse[0].score > diverse[1].score
@@ -52,7 +51,7 @@ def test_cross_encoder_orders_by_its_model_scores(cross_encoder):
 
     question = Question("q", "which port does the server listen on", ())
     candidates = hits("failed jobs go to the dead letter queue", "the server listens on port", "restart the worker")
-    reranked = CrossEncoderReranker(model_path=cross_encoder, candidates=3).rerank(question, candidates)
+    reranked = from_yaml("reranker/cross_encoder", model_path=cross_encoder, candidates=3).rerank(question, candidates)
     expected = CrossEncoder(cross_encoder, local_files_only=True).predict([(question.text, h.chunk.text) for h in candidates])
     order = sorted(range(3), key=lambda i: -expected[i])
     assert [h.chunk.chunk_id for h in reranked] == [candidates[i].chunk.chunk_id for i in order]

@@ -1,8 +1,9 @@
 """Retrievers on a small real corpus: BM25 (rank-bm25), dense (MiniLM in Qdrant local mode), hybrid (RRF)."""
 import pytest
 
-from ragexp.components.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from ragexp.components.retrievers import BM25Retriever, HybridRetriever, Retriever
 from ragexp.types import Chunk, Hit
+from ragexp.config.build import from_yaml
 
 CHUNKS = [
     Chunk("port#0", "port", "The Quarry server listens on port 7400 by default."),
@@ -14,7 +15,7 @@ CHUNKS = [
 
 
 def test_bm25_ranks_the_chunk_with_the_query_terms_first():
-    retriever = BM25Retriever(top_k=3)
+    retriever = from_yaml("retriever/bm25", top_k=3)
     retriever.index(CHUNKS)
     [hits] = retriever.search(["Which port does the server listen on?"])
     assert [h.rank for h in hits] == [1, 2, 3]
@@ -23,7 +24,7 @@ def test_bm25_ranks_the_chunk_with_the_query_terms_first():
 
 
 def test_dense_finds_paraphrases_in_qdrant_local_mode(minilm):
-    retriever = DenseRetriever(minilm, top_k=2)
+    retriever = from_yaml("retriever/dense", embedder=minilm, top_k=2)
     retriever.index(CHUNKS)
     results = retriever.search(["How do I log in to the API?", "Where do failing tasks end up after retries?"])
     assert [hits[0].chunk.chunk_id for hits in results] == ["auth#0", "dlq#0"]
@@ -47,7 +48,7 @@ class Fixed(Retriever):
 def test_hybrid_is_weighted_reciprocal_rank_fusion():
     dense = Fixed(["port#0", "dlq#0", "auth#0"])
     bm25 = Fixed(["dlq#0", "cron#0", "port#0"])
-    hybrid = HybridRetriever({"dense": dense, "bm25": bm25}, top_k=3, k=60, weights={"dense": 0.7, "bm25": 0.3})
+    hybrid = from_yaml("retriever/hybrid", retrievers={"dense": dense, "bm25": bm25}, top_k=3, k=60, weights={"dense": 0.7, "bm25": 0.3})
     hybrid.index(CHUNKS)
     [hits] = hybrid.search(["q"])
     expected = {
@@ -63,7 +64,7 @@ def test_hybrid_is_weighted_reciprocal_rank_fusion():
 
 def test_hybrid_fuses_any_number_of_retrievers_equal_weights_by_default():
     first, second, third = Fixed(["port#0", "dlq#0"]), Fixed(["dlq#0", "port#0"]), Fixed(["cron#0", "dlq#0"])
-    hybrid = HybridRetriever({"a": first, "b": second, "c": third}, top_k=3, k=60)
+    hybrid = from_yaml("retriever/hybrid", retrievers={"a": first, "b": second, "c": third}, top_k=3, k=60)
     hybrid.index(CHUNKS)
     [hits] = hybrid.search(["q"])
     third_of = 1 / 3
@@ -87,7 +88,7 @@ def test_hybrid_members_are_configured_retriever_options():
 
 
 def test_hybrid_of_real_retrievers_returns_top_k(minilm):
-    hybrid = HybridRetriever({"dense": DenseRetriever(minilm), "bm25": BM25Retriever()}, top_k=4)
+    hybrid = from_yaml("retriever/hybrid", retrievers={"dense": from_yaml("retriever/dense", embedder=minilm), "bm25": from_yaml("retriever/bm25")}, top_k=4)
     hybrid.index(CHUNKS)
     [hits] = hybrid.search(["default port of the server"])
     assert len(hits) == 4 and hits[0].chunk.chunk_id == "port#0"
@@ -111,16 +112,14 @@ def test_bad_settings_name_the_key():
 def test_repeated_chunk_texts_come_out_in_chunk_id_order_in_every_retriever():
     """Equal texts score equally (up to the last float bits, which differ between Qdrant's and numpy's
     paths): every retriever orders them by chunk id, so dense and dense_exact give the same rankings."""
-    from ragexp.components.embedders import HashEmbedder
-    from ragexp.components.retrievers.exact_dense import ExactDenseRetriever
 
     texts = ["the proxy listens on port 7070", "retry the queue lease", "a cron schedule for the backup"]
     ids = ["k9", "b2", "x1", "a7", "m3", "c5", "z0", "d4", "q8"]  # not in id order: the order is the ids'
     chunks = [Chunk(cid, f"doc-{cid}", texts[i % 3]) for i, cid in enumerate(ids)]
-    dense = DenseRetriever(HashEmbedder(dimension=64))
-    retrievers = {"dense": dense, "dense_exact": ExactDenseRetriever(HashEmbedder(dimension=64)),
-                  "bm25": BM25Retriever()}
-    retrievers["hybrid"] = HybridRetriever({"dense": DenseRetriever(HashEmbedder(dimension=64)), "bm25": BM25Retriever()})
+    dense = from_yaml("retriever/dense", embedder=from_yaml("embedder/hash", dimension=64))
+    retrievers = {"dense": dense, "dense_exact": from_yaml("retriever/dense_exact", embedder=from_yaml("embedder/hash", dimension=64)),
+                  "bm25": from_yaml("retriever/bm25")}
+    retrievers["hybrid"] = from_yaml("retriever/hybrid", retrievers={"dense": from_yaml("retriever/dense", embedder=from_yaml("embedder/hash", dimension=64)), "bm25": from_yaml("retriever/bm25")})
     queries = ["which port does the proxy listen on", "queue lease retry", "backup"]
     rankings = {}
     for name, retriever in retrievers.items():

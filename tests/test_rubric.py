@@ -10,11 +10,11 @@ import pytest
 from openai_server import rubric_criteria, user_text
 from ragexp.errors import QuestionFailed
 from ragexp.judges.rubric import Rubric, RubricJudge
-from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.session import LLMSession
 from ragexp.types import Answer, Chunk, Hit, Question
 from ragexp.validation import problems
 from conftest import CONF, HASH, TEST_KEY_ENV, compose, llm_args, mlflow_runs, run_app
+from ragexp.config.build import from_yaml
 
 HITS = (Hit(Chunk("a#0", "a", "quarryd listens on port 7070. It was written in Go."), 0.9, 1),)
 QUESTION = Question("q1", "Which port does quarryd listen on?", ("Port 7070.",), {"a": 1}, attributes={"channel": "chat"})
@@ -30,9 +30,9 @@ FIVE = {
 
 
 def connected(rubric: Rubric, server, tmp_path, **judge) -> tuple[RubricJudge, LLMSession]:
-    endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None, backoff_s=0.01, max_retries=0)
-    rubric_judge = RubricJudge(rubric, endpoint, **judge)
-    llm = LLMSession(cache_dir=str(tmp_path / "cache"))
+    endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="gpt-4o-mini", api_key_env=None, backoff_s=0.01, max_retries=0)
+    rubric_judge = from_yaml("judge/rubric", rubric=rubric, endpoint=endpoint, **judge)
+    llm = from_yaml("llm/default", cache_dir=str(tmp_path / "cache"))
     llm.connect(judge=rubric_judge)
     return rubric_judge, llm
 
@@ -53,7 +53,7 @@ def connected(rubric: Rubric, server, tmp_path, **judge) -> tuple[RubricJudge, L
 ])
 def test_hard_replies_read_as_scripted(server, tmp_path, reply, scores):
     server.chat = lambda body: reply
-    judge, llm = connected(Rubric(FIVE), server, tmp_path)
+    judge, llm = connected(Rubric(FIVE, mode="single_call", name=None), server, tmp_path)
     judgement = judge.judge(QUESTION, HITS, ANSWER)
     assert judgement.scores == scores
     assert judgement.hallucination is None and "failed_criteria" not in judgement.details
@@ -65,7 +65,7 @@ def test_a_missing_criterion_is_asked_again_then_fails_alone_and_a_score_off_the
                     '{"cites": {"score": "pass"}}'])  # the re-ask still misses it
     server.chat = lambda body: next(replies)
     two = {k: FIVE[k] for k in ("cites", "grounded", "direct")}
-    judge, llm = connected(Rubric(two), server, tmp_path)
+    judge, llm = connected(Rubric(two, mode="single_call", name=None), server, tmp_path)
     judgement = judge.judge(QUESTION, HITS, ANSWER)
     assert judgement.scores == {"cites": 1, "direct": 5}  # grounded is not scored as anything
     assert judgement.details["failed_criteria"] == {
@@ -80,21 +80,21 @@ def test_a_missing_criterion_is_asked_again_then_fails_alone_and_a_score_off_the
 
 def test_a_reply_that_is_never_json_fails_the_question_with_the_reason(server, tmp_path):
     server.chat = lambda body: "I think the answer is fine."
-    judge, llm = connected(Rubric({"cites": FIVE["cites"]}), server, tmp_path)
+    judge, llm = connected(Rubric({"cites": FIVE["cites"]}, mode="single_call", name=None), server, tmp_path)
     with pytest.raises(QuestionFailed, match="every criterion failed: cites: unreadable reply after a re-ask: no JSON object"):
         judge.judge(QUESTION, HITS, ANSWER)
     assert len(server.chat_requests()) == 2 and llm.stats()["judge_failed_criteria"] == 1
 
 
 def test_single_call_asks_once_and_per_criterion_asks_each_at_once(server, tmp_path):
-    judge, llm = connected(Rubric(FIVE, name="house"), server, tmp_path)
+    judge, llm = connected(Rubric(FIVE, name="house", mode="single_call"), server, tmp_path)
     assert judge.name == "rubric-house-gpt-4o-mini"
     assert judge.judge(QUESTION, HITS, ANSWER).scores == {"cites": 1, "grounded": 4, "direct": 5, "detail": 10, "plain": 1}
     [sent] = server.chat_requests()
     assert set(rubric_criteria(sent["body"])) == set(FIVE)
 
     server.gather = 5  # the first requests wait until five are in flight together
-    judge, llm = connected(Rubric(FIVE, mode="per_criterion"), server, tmp_path / "b")
+    judge, llm = connected(Rubric(FIVE, mode="per_criterion", name=None), server, tmp_path / "b")
     assert judge.judge(QUESTION, HITS, Answer("Another answer.")).scores["detail"] == 10
     asked = server.chat_requests()[1:]
     assert sorted(name for r in asked for name in rubric_criteria(r["body"])) == sorted(FIVE)
@@ -104,7 +104,7 @@ def test_single_call_asks_once_and_per_criterion_asks_each_at_once(server, tmp_p
 def test_the_prompt_holds_what_each_criterion_reads_between_tags(server, tmp_path):
     criteria = {"polite": {"instructions": "Polite for the channel.", "reads": ["answer", "channel"],
                            "examples": [{"answer": "Go away.", "verdict": "fail", "reasoning": "rude"}]}}
-    judge, _ = connected(Rubric(criteria), server, tmp_path)
+    judge, _ = connected(Rubric(criteria, mode="single_call", name=None), server, tmp_path)
     judge.judge(QUESTION, HITS, ANSWER)
     [sent] = server.chat_requests()
     system, user = (m["content"] for m in sent["body"]["messages"])
@@ -125,8 +125,8 @@ def test_deterministic_criteria_run_offline_and_a_python_one_gives_its_reason(tm
         "is_json": {"type": "json_schema", "instructions": "A JSON object with a port.",
                     "schema": {"type": "object", "required": ["port"]}},
         "short": {"type": "python", "instructions": "At most 5 words.", "function": "team_checks:short", "scale": "1-5"},
-    })
-    judge = RubricJudge(rubric)  # no endpoint: nothing is asked
+    }, mode="single_call", name=None)
+    judge = from_yaml("judge/rubric", rubric=rubric, endpoint=None)  # no endpoint: nothing is asked
     assert not judge.sends_requests and judge.concurrency == 1 and judge.name == "rubric"
     j = judge.judge(QUESTION, HITS, ANSWER)
     assert j.scores == {"cites": 1, "no_sorry": 1, "is_json": 0, "short": 5}
@@ -259,7 +259,7 @@ def test_a_python_criterion_that_exits_ends_the_run_non_zero(tmp_path):
                                               "    sys.exit(0)\n")
     rubric = tmp_path / "conf" / "rubric"
     rubric.mkdir(parents=True)
-    (rubric / "exits.yaml").write_text("_target_: ragexp.judges.rubric.Rubric\ncriteria:\n  exits:\n    type: python\n"
+    (rubric / "exits.yaml").write_text("_target_: ragexp.judges.rubric.Rubric\nname: null\nmode: single_call\ncriteria:\n  exits:\n    type: python\n"
                                        "    instructions: Calls sys.exit.\n    function: exiting_check:check\n")
     sys.path.insert(0, str(tmp_path))
     try:
@@ -272,7 +272,7 @@ def test_a_python_criterion_that_exits_ends_the_run_non_zero(tmp_path):
 
 
 def test_the_reply_is_asked_for_with_its_json_schema_then_json_mode_where_that_is_refused(server, tmp_path):
-    judge, _ = connected(Rubric({k: FIVE[k] for k in ("cites", "direct")}), server, tmp_path)
+    judge, _ = connected(Rubric({k: FIVE[k] for k in ("cites", "direct")}, mode="single_call", name=None), server, tmp_path)
     judge.judge(QUESTION, HITS, ANSWER)
     [sent] = server.chat_requests()
     form = sent["body"]["response_format"]
@@ -283,7 +283,7 @@ def test_the_reply_is_asked_for_with_its_json_schema_then_json_mode_where_that_i
     assert schema["properties"]["direct"]["properties"]["score"] == {"type": "integer", "minimum": 1, "maximum": 5}
 
     server.reject_json_schema = True  # an endpoint that takes JSON mode but no schema: json_object from then on
-    judge, _ = connected(Rubric({"cites": FIVE["cites"]}), server, tmp_path / "b")
+    judge, _ = connected(Rubric({"cites": FIVE["cites"]}, mode="single_call", name=None), server, tmp_path / "b")
     assert judge.judge(QUESTION, HITS, Answer("Another.")).scores == {"cites": 1}
     forms = [r["body"].get("response_format", {}).get("type") for r in server.chat_requests()[1:]]
     assert forms == ["json_schema", "json_object"]
@@ -378,6 +378,7 @@ def test_ragexp_evaluate_judges_recorded_outputs_with_a_rubric(tmp_path, monkeyp
 
 OFFLINE_RUBRIC = """_target_: ragexp.judges.rubric.Rubric
 name: offline
+mode: single_call
 criteria:
   names_a_number:
     type: regex

@@ -4,11 +4,10 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED_DATA, needs_shared, offline_judge
-from ragexp.components.embedders import HashEmbedder
-from ragexp.judges.learned import LearnedOfflineJudge
+from conftest import ROOT, SHARED_DATA, needs_shared
 from ragexp.judges.short_answers import said, token, tokens
 from ragexp.types import Answer, Chunk, Hit, Question
+from ragexp.config.build import from_yaml
 
 
 def hits(*texts):
@@ -27,7 +26,7 @@ DOCS_ROWS = [
 @pytest.fixture(scope="module")
 def judges(minilm):
     embedder = minilm
-    return [offline_judge(embedder, hallucination_share=0.2), LearnedOfflineJudge(embedder)]
+    return [from_yaml("judge/offline", embedder=embedder, hallucination_share=0.2), from_yaml("judge/offline_learned", embedder=embedder)]
 
 
 @pytest.mark.parametrize("question, context, answer, flagged", DOCS_ROWS)
@@ -53,18 +52,18 @@ def test_reworded_and_written_otherwise_a_short_answer_is_still_supported(judges
 def test_a_name_from_a_sentence_about_something_else_is_not_taken_for_the_answer(minilm):
     """The right name's sentence is about the question; the swapped one's, about the weather, is not
     (with a margin narrower than the default, which keeps false alarms on supported answers low)."""
-    judge = offline_judge(minilm, question_fit_margin=0.2)
+    judge = from_yaml("judge/offline", embedder=minilm, question_fit_margin=0.2)
     question = Question("q", "Who founded the Quarry job queue?", ())
     context = hits("The Quarry job queue was founded by Ada Lindqvist in Oslo.",
                    "Berlin had a very rainy summer, said Tomas Berg on the radio.")
     assert not judge.judge(question, context, Answer("Ada Lindqvist.")).hallucination
     swapped = judge.judge(question, context, Answer("Tomas Berg."))
     assert swapped.hallucination and "no context sentence about the question states it" in swapped.reasoning
-    assert not offline_judge(minilm, question_fit_margin=1.0).judge(question, context, Answer("Tomas Berg.")).hallucination
+    assert not from_yaml("judge/offline", embedder=minilm, question_fit_margin=1.0).judge(question, context, Answer("Tomas Berg.")).hallucination
 
 
 def test_a_short_answer_that_is_context_text_is_supported_as_it_stands():
-    judge = offline_judge(HashEmbedder(), question_fit_margin=0.0)
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"), question_fit_margin=0.0)
     j = judge.judge(Question("q", "Which port does quarryd listen on?", ()),
                     hits("quarryd listens on port 7070.", "The admin console listens on port 9000."),
                     Answer("The admin console listens on port 9000."))
@@ -85,7 +84,7 @@ def test_what_a_short_answer_adds_to_its_question():
 
 
 def test_a_long_answer_is_judged_sentence_by_sentence_as_before():
-    judge = offline_judge(HashEmbedder())
+    judge = from_yaml("judge/offline", embedder=from_yaml("embedder/hash"))
     j = judge.judge(Question("q", "Which port does quarryd listen on?", ()), hits("quarryd listens on port 7070."),
                     Answer("quarryd listens on port 7070. It was written in Rust by a team of twelve people."))
     assert "a short answer" not in j.reasoning and "1 of 2 answer sentences supported" in j.reasoning

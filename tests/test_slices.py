@@ -8,7 +8,7 @@ from conftest import HASH, mlflow_runs, run_app
 from ragexp.metrics.scoring import Weights, aggregate, run_aggregates, slice_key
 from ragexp.types import Judgement, Question, QuestionResult
 
-WEIGHTS = Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3)
+WEIGHTS = Weights(context_relevance=0.3, answer_similarity=0.4, faithfulness=0.3, hallucination_penalty=True)
 
 
 def result(qid, kind, source, scores, hallucination=False, failed=False):

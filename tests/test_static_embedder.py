@@ -10,9 +10,10 @@ import pytest
 from conftest import compose, require_engine
 from ragexp.components import static_embedder
 from ragexp.store.embedding_store import EmbeddingStore
-from ragexp.components.embedders import EmbeddingCache, HashEmbedder, SentenceTransformerEmbedder
+from ragexp.components.embedders import EmbeddingCache
 from ragexp.components.embedders.static import StaticEmbedder
 from ragexp.validation import problems
+from ragexp.config.build import from_yaml
 
 WORDS = ("port stderr logs worker queue restart backup restore cluster node token secret config file "
          "error code timeout retry job schedule disk memory cpu network proxy cache index search").split()
@@ -55,7 +56,7 @@ def distils(monkeypatch):
 
 def static(teacher, cache_dir, **settings) -> StaticEmbedder:
     with EmbeddingCache(EmbeddingStore(str(cache_dir))).building():  # as a run with cache.dir=cache_dir builds it
-        return StaticEmbedder(teacher_path=teacher, pca_dims=settings.pop("pca_dims", 8), **settings)
+        return from_yaml("embedder/static", teacher_path=teacher, pca_dims=settings.pop("pca_dims", 8), **settings)
 
 
 def test_distilled_once_into_the_cache_folder_as_plain_data_then_reused(teacher, tmp_path, distils):
@@ -71,7 +72,7 @@ def test_distilled_once_into_the_cache_folder_as_plain_data_then_reused(teacher,
 
 
 def test_without_an_on_disk_cache_the_model_is_kept_in_a_temporary_folder(teacher, distils):
-    embedder = StaticEmbedder(teacher_path=teacher, pca_dims=8)  # built outside a run: a memory-only cache
+    embedder = from_yaml("embedder/static", teacher_path=teacher, pca_dims=8)  # built outside a run: a memory-only cache
     embedder.embed(TEXTS)
     assert embedder.folder().is_dir() and embedder.folder().parent.parent.name.startswith("ragexp-models-")
     assert len(distils) == 1
@@ -95,10 +96,9 @@ def test_a_damaged_distilled_model_is_distilled_again(teacher, tmp_path, distils
 
 def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, distils):
     with EmbeddingCache(EmbeddingStore(str(tmp_path))).building():
-        embedders = [HashEmbedder(), HashEmbedder(dimension=8), StaticEmbedder(teacher_path=teacher, pca_dims=8),
-                     StaticEmbedder(teacher_path=teacher, pca_dims=4), StaticEmbedder(teacher_path=teacher, pca_dims=8,
-                                                                                       sif_coefficient=None),
-                     *(SentenceTransformerEmbedder(model_path=teacher, backend=b)
+        embedders = [from_yaml("embedder/hash"), from_yaml("embedder/hash", dimension=8), from_yaml("embedder/static", teacher_path=teacher, pca_dims=8),
+                     from_yaml("embedder/static", teacher_path=teacher, pca_dims=4), from_yaml("embedder/static", teacher_path=teacher, pca_dims=8, sif_coefficient=None),
+                     *(from_yaml("embedder/minilm", model_path=teacher, backend=b)
                        for b in ("torch", "onnx", "onnx-int8", "openvino"))]
     keys = [e.key() for e in embedders]
     assert len(set(keys)) == len(keys)
@@ -119,7 +119,7 @@ def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, di
 def test_a_backend_gives_pytorchs_vectors(teacher, tmp_path, backend):
     require_engine("openvino" if backend == "openvino" else "onnx")
     with EmbeddingCache(EmbeddingStore(str(tmp_path))).building():
-        torch, other = (SentenceTransformerEmbedder(model_path=teacher, backend=b) for b in ("torch", backend))
+        torch, other = (from_yaml("embedder/minilm", model_path=teacher, backend=b) for b in ("torch", backend))
     cosines = (torch.embed(TEXTS) * other.embed(TEXTS)).sum(axis=1)
     assert cosines.min() > (0.9 if backend == "onnx-int8" else 0.9999)  # int8 weights: close, not equal
     assert [p.name for p in (tmp_path / "models").iterdir()][0].startswith("onnx-")

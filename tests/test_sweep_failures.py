@@ -11,6 +11,7 @@ import pytest
 from conftest import llm_args, run_cli
 from openai_server import auto_reply
 from test_cli import mlflow_runs
+from ragexp.config.build import from_yaml
 
 pytestmark = pytest.mark.process
 ENV = {"RAGEXP_TEST_LLM_KEY": "test-key"}
@@ -80,9 +81,8 @@ def test_a_failing_job_does_not_lose_its_parallel_neighbours(server, tmp_path):
 def test_a_resumed_sweep_closes_the_runs_its_killed_predecessor_left_running(tmp_path):
     """The predecessor's parent run and a child killed while it was being logged stay RUNNING;
     the same sweep started again marks both KILLED, resumed by the new parent run."""
-    from ragexp.store.trackers import MlflowTracker
 
-    tracker = MlflowTracker("ragexp", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracker = from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     tags = {"sweep_overrides": "retriever=bm25,dense", "sweep_dir": str(tmp_path)}
     dead = tracker.start_sweep("sweep killed", tags)
     client = tracker.client()

@@ -9,11 +9,8 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
 from ragexp.components.chunkers import RecursiveChunker
-from ragexp.datasets.folder import FolderDataset
-from ragexp.components.embedders import HashEmbedder
 from ragexp.errors import RagexpError
 from ragexp.config.build import build
-from ragexp.metrics.relevance import SpanRelevance
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate, quotas
 from ragexp.synth.candidates import Candidate, NoCandidate, Source
@@ -21,6 +18,7 @@ from ragexp.synth.cloze import ClozeGenerator
 from ragexp.synth.output import write_dataset
 from ragexp.synth.sources import SourcePlan, stratified
 from ragexp.types import Chunk, Document, Hit
+from ragexp.config.build import from_yaml
 
 
 def synth_config(*overrides):
@@ -89,21 +87,21 @@ def test_stratified_order_takes_documents_and_sections_in_turn():
 
 
 def sample_chunks():
-    dataset = FolderDataset().load()
+    dataset = from_yaml("dataset/sample").load()
     return dataset, RecursiveChunker(512, 64).chunk(dataset.documents)
 
 
 def test_cloze_run_on_the_sample_spreads_over_documents(tmp_path):
     dataset, chunks = sample_chunks()
-    plan = SourcePlan(chunks, dataset.documents, seed=0, embedder=HashEmbedder())
+    plan = SourcePlan(chunks, dataset.documents, seed=0, embedder=from_yaml("embedder/hash"))
     mix = {"factual": 0.4, "procedural": 0.4, "troubleshooting": 0.2}
-    result = generate(ClozeGenerator(), quality_rules(), plan, HashEmbedder(), size=30, mix=mix, seed=0)
+    result = generate(ClozeGenerator(), quality_rules(), plan, from_yaml("embedder/hash"), size=30, mix=mix, seed=0)
     per_doc = Counter(d for c in result.kept for d in c.source.doc_ids)
     assert len(result.kept) >= 15 and max(per_doc.values()) <= 1  # ceil(30 / 30 documents)
     assert result.skipped_sources > 0  # the share was enforced, not just met by chance
     assert len({c.question for c in result.kept}) == len(result.kept)
-    again = generate(ClozeGenerator(), quality_rules(), SourcePlan(chunks, dataset.documents, 0, HashEmbedder()),
-                     HashEmbedder(), size=30, mix=mix, seed=0)
+    again = generate(ClozeGenerator(), quality_rules(), SourcePlan(chunks, dataset.documents, 0, from_yaml("embedder/hash")),
+                     from_yaml("embedder/hash"), size=30, mix=mix, seed=0)
     assert [c.question for c in again.kept] == [c.question for c in result.kept]  # seeded: reproducible
 
 
@@ -111,15 +109,15 @@ def test_near_duplicates_are_removed_and_reported():
     source = Source("factual", (chunk("Pebble is an embedded key-value store."),))
     first, twin = (Candidate(source, q, "Pebble is an embedded key-value store.") for q in ("What is Pebble?", "What is Pebble ?"))
     other = Candidate(source, "Which store is embedded?", "Pebble is an embedded key-value store.")
-    kept, rejected = quality_rules().dedupe([first, twin, other], [], HashEmbedder())
+    kept, rejected = quality_rules().dedupe([first, twin, other], [], from_yaml("embedder/hash"))
     assert kept == [first, other]
     assert [r.reason for r in rejected] == ["near_duplicate"] and "What is Pebble?" in rejected[0].detail
 
 
 def write_sample_set(tmp_path):
     dataset, chunks = sample_chunks()
-    plan = SourcePlan(chunks, dataset.documents, seed=0, embedder=HashEmbedder())
-    result = generate(ClozeGenerator(), quality_rules(), plan, HashEmbedder(), size=30,
+    plan = SourcePlan(chunks, dataset.documents, seed=0, embedder=from_yaml("embedder/hash"))
+    result = generate(ClozeGenerator(), quality_rules(), plan, from_yaml("embedder/hash"), size=30,
                       mix={"factual": 0.5, "procedural": 0.5}, seed=0, max_per_document=3)
     return write_dataset(tmp_path / "synthetic", result, dataset.documents, {}), result, chunks
 
@@ -136,7 +134,7 @@ def test_the_folder_loads_with_dataset_jsonl_and_synthetic(tmp_path):
     assert {"question", "answer", "golden_docs", "type", "source", "generator", "prompt_hash", "source_chunks"} <= set(first)
     assert first["source_chunks"][0]["text"] in plain.documents[[d.doc_id for d in plain.documents].index(
         first["golden_docs"][0])].text
-    rule = SpanRelevance()
+    rule = from_yaml("relevance/span")
     rule.prepare(chunks)
     for question, candidate in zip(typed.questions, result.kept):
         assert question.golden == {candidate.source.doc_ids[0]: 1}

@@ -8,6 +8,7 @@ import sys
 
 from conftest import ROOT, TEST_KEY_ENV
 from test_synth_llm import scripted
+from ragexp.config.build import from_yaml
 
 FAST = ["embedder=hash", "embedder@scoring_embedder=hash"]
 
@@ -52,7 +53,6 @@ def test_cloze_run_on_the_sample_is_logged_to_mlflow(tmp_path):
 
 
 def test_a_set_written_to_an_mlflow_dataset_reads_back_with_the_same_questions_and_expectations(tmp_path):
-    from ragexp.datasets.mlflow_dataset import MlflowDataset
     from ragexp.synth.output import load_written
 
     out = tmp_path / "set"
@@ -61,7 +61,7 @@ def test_a_set_written_to_an_mlflow_dataset_reads_back_with_the_same_questions_a
     assert proc.returncode == 0, proc.stderr
     written = load_written(out).questions
     assert f"MLflow evaluation dataset 'quarry-synth': {len(written)} records merged, digest" in proc.stdout
-    read = MlflowDataset(name="quarry-synth", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").load().questions
+    read = from_yaml("dataset/mlflow", name="quarry-synth", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").load().questions
 
     def expectations(questions):
         return sorted((q.text, q.answers, tuple(sorted(q.golden))) for q in questions)

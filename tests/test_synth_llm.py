@@ -9,13 +9,12 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from openai_server import prompt_text
 
-from ragexp.components.embedders import HashEmbedder
-from ragexp.llm.session import LLMSession
 from ragexp.config.build import build
 from ragexp.synth import TYPES
 from ragexp.synth.build import generate
 from ragexp.synth.sources import SourcePlan
 from ragexp.types import Chunk, Document
+from ragexp.config.build import from_yaml
 
 ROLE = "synth.generator"
 SENTENCES = {
@@ -86,12 +85,12 @@ def generator_from_yaml(server, max_concurrency: int = 4):
 def run(server, tmp_path, names, mix, size, session=None, **kwargs):
     server.chat = scripted
     generator = generator_from_yaml(server, max_concurrency=kwargs.pop("concurrency", 4))
-    session = session or LLMSession(cache_dir=str(tmp_path / "llm"))
+    session = session or from_yaml("llm/default", cache_dir=str(tmp_path / "llm"))
     session.connect(**{ROLE: generator})
     documents, chunks = corpus(names)
-    plan = SourcePlan(chunks, documents, seed=0, embedder=HashEmbedder())
+    plan = SourcePlan(chunks, documents, seed=0, embedder=from_yaml("embedder/hash"))
     try:
-        result = generate(generator, quality_rules(), plan, HashEmbedder(), size, mix, seed=0,
+        result = generate(generator, quality_rules(), plan, from_yaml("embedder/hash"), size, mix, seed=0,
                           max_attempts=kwargs.pop("max_attempts", 1), max_per_document=kwargs.pop("max_per_document", 10))
     finally:
         session.close()
@@ -140,8 +139,7 @@ def test_a_multi_hop_answer_from_one_passage_is_rejected(server, tmp_path):
 
 
 def test_budget_stops_generation_and_says_so(server, tmp_path):
-    session = LLMSession(cache_dir=str(tmp_path / "llm"), budget_usd=0.0001,
-                         prices={"synth-model": {"input": 1000.0, "output": 1000.0}})
+    session = from_yaml("llm/default", cache_dir=str(tmp_path / "llm"), budget_usd=0.0001, prices={"synth-model": {"input": 1000.0, "output": 1000.0}})
     names = ["alpha", "beta", "gamma", "delta"]
     result, session = run(server, tmp_path, names, {"factual": 1.0}, size=4, session=session, concurrency=1)
     assert "budget_usd=0.0001 spent" in result.stopped

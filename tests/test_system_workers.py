@@ -9,9 +9,9 @@ import pytest
 
 from conftest import compose
 from test_own_system import RECORDED, SCORING
-from ragexp.components.systems import PythonSystem
 from ragexp.errors import QuestionFailed, RagexpError, UserCodeStopped
 from ragexp.types import Dataset, Question
+from ragexp.config.build import from_yaml
 
 # worker processes started for each test, calls answered within a 5 s deadline, a stuck one killed at it
 pytestmark = pytest.mark.process
@@ -38,8 +38,7 @@ def answer(question, params):
 def system(tmp_path, monkeypatch):
     (tmp_path / "worker_rag.py").write_text(MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    made = PythonSystem(function="worker_rag:answer", params={"context": "port 7070"}, concurrency=2, timeout_s=5,
-                        workers="processes")
+    made = from_yaml("system/python", function="worker_rag:answer", params={"context": "port 7070"}, concurrency=2, timeout_s=5, workers="processes")
     made.start(Dataset("d", (), ()))
     yield made
     made.close()

@@ -6,7 +6,7 @@ import json
 
 from conftest import HASH, TEST_KEY_ENV, llm_args, run_app
 
-from ragexp.store.tracing import Tracing
+from ragexp.config.build import from_yaml
 
 FAST = ("retriever=bm25", *HASH)
 
@@ -75,7 +75,7 @@ def test_second_run_is_served_from_the_caches_and_says_so(tmp_path, server):
 
 
 def test_sample_rate_keeps_a_seeded_share(tmp_path):
-    tracing = Tracing(enabled=True, sample_rate=0.5, seed=3)
+    tracing = from_yaml("tracing/off", enabled=True, sample_rate=0.5, seed=3)
     args = [*FAST, "dataset.limit=20", "tracing=on", "tracing.sample_rate=0.5", "tracing.seed=3", "tracker=none",
             f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'out'}"]
     proc = run_app(*args, cwd=tmp_path)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from ragexp.store.mlflow_client import artifacts_beside
-from ragexp.store.trackers import MlflowTracker
+from ragexp.config.build import from_yaml
 
 
 def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_working_folder(tmp_path, monkeypatch):
@@ -13,7 +13,7 @@ def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_worki
     store.mkdir()
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    tracker = MlflowTracker("ragexp", f"sqlite:///{store / 'mlflow.db'}")
+    tracker = from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
 
     run_id = tracker.log_failed("job", {"retriever": {"top_k": 5}}, None, "endpoint down")
 
@@ -79,7 +79,7 @@ def test_a_run_that_ended_as_its_process_exited_is_not_marked_killed(tmp_path, m
     together ended KILLED)."""
     import mlflow
 
-    from ragexp.store import dead_runs, trackers
+    from ragexp.store import dead_runs
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -93,7 +93,7 @@ def test_a_run_that_ended_as_its_process_exited_is_not_marked_killed(tmp_path, m
         return False
 
     monkeypatch.setattr(dead_runs, "alive", ended_then_exited)
-    tracker = trackers.MlflowTracker("ragexp", uri)
+    tracker = from_yaml("tracker/mlflow", tracking_uri=uri)
     tracker.client()
     assert client.get_run(run_id).info.status == "FINISHED"
 
@@ -168,19 +168,19 @@ def test_a_half_made_store_without_runs_is_made_again_and_one_with_runs_is_one_l
     empty, full = tmp_path / "empty.db", tmp_path / "full.db"
     half_made(empty)
     half_made(full, runs=True)
-    tracker = MlflowTracker(tracking_uri=f"sqlite:///{empty}")
+    tracker = from_yaml("tracker/mlflow", tracking_uri=f"sqlite:///{empty}")
     tracker.client().search_experiments()  # opened: made again
     assert [p.name.split(".broken-")[0] for p in tmp_path.glob("empty.db.broken-*")] == ["empty.db"]
     assert "was half-made" in caplog.text
     with pytest.raises(RagexpError, match=r"cannot be opened .* it holds runs, so it was left as it is"):
-        MlflowTracker(tracking_uri=f"sqlite:///{full}").client()
+        from_yaml("tracker/mlflow", tracking_uri=f"sqlite:///{full}").client()
     assert full.exists() and not list(tmp_path.glob("full.db.broken-*"))
 
 
 OPEN_STORE = """
 import sys
-from ragexp.store.trackers import MlflowTracker
-MlflowTracker(tracking_uri=sys.argv[1]).client().search_experiments()
+from ragexp.config.build import from_yaml
+from_yaml("tracker/mlflow", tracking_uri=sys.argv[1]).client().search_experiments()
 print("opened")
 """
 
@@ -210,10 +210,10 @@ def test_a_process_opens_a_store_once(tmp_path, monkeypatch):
     real = mlflow.MlflowClient
     monkeypatch.setattr(mlflow, "MlflowClient", lambda *a, **k: opened.append(1) or real(*a, **k))
     first, second = f"sqlite:///{tmp_path / 'first.db'}", f"sqlite:///{tmp_path / 'second.db'}"
-    one = MlflowTracker("ragexp", first).client()
-    assert MlflowTracker("ragexp", first).client() is one and len(opened) == 1
-    assert MlflowTracker("ragexp", second).client() is not one and len(opened) == 2
-    ours, other = MlflowTracker("ragexp", first), MlflowTracker("other", first)
+    one = from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=first).client()
+    assert from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=first).client() is one and len(opened) == 1
+    assert from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=second).client() is not one and len(opened) == 2
+    ours, other = from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri=first), from_yaml("tracker/mlflow", experiment="other", tracking_uri=first)
     ours.client(), other.client()
     assert other._experiment_id != ours._experiment_id  # each experiment its own, made once
     assert [e.name for e in one.search_experiments()].count("other") == 1
@@ -267,17 +267,17 @@ def test_the_trackers_implement_the_tracker_protocol():
     from ragexp.store.tracker_contract import Tracker
     from ragexp.store.trackers import NoTracker
 
-    for tracker in (NoTracker(), MlflowTracker("ragexp", "sqlite:///unused.db")):
+    for tracker in (NoTracker(), from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri="sqlite:///unused.db")):
         assert isinstance(tracker, Tracker)
     assert NoTracker().given_store() is None and NoTracker().ahead() is None and NoTracker().opened() is None
-    assert MlflowTracker("a", "sqlite:///x.db").in_experiment("b").experiment == "b"
+    assert from_yaml("tracker/mlflow", experiment="a", tracking_uri="sqlite:///x.db").in_experiment("b").experiment == "b"
 
 
 def test_a_tracker_given_a_store_names_it_before_opening_it(monkeypatch):
     """`where()` of a tracker not yet opened names the store it was given, not MLflow's default (a run
     whose server was unreachable named sqlite:///<cwd>/mlflow.db in its recovery advice)."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    tracker = MlflowTracker("ragexp", "http://user:pw@127.0.0.1:9/")
+    tracker = from_yaml("tracker/mlflow", experiment="ragexp", tracking_uri="http://user:pw@127.0.0.1:9/")
     assert tracker.where() == "mlflow experiment 'ragexp' at http://***@127.0.0.1:9/"
     assert tracker.given_store()["tracking_uri"] == "http://user:pw@127.0.0.1:9/"
 

@@ -6,10 +6,9 @@ import pytest
 
 from conftest import ROOT, SHARED_DATA, call_in, needs_shared
 from ragexp import trec_eval
-from ragexp.metrics import MetricSet
 from ragexp.metrics.retrieval import Ranking, measure
-from ragexp.metrics.relevance import DocRelevance
 from ragexp.types import Chunk, Hit, Question
+from ragexp.config.build import from_yaml
 
 TESTS = SHARED_DATA / "trec_eval_tests" / "test"
 needs_tests = needs_shared("trec_eval_tests", "test")
@@ -112,13 +111,13 @@ def test_the_doc_rule_on_chunks_scores_like_trec_eval(qrels, expected, level):
     ranking of documents by their best chunk must give trec_eval's per-query values."""
     judged, ranked = trec_eval.read_qrels(TESTS / qrels), trec_eval.read_run(TESTS / "results.test")
     reference = parse((TESTS / expected).read_text())
-    metrics = MetricSet(["map", "mrr", "precision@10", "recall@100", "ndcg@20", "hit_rate@5"], depth=10_000)
+    metrics = from_yaml("metrics/default", retrieval=["map", "mrr", "precision@10", "recall@100", "ndcg@20", "hit_rate@5"], depth=10_000, embedder=None)
     labels = {"map": "map", "mrr": "recip_rank", "precision@10": "P_10", "recall@100": "recall_100",
               "ndcg@20": "ndcg_cut_20", "hit_rate@5": "success_5"}
     for qid, docs in ranked.items():
         chunks = [Chunk(f"{d}#{n}", d, "text") for n in (0, 1) for d in docs]  # all first chunks, then all second ones
         hits = [Hit(c, 1.0, rank) for rank, c in enumerate(chunks, 1)]
-        ranking = DocRelevance(level=level).grade(Question(qid, "q", ("a",), judged[qid]), hits).ranking
+        ranking = from_yaml("relevance/doc", level=level).grade(Question(qid, "q", ("a",), judged[qid]), hits).ranking
         scores = metrics.retrieval_scores(ranking, level)
         for name, label in labels.items():
             assert f"{scores[name]:.4f}" == reference[(label, qid)], (qid, name)

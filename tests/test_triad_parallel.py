@@ -11,10 +11,9 @@ from openai_server import numbered, prompt_text, task, user_text
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.errors import QuestionFailed
 from ragexp.judges.triad import ClaimsFirst
-from ragexp.llm.endpoint import Endpoint
-from ragexp.llm.session import LLMSession
 from ragexp.types import Answer, Chunk, Hit, Question
 from conftest import compose
+from ragexp.config.build import from_yaml
 
 HITS = (
     Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default. It was written in Go."), 0.9, 1),
@@ -32,8 +31,8 @@ def triad(server, tmp_path, parallel=True, **endpoint):
 
     judge = build(compose("judge=triad").judge)
     judge.parallel = parallel
-    judge.endpoint = Endpoint(server.base_url, "gpt-4o-mini", api_key_env=None, backoff_s=0.01, **endpoint)
-    llm = LLMSession(cache_dir=str(tmp_path / ("parallel" if parallel else "sequential")))
+    judge.endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="gpt-4o-mini", api_key_env=None, backoff_s=0.01, **endpoint)
+    llm = from_yaml("llm/default", cache_dir=str(tmp_path / ("parallel" if parallel else "sequential")))
     llm.connect(judge=judge)
     return judge, llm
 

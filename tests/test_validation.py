@@ -95,7 +95,7 @@ def test_every_problem_of_a_config_is_reported_at_once():
         "6 problems in the config:",
         "  chunker.chunk_size: 'abc' is not an integer",
         "  retriever.top_k: 2.5 is not a whole number",
-        "  retriever.depth: unknown setting; DenseRetriever takes embedder, top_k, url, api_key_env, collection, batch_size, path",
+        "  retriever.depth: unknown setting; DenseRetriever takes embedder, top_k, url, api_key_env, collection, path, batch_size",
         # in the config's order: `weights` comes before `judge` (a judge option may choose its weights)
         "  weights: context_relevance=0.3 + answer_similarity=0.4 + faithfulness=0.5 = 1.2; "
         "the weights must sum to 1 (set weights.<metric>=...)",

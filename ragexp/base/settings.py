@@ -1,5 +1,5 @@
 """The annotated types of settings: a component states the range of a setting in its signature
-(`top_k: PositiveInt = 5`), and the config check (ragexp.config.validation) enforces it before any
+(`top_k: PositiveInt`; its default is written in the option's YAML), and the config check (ragexp.config.validation) enforces it before any
 work, naming the key."""
 from __future__ import annotations
 

@@ -1,9 +1,13 @@
 """Config nodes to objects: `build(node)` (Hydra's instantiate, a RagexpError from a constructor
-passed on as is), `settings(node)` (a component's resolved config, what goes into its stage's cache
-key), and `components(cfg)`: every component of a run built and checked against the others."""
+passed on as is), `from_yaml("judge/offline", ...)` (a component built in Python from its option's
+YAML, where its defaults are written), `settings(node)` (a component's resolved config, what goes into
+its stage's cache key), and `components(cfg)`: every component of a run built and checked against
+the others."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,6 +43,68 @@ def build(node: DictConfig, **kwargs):
         if cause is not None:
             raise cause from None
         raise RagexpError(str(err).replace("\n", " ")) from None
+
+
+# options composed inside others (judge=llm's endpoint), and groups of another primary config (synth's generator)
+INSIDE = {"endpoint": ("config", ("judge=llm",), "judge.endpoint")}
+PRIMARY = {"synth": "synth", "monitor": "monitor"}
+
+
+def from_yaml(option: str, **settings: Any):
+    """The component of `conf/<group>/<name>.yaml` (`option` is "group/name", e.g. "judge/offline"; a
+    bare name is that node of conf/config.yaml, e.g. "cache"), built as `python -m ragexp group=name`
+    builds it: the option composed with the default config (its defaults list, its interpolations
+    such as `${scoring_embedder}`), `settings` given over its values. A class's signature has no
+    default for a setting its YAML sets (the YAML holds it, once), so Python code builds a component
+    through here, or passes every setting. A mapping given for a nested component is merged into its
+    node (`endpoint={"base_url": url}`); any other value replaces the YAML's; an object (an embedder,
+    an endpoint already built, a mapping of them) is handed to the class as it is. `_target_=cls`
+    builds `cls` (a subclass of the option's class, such as a test's instrumented one) with them."""
+    kind = settings.pop("_target_", None)
+    group, _, name = option.rpartition("/")
+    node = copy.deepcopy(option_node(group, name))  # the composed config stays as composed; the copy keeps its
+    node._set_flag(["struct", "readonly"], [False, False])  # parent, where its interpolations are read
+    objects = {}
+    for key, value in settings.items():
+        if not plain(value):
+            objects[key] = value
+            node.pop(key, None)
+        elif isinstance(value, dict) and OmegaConf.is_dict(node.get(key)) and "_target_" in node[key]:
+            node[key] = OmegaConf.merge(node[key], value)
+        else:
+            node[key] = value
+    made = build(node, _partial_=True)  # the settings, nested components built; the class is called here
+    return (kind or made.func)(*made.args, **{**made.keywords, **objects})
+
+
+def plain(value: Any) -> bool:
+    """Whether `value` is config (None, a string, number or bool, or lists and mappings of them)."""
+    if isinstance(value, (list, tuple)):
+        return all(plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and plain(v) for k, v in value.items())
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+@cache
+def option_node(group: str, name: str) -> DictConfig:
+    """The config node of option `group/name`, composed once per process (ragexp.config.compose)."""
+    from ragexp.config.compose import compose
+
+    primary, overrides, where = INSIDE.get(group, ("config", (), group))
+    if group.split("/")[0] in PRIMARY:
+        primary, where = PRIMARY[group.split("/")[0]], group.replace("/", ".")
+    choice = [] if not group else [f"{group}@{where}={name}"] if group in INSIDE else [f"{group}={name}"]
+    where = where or name
+    cfg, _ = compose([*overrides, *choice], config_name=primary)
+    node = OmegaConf.select(cfg, where)
+    if not OmegaConf.is_dict(node) or "_target_" not in node:
+        raise RagexpError(f"{option_name(group, name)}: not a component's option (no _target_ there)")
+    return node
+
+
+def option_name(group: str, name: str) -> str:
+    return f"conf/{group}/{name}.yaml" if group else f"{name} of conf/config.yaml"
 
 
 def settings(node: DictConfig) -> dict:
@@ -101,7 +167,7 @@ def components(cfg: DictConfig) -> Components:
     flagged = ["hallucination_rate"] if any(j.flags_hallucination for j in judges) else []
     gate.check([*produced, *flagged, "overall_score", "total_questions", "failed_questions",
                 "retrieval_excluded_questions"], scales, f" (judge {judge.name!r} gives {', '.join(metrics)})")
-    llm = build(cfg.llm) if "llm" in cfg else LLMSession()
+    llm = build(cfg.llm) if "llm" in cfg else from_yaml("llm/default")
     if llm.dry_run and not all(j.estimable for j in judges):
         raise RagexpError(f"dry_run: judge {judge.name!r} sends its requests through MLflow, which ragexp cannot count "
                           "before they are sent; run without dry_run on a few questions (dataset.limit=5) to see them")

@@ -4,7 +4,7 @@ strict: no silent "5" -> 5), then the class's own cross-field `constraints(**arg
 Every problem is collected and reported at once, one line each, naming the full key.
 
 Range constraints live in the signatures, through the aliases of ragexp.base.settings
-(`top_k: PositiveInt = 5`).
+(`top_k: PositiveInt`; the default is the YAML's, written there once).
 Imports stay light: the component modules, pydantic and omegaconf only (no model code)."""
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def check_component(node, key: str, errors: list[str], settings: type | None = N
         if not wrong:
             arguments[name] = value
     for name, parameter in named.items():
-        if parameter.default is parameter.empty and name not in node:
+        if parameter.default is parameter.empty and name not in node.keys():  # `in` is False for ??? (reported above)
             full = f"{key}.{name}" if key else name
             errors.append(f"{full}: missing; {cls.__name__} needs it (set +{full}=...)")
     errors += constraint_errors(cls, node, named, arguments, key)

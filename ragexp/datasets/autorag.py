@@ -51,8 +51,8 @@ class AutoRAGDataset(Loader):
     retrieval_gt groups are flattened: every listed document is relevant (grade 1). A malformed
     row is named by file and row number (1-based)."""
 
-    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "autorag",
-                 on_error: OnError = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None, limit: PositiveInt | None, name: str,
+                 on_error: OnError, qrels: str | None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:

@@ -21,8 +21,8 @@ class BeirDataset(Loader):
     have expected answers: such questions are scored on retrieval only (and counted as failed
     for generation and judging, with that reason)."""
 
-    def __init__(self, path: str | None = None, split: str = "test", limit: PositiveInt | None = None, name: str = "beir",
-                 on_error: OnError = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None, split: str, limit: PositiveInt | None, name: str,
+                 on_error: OnError, qrels: str | None):
         super().__init__(path, limit, name, on_error, qrels)
         self.split = split
 

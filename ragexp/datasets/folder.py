@@ -16,8 +16,8 @@ class FolderDataset(Loader):
     """`path/docs/*.md|*.txt` (document id = file stem) and `path/questions.jsonl` with
     `id`, `question`, `answer`, `golden_docs`, optional `kind`. `path: null` is the bundled sample."""
 
-    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "sample",
-                 on_error: OnError = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None, limit: PositiveInt | None, name: str,
+                 on_error: OnError, qrels: str | None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:

@@ -12,8 +12,8 @@ class HotpotQADataset(Loader):
     also when `limit` keeps only the first questions, so retrieval difficulty does not
     depend on the limit."""
 
-    def __init__(self, path: str, limit: PositiveInt | None = None, name: str = "hotpotqa",
-                 on_error: OnError = "stop", qrels: str | None = None):
+    def __init__(self, path: str, limit: PositiveInt | None, name: str,
+                 on_error: OnError, qrels: str | None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:

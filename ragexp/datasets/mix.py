@@ -18,9 +18,9 @@ class MixDataset(Loader):
     its `source` ("golden" when its loader did not say) and gets it as an id prefix
     ("golden:q001"); the corpus is both sets' documents (a document id in both must have the same text)."""
 
-    def __init__(self, golden: Loader, synthetic: Loader, synthetic_share: float = 0.8, size: int | None = None,
-                 seed: int = 0, limit: int | None = None, name: str = "mix", on_error: OnError = "stop",
-                 qrels: str | None = None):
+    def __init__(self, golden: Loader, synthetic: Loader, synthetic_share: float, size: int | None,
+                 seed: int, limit: int | None, name: str, on_error: OnError,
+                 qrels: str | None):
         super().__init__(None, limit, name, on_error, qrels)
         if isinstance(synthetic_share, bool) or not isinstance(synthetic_share, (int, float)) or not 0 <= synthetic_share <= 1:
             raise RagexpError(f"dataset.synthetic_share must be between 0 and 1, got {synthetic_share!r}")

@@ -27,10 +27,11 @@ class MlflowDataset(OutputsDataset):
     expected (a changed dataset is refused); `tracking_uri`: the store (null: $MLFLOW_TRACKING_URI,
     else MLflow's default, sqlite:///mlflow.db)."""
 
-    def __init__(self, name: str | None = None, digest: str | None = None, tracking_uri: str | None = None,
-                 columns: Mapping[str, str | None] | None = None, limit: PositiveInt | None = None,
-                 on_error: OnError = "stop", qrels: str | None = None):
-        super().__init__(None, columns, "mlflow", limit=limit, name=name or "mlflow", on_error=on_error, qrels=qrels)
+    def __init__(self, name: str | None, digest: str | None, tracking_uri: str | None,
+                 columns: Mapping[str, str | None] | None, limit: PositiveInt | None,
+                 on_error: OnError, qrels: str | None, list_separator: str, max_field_bytes: PositiveInt):
+        super().__init__(None, columns, "mlflow", list_separator, limit=limit, name=name or "mlflow", on_error=on_error,
+                         qrels=qrels, max_field_bytes=max_field_bytes)
         self.dataset, self.digest, self.tracking_uri = name, digest, tracking_uri
         self.found_digest: str | None = None
 

@@ -1,10 +1,11 @@
 """`dataset=outputs`: what a RAG system already produced, one row per question, read from JSONL,
 CSV or Parquet (or given as rows: the Python API), with no corpus.
 
-The reusable API: `OutputsDataset(path=..., columns=..., preset=...).load()` gives a `Dataset`
-whose `questions` carry the references, golden documents and `answerable`, and whose `outputs`
-(qid -> `Output`: the answer and the contexts as Hits) are what the system answered;
-`OutputsDataset.from_rows(rows, ...)` does the same for rows already in memory (dicts).
+The reusable API: `ragexp.config.build.from_yaml("dataset/outputs", path=..., columns=...,
+preset=...).load()` (the loader of conf/dataset/outputs.yaml, the settings given over its
+defaults) gives a `Dataset` whose `questions` carry the references, golden documents and
+`answerable`, and whose `outputs` (qid -> `Output`: the answer and the contexts as Hits) are what
+the system answered; `.with_rows(rows)` before `.load()` reads rows already in memory (dicts).
 
 Columns, when not set in `columns`, are found under ragexp's or ragas' names (ragas' files are read
 without any mapping): question / user_input, contexts / retrieved_contexts (strings, or objects with
@@ -23,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping
 
-from ragexp.base.json_lines import MAX_FIELD_BYTES, MalformedLine, check_values
+from ragexp.base.json_lines import MalformedLine, check_values
 from ragexp.components.systems import ContextError, hits_from_contexts
 from ragexp.datasets import Loader, RowError, Rows, Unique, existing_path, read_jsonl
 from ragexp.datasets.table import read_delimited
@@ -176,10 +177,10 @@ class OutputsDataset(Loader):
 
     needs_corpus = False
 
-    def __init__(self, path: str | None = None, columns: Mapping[str, str | None] | None = None,
-                 preset: Literal["mlflow"] | None = None, list_separator: str = "|",
-                 limit: PositiveInt | None = None, name: str = "outputs", on_error: OnError = "stop",
-                 qrels: str | None = None, max_field_bytes: PositiveInt = MAX_FIELD_BYTES):
+    def __init__(self, path: str | None, columns: Mapping[str, str | None] | None,
+                 preset: Literal["mlflow"] | None, list_separator: str,
+                 limit: PositiveInt | None, name: str, on_error: OnError,
+                 qrels: str | None, max_field_bytes: PositiveInt):
         super().__init__(path, limit, name, on_error, qrels)
         self.max_field_bytes = max_field_bytes
         self.columns = {k: v for k, v in dict(columns or {}).items() if v}
@@ -192,12 +193,11 @@ class OutputsDataset(Loader):
         return [f"columns.{name}: unknown field; the fields are {', '.join(FIELDS)}"
                 for name in sorted(set(columns or {}) - set(FIELDS))] + super().constraints(**settings)
 
-    @classmethod
-    def from_rows(cls, rows: Iterable[Mapping], name: str = "outputs", **settings) -> OutputsDataset:
-        """The loader of rows already in memory (dicts, as a JSONL file would hold them)."""
-        loader = cls(name=name, **settings)
-        loader.rows = [dict(r) for r in rows]
-        return loader
+    def with_rows(self, rows: Iterable[Mapping]) -> OutputsDataset:
+        """This loader reading rows already in memory (dicts, as a JSONL file would hold them)
+        instead of `path`: `from_yaml("dataset/outputs", preset="mlflow").with_rows(rows).load()`."""
+        self.rows = [dict(r) for r in rows]
+        return self
 
     def records(self, rows: Rows) -> Iterator[tuple[str, dict]]:
         """(where, row) for each row of the file or of the rows given, malformed ones (the readers'

@@ -25,8 +25,8 @@ class SquadDataset(Loader):
       file is one JSON document, often on one line, so a line number would not locate it.
     """
 
-    def __init__(self, path: str | None = None, limit: PositiveInt | None = None, name: str = "squad",
-                 on_error: OnError = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None, limit: PositiveInt | None, name: str,
+                 on_error: OnError, qrels: str | None):
         super().__init__(path, limit, name, on_error, qrels)
 
     def read(self, rows: Rows) -> Dataset:

@@ -23,7 +23,7 @@ class QuestionSample:
     """`size` questions drawn with `seed` (null: every question). A size at or above the dataset's
     question count keeps them all (said in the run's notes)."""
 
-    def __init__(self, size: PositiveInt | None = None, seed: int = 0):
+    def __init__(self, size: PositiveInt | None, seed: int):
         self.size, self.seed = size, seed
 
     def apply(self, dataset: Dataset) -> Dataset:

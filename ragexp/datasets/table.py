@@ -62,9 +62,9 @@ class TableDataset(Loader):
     - documents: `doc_id`, `text`, `title`.
     """
 
-    def __init__(self, path: str | None = None, questions: str = "questions.jsonl", corpus: str = "corpus.jsonl",
-                 fields: Mapping[str, str | None] | None = None, list_separator: str = "|",
-                 limit: PositiveInt | None = None, name: str = "table", on_error: OnError = "stop", qrels: str | None = None):
+    def __init__(self, path: str | None, questions: str, corpus: str,
+                 fields: Mapping[str, str | None] | None, list_separator: str,
+                 limit: PositiveInt | None, name: str, on_error: OnError, qrels: str | None):
         super().__init__(path, limit, name, on_error, qrels)
         self.fields = {**FIELDS, **dict(fields or {})}
         self.questions_file, self.corpus_file, self.list_separator = questions, corpus, list_separator

@@ -46,9 +46,9 @@ class CascadeJudge(Judge):
     kind = "cascade"
     scored_by = "cheap"  # a logged run's scores of every question are its cheap judge's (`<metric>_cheap`)
 
-    def __init__(self, cheap: Judge, expensive: Judge, sample: PositiveFloat = 0.1, floor: Fraction = 0.5,
-                 seed: NonNegativeInt = 0, tune: bool = True, pairs: dict[str, str] | None = None,
-                 name: str | None = None):
+    def __init__(self, cheap: Judge, expensive: Judge, sample: PositiveFloat, floor: Fraction,
+                 seed: NonNegativeInt, tune: bool, pairs: dict[str, str] | None,
+                 name: str | None):
         self.cheap, self.expensive = cheap, expensive
         for key, part in (("judge.cheap", cheap), ("judge.expensive", expensive)):
             if part.endpoint is not None:

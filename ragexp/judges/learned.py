@@ -52,10 +52,10 @@ class LearnedOfflineJudge(EmbeddingOfflineJudge):
     scales = {**EmbeddingOfflineJudge.scales, "hallucination_probability": (0.0, 1.0)}
     verdict_settings = {"hallucination": ("hallucination_probability", "hallucination_threshold")}
 
-    def __init__(self, embedder, weights: str | None = None, hallucination_threshold: Fraction | None = None,
-                 relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.7, name: str | None = None,
-                 answered_unanswerable_hallucinates: bool = True, short_answer_words: NonNegativeInt = 12,
-                 short_answer_share: Fraction = 0.7, question_fit_margin: Fraction = 0.35):
+    def __init__(self, embedder, weights: str | None, hallucination_threshold: Fraction | None,
+                 relevance_threshold: Cosine, support_threshold: Cosine, name: str | None,
+                 answered_unanswerable_hallucinates: bool, short_answer_words: NonNegativeInt,
+                 short_answer_share: Fraction, question_fit_margin: Fraction):
         super().__init__(embedder, relevance_threshold=relevance_threshold, support_threshold=support_threshold,
                          name=name or f"offline-learned-{embedder.name}",
                          answered_unanswerable_hallucinates=answered_unanswerable_hallucinates, hallucination_share=0.0,

@@ -47,8 +47,8 @@ class LLMJudge(LLMJudgeBase):
     kind = "llm"
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, reask_prompt: str,
-                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 500, json_mode: JsonMode = "auto",
-                 repeats: PositiveInt = 1, name: str | None = None):
+                 temperature: Temperature, max_tokens: PositiveInt, json_mode: JsonMode,
+                 repeats: PositiveInt, name: str | None):
         super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
         self.system = Template(system_prompt, self.fields, "judge.system_prompt")
         self.user = Template(user_prompt, self.fields, "judge.user_prompt")

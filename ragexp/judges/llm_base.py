@@ -21,8 +21,8 @@ class LLMJudgeBase(AsksForJSON, Judge):
     kind = "llm"
     counters = (*AsksForJSON.counters, "failed_criteria")  # metrics that failed for a question, the others kept
 
-    def __init__(self, endpoint: Endpoint, reask_prompt: str, temperature: Temperature = 0.0, max_tokens: PositiveInt = 500,
-                 json_mode: JsonMode = "auto", repeats: PositiveInt = 1, name: str | None = None):
+    def __init__(self, endpoint: Endpoint, reask_prompt: str, temperature: Temperature, max_tokens: PositiveInt,
+                 json_mode: JsonMode, repeats: PositiveInt, name: str | None):
         self.json_mode = parse_json_mode(json_mode)
         self.endpoint, self.temperature, self.max_tokens, self.repeats = endpoint, float(temperature), max_tokens, repeats
         self.reask_prompt = Template(reask_prompt, ("problem",), "judge.reask_prompt")

@@ -45,7 +45,7 @@ class MlflowScorersJudge(Judge):
     scorecard: dict[str, str] = {}
     estimable = False  # its requests go through MLflow: a dry run cannot count them
 
-    def __init__(self, scorers: Sequence[Any], endpoint: Any, name: str | None = None):
+    def __init__(self, scorers: Sequence[Any], endpoint: Any, name: str | None):
         if not scorers:
             raise RagexpError(f"{SETTING}: empty; name MLflow scorers, e.g. {SETTING}=[RelevanceToQuery,Safety]")
         from omegaconf import DictConfig, ListConfig, OmegaConf

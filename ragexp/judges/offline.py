@@ -178,11 +178,10 @@ class EmbeddingOfflineJudge(Judge):
     # its hallucination verdict is claim_hallucination_rate > hallucination_share: calibrate --outputs fits the share
     verdict_settings = {"hallucination": ("claim_hallucination_rate", "hallucination_share")}
 
-    def __init__(self, embedder, relevance_threshold: Cosine = 0.35, support_threshold: Cosine = 0.8,
-                 name: str | None = None, answered_unanswerable_hallucinates: bool = True,
-                 overlap_threshold: Fraction | None = None, hallucination_share: Fraction = 0.0,
-                 short_answer_words: NonNegativeInt = 12, short_answer_share: Fraction = 0.7,
-                 question_fit_margin: Fraction = 0.35):
+    def __init__(self, embedder, relevance_threshold: Cosine, support_threshold: Cosine,
+                 name: str | None, answered_unanswerable_hallucinates: bool,
+                 short_answer_words: NonNegativeInt, short_answer_share: Fraction,
+                 question_fit_margin: Fraction, overlap_threshold: Fraction | None = None, hallucination_share: Fraction = 0.0):
         self.embedder = embedder
         self.short_answer_words, self.short_answer_share = short_answer_words, short_answer_share
         self.question_fit_margin = question_fit_margin

@@ -31,8 +31,8 @@ class PeopleJudge(Judge):
     only_in_cascade = ("judge=people: people's labels judge the sample of a cascade: judge=cascade "
                        "judge@judge.expensive=people judge.expensive.labels=FILE")
 
-    def __init__(self, labels: str | None = None, run: str | None = None, tracking_uri: str | None = None,
-                 name: str = "people"):
+    def __init__(self, labels: str | None, run: str | None, tracking_uri: str | None,
+                 name: str):
         self.labels, self.run, self.tracking_uri, self.name = str(labels or ""), run, tracking_uri, name
         self.metrics: tuple[str, ...] = ()
         self.scales: dict[str, tuple[float, float]] = {}

@@ -59,8 +59,8 @@ class TriadJudge(LLMJudgeBase):
     parallel = True  # False: the steps one after another (CR, claims, verification, AR), as the tests' reference
 
     def __init__(self, endpoint: Endpoint, prompts: dict[str, dict[str, str]], reask_prompt: str,
-                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 500, json_mode: JsonMode = "auto",
-                 repeats: PositiveInt = 1, name: str | None = None):
+                 temperature: Temperature, max_tokens: PositiveInt, json_mode: JsonMode,
+                 repeats: PositiveInt, name: str | None):
         super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
         self.prompts = {step: tuple(Template(prompts[step][part], fields, f"judge.prompts.{step}.{part}")
                                     for part in ("system", "user")) for step, fields in STEPS.items()}

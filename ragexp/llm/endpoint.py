@@ -33,10 +33,10 @@ class Endpoint:
     used to connect (`connect_url`) and nowhere else: `base_url` is the URL with them masked, for
     messages, logs and cache keys."""
 
-    def __init__(self, base_url: str, model: NonEmptyStr, api_key_env: str | None = "OPENAI_API_KEY",
-                 max_concurrency: PositiveInt = 16, timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 5,
-                 backoff_s: NonNegativeFloat = 1.0, max_backoff_s: NonNegativeFloat = 60.0,
-                 requests_per_minute: PositiveFloat | None = None, max_reply_bytes: PositiveInt = 10_000_000):
+    def __init__(self, base_url: str, model: NonEmptyStr, api_key_env: str | None,
+                 max_concurrency: PositiveInt, timeout_s: PositiveFloat, max_retries: NonNegativeInt,
+                 backoff_s: NonNegativeFloat, max_backoff_s: NonNegativeFloat,
+                 requests_per_minute: PositiveFloat | None, max_reply_bytes: PositiveInt):
         self.connect_url = str(base_url).rstrip("/")
         self.base_url = scrub_url(self.connect_url)
         self.model = str(model)

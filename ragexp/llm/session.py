@@ -24,8 +24,8 @@ class LLMSession:
     `budget_usd` stops new requests once that much is spent; `dry_run` makes no request at all
     (`estimate` says what the run would send)."""
 
-    def __init__(self, cache_dir: str | None = ".ragexp-cache/llm", prices: dict[str, Price] | None = None,
-                 budget_usd: NonNegativeFloat | None = None, dry_run: bool = False, cache_enabled: bool = True):
+    def __init__(self, cache_dir: str | None, prices: dict[str, Price] | None,
+                 budget_usd: NonNegativeFloat | None, dry_run: bool, cache_enabled: bool):
         self.cache_dir, self.dry_run = (cache_dir if cache_enabled else None), bool(dry_run)
         self.prices = Prices(prices)
         self.usage = Usage(budget_usd)

@@ -63,9 +63,9 @@ class Gate:
     hallucination), by more than `margin` (on each metric's own scale: a number for all, or
     metric -> number), one-sided at `alpha`, Holm-corrected across the metrics."""
 
-    def __init__(self, name: str = "none", thresholds: dict[str, ThresholdSpec] | None = None,
-                 baseline: str | None = None, margin: NonNegativeFloat | dict[str, NonNegativeFloat] = 0.0,
-                 alpha: Annotated[float, Interval(gt=0, lt=1)] = 0.05, regression: list[str] | None = None):
+    def __init__(self, name: str, thresholds: dict[str, ThresholdSpec] | None,
+                 baseline: str | None, margin: NonNegativeFloat | dict[str, NonNegativeFloat],
+                 alpha: Annotated[float, Interval(gt=0, lt=1)], regression: list[str] | None):
         self.name = name
         self.thresholds = [parse_threshold(str(k), v) for k, v in (thresholds or {}).items()]
         self.baseline, self.alpha, self.regression = baseline, float(alpha), list(regression) if regression else None

@@ -58,8 +58,8 @@ class DocRelevance(RelevanceRule):
     (`without_relevant: exclude` leaves it out of the means instead, counted as excluded); a
     question without judgements has nothing to score either way."""
 
-    def __init__(self, level: PositiveInt = 1, name: str = "doc",
-                 without_relevant: Literal["score", "exclude"] = "score"):
+    def __init__(self, level: PositiveInt, name: str,
+                 without_relevant: Literal["score", "exclude"]):
         self.level, self.name, self.without_relevant = level, name, without_relevant
 
     def item(self, hit: Hit) -> str:
@@ -90,7 +90,7 @@ class SpanRelevance(RelevanceRule):
     scored, and every chunk of the corpus that contains an answer forms the ideal ranking.
     Questions marked unanswerable, and answers found in no chunk, have nothing to find."""
 
-    def __init__(self, name: str = "span"):
+    def __init__(self, name: str):
         self.name = name
         self.chunks: tuple[Chunk, ...] = ()
 

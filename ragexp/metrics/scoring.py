@@ -19,7 +19,7 @@ class Weights:
     (computed by the `overall` Aggregate that `aggregation_spec` makes of these weights).
     Each keyword names a judge metric and its weight; the weights must be >= 0 and sum to 1."""
 
-    def __init__(self, hallucination_penalty: bool = True, **weights: NonNegativeFloat):
+    def __init__(self, hallucination_penalty: bool, **weights: NonNegativeFloat):
         self.weights = {metric: float(w) for metric, w in weights.items()}
         self.hallucination_penalty = hallucination_penalty
         # metric -> (lowest, highest): each mean is mapped onto 0-1 before it is weighted (a rubric's

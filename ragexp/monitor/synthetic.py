@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ragexp.monitor.windows import window_seconds
-from ragexp.datasets.folder import FolderDataset
+from ragexp.config.build import from_yaml
 
 ERROR_KINDS = ("llm_timeout", "retrieval_error", "rate_limited")
 BATCH = 50_000
@@ -32,7 +32,7 @@ BATCH = 50_000
 def templates() -> list[dict]:
     """(query, contexts, answer, unrelated answer) from the bundled sample: the answer is the
     expected answer, which the first context states; the unrelated answer is another question's."""
-    dataset = FolderDataset().load()
+    dataset = from_yaml("dataset/sample").load()
     docs = {d.doc_id: d.text for d in dataset.documents}
     questions = dataset.questions
     made = []

@@ -41,7 +41,7 @@ class StageCache:
     per stage (`stats`: `<stage>_cached`, `<stage>_computed`, and `<stage>_unreadable` for entries
     skipped as damaged); with `enabled=False` it computes everything and stores nothing."""
 
-    def __init__(self, dir: str = DEFAULT_DIR, enabled: bool = True):
+    def __init__(self, dir: str, enabled: bool):
         self.dir = Path(dir)
         self.enabled = enabled
         self.writable = True  # cleared, with one warning, when the folder refuses a write

@@ -22,7 +22,7 @@ class Tracing:
     """`enabled`: record traces; `sample_rate`: the share of questions traced, chosen by a hash of
     `seed` and the question id (the same questions whatever the order or the concurrency)."""
 
-    def __init__(self, enabled: bool = False, sample_rate: Fraction = 1.0, seed: int = 0):
+    def __init__(self, enabled: bool, sample_rate: Fraction, seed: int):
         self.enabled, self.sample_rate, self.seed = bool(enabled), float(sample_rate), int(seed)
 
     def keeps(self, qid: str) -> bool:

@@ -94,7 +94,7 @@ class MlflowTracker(NoTracker):
 
     logs_traces = True
 
-    def __init__(self, experiment: str = "ragexp", tracking_uri: str | None = None, question_records: bool = True):
+    def __init__(self, experiment: str, tracking_uri: str | None, question_records: bool):
         self.experiment = experiment
         self.tracking_uri = tracking_uri
         self.question_records = bool(question_records)

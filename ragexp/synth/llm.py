@@ -51,8 +51,8 @@ class LLMQuestionGenerator(AsksForJSON):
     counters = ("reasks", "unreadable_replies")
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, prompts: Mapping[str, str], verify_prompt: str,
-                 reask_prompt: str, verify: bool = True, temperature: Temperature = 0.0, max_tokens: PositiveInt = 400,
-                 json_mode: JsonMode = "auto", name: str | None = None):
+                 reask_prompt: str, verify: bool, temperature: Temperature, max_tokens: PositiveInt,
+                 json_mode: JsonMode, name: str | None):
         self.endpoint, self.temperature, self.max_tokens = endpoint, float(temperature), max_tokens
         self.json_mode = parse_json_mode(json_mode)
         unknown = set(prompts) - set(TYPES)

@@ -11,7 +11,6 @@ from typing import Sequence
 from ragexp.synth.build import SynthResult
 from ragexp.synth.candidates import Candidate
 from ragexp.types import Document
-from ragexp.datasets.table import TableDataset
 
 
 def question_record(n: int, candidate: Candidate) -> dict:
@@ -53,4 +52,6 @@ def write_dataset(folder: str | Path, result: SynthResult, documents: Sequence[D
 
 def load_written(folder: Path):
     """The folder read back as `dataset=synthetic` reads it (for its fingerprint)."""
-    return TableDataset(path=str(folder), fields={"kind": "type", "title": "title"}, name="synthetic").load()
+    from ragexp.config.build import from_yaml
+
+    return from_yaml("dataset/synthetic", path=str(folder)).load()

@@ -17,7 +17,7 @@ class SynthSettings:
 
     def __init__(self, size: PositiveInt, seed: int, mix: Mapping[str, NonNegativeFloat], max_attempts: PositiveInt,
                  max_per_document: PositiveInt | None, neighbours: PositiveInt, out: NonEmptyStr,
-                 experiment: NonEmptyStr, quality: QualityRules, generator: Any, mlflow_dataset: NonEmptyStr | None = None):
+                 experiment: NonEmptyStr, quality: QualityRules, generator: Any, mlflow_dataset: NonEmptyStr | None):
         self.size, self.seed = size, seed
 
     @classmethod

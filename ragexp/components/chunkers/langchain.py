@@ -43,7 +43,7 @@ class MarkdownChunker(LangchainChunker):
     ignoring `#` lines inside code fences); long sections are split recursively within
     `chunk_size` characters. Text without headings is one section."""
 
-    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt, max_header_level: PositiveInt = 3):
+    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt, max_header_level: PositiveInt):
         super().__init__(chunk_size, chunk_overlap)
         self.heading = re.compile(rf"#{{1,{max_header_level}}}\s+\S")
 

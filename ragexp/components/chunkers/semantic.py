@@ -16,7 +16,7 @@ class SemanticChunker(Chunker):
     neighbouring sentences exceeds the `breakpoint_percentile` of that document's distances.
     Chunks longer than `max_chunk_size` characters are cut at sentence boundaries."""
 
-    def __init__(self, embedder, breakpoint_percentile: Percentile = 90.0, max_chunk_size: PositiveInt = 1500):
+    def __init__(self, embedder, breakpoint_percentile: Percentile, max_chunk_size: PositiveInt):
         self.embedder = embedder
         self.breakpoint_percentile = breakpoint_percentile
         self.max_chunk_size = max_chunk_size

@@ -20,7 +20,7 @@ class TokenChunker(SizedChunker):
     disk (`tokenizer_file`, default: the one shipped with all-MiniLM-L6-v2), so it works offline.
     Chunks are the original text between the first and last token of each window."""
 
-    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt, tokenizer_file: str | None = None):
+    def __init__(self, chunk_size: PositiveInt, chunk_overlap: NonNegativeInt, tokenizer_file: str | None):
         super().__init__(chunk_size, chunk_overlap)
         self.tokenizer_file = tokenizer_file
         self._tokenizer: Any = None  # a tokenizers.Tokenizer, loaded on first use

@@ -14,7 +14,7 @@ class HashEmbedder(Embedder):
     so synonyms do not. For smoke tests and wide sweeps where model time dominates; its scores are
     not comparable with a neural embedder's."""
 
-    def __init__(self, dimension: PositiveInt = 384, name: str = "hash", batch_size: PositiveInt = 1024):
+    def __init__(self, dimension: PositiveInt, name: str, batch_size: PositiveInt):
         self.dimension_ = dimension
         self.name, self.batch_size = name, batch_size
 

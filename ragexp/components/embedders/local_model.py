@@ -30,8 +30,8 @@ class SentenceTransformerEmbedder(Embedder):
     with PyTorch (`torch`) or, exported once into the cache folder, with ONNX Runtime (`onnx`,
     `onnx-int8`) or OpenVINO (`openvino`): see `ragexp.components.embedders.backends`."""
 
-    def __init__(self, model_path: str | None = None, name: str = "minilm", batch_size: PositiveInt = 16,
-                 device: str = "cpu", backend: Backend = "torch"):
+    def __init__(self, model_path: str | None, name: str, batch_size: PositiveInt,
+                 device: str, backend: Backend):
         self.model_path = model_path
         self.name = name
         self.batch_size = batch_size

@@ -29,7 +29,7 @@ class OpenAIEmbedder(Embedder):
 
     setting = "embedder.endpoint"
 
-    def __init__(self, endpoint, batch_size: PositiveInt = 128, name: str = "openai"):
+    def __init__(self, endpoint, batch_size: PositiveInt, name: str):
         from ragexp.llm.usage import Prices, Usage
 
         self.endpoint, self.batch_size, self.name = endpoint, batch_size, name

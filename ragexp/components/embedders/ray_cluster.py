@@ -43,9 +43,9 @@ class RayEmbedder(Embedder):
     `address`: a Ray cluster (`auto`, `ray://head:10001`), null for $RAY_ADDRESS or a local Ray;
     `runtime_env`: Ray's runtime environment for the workers (e.g. pip packages, working_dir)."""
 
-    def __init__(self, inner: Any, address: str | None = None, batch_size: PositiveInt = 50_000,
-                 ray_batch_size: PositiveInt = 256, concurrency: PositiveInt = 2, num_cpus: NonNegativeFloat = 1.0,
-                 num_gpus: NonNegativeFloat = 0.0, runtime_env: dict | None = None, name: str | None = None):
+    def __init__(self, inner: Any, address: str | None, batch_size: PositiveInt,
+                 ray_batch_size: PositiveInt, concurrency: PositiveInt, num_cpus: NonNegativeFloat,
+                 num_gpus: NonNegativeFloat, runtime_env: dict | None, name: str | None):
         from omegaconf import DictConfig, OmegaConf
 
         self.inner = OmegaConf.to_container(inner, resolve=True) if isinstance(inner, DictConfig) else dict(inner)

@@ -35,10 +35,11 @@ class StaticEmbedder(Embedder):
     """Mean of distilled token vectors (model2vec). `teacher_path: null` is the packaged MiniLM;
     `model_dir` overrides where the distilled model is kept (default: the cache folder)."""
 
-    def __init__(self, teacher_path: str | None = None, pca_dims: PositiveInt | None = 256,
-                 sif_coefficient: SifCoefficient | None = 1e-4, name: str = "static", batch_size: PositiveInt = 1024,
-                 model_dir: str | None = None):
-        self.teacher = SentenceTransformerEmbedder(model_path=teacher_path)  # resolves and checks the path
+    def __init__(self, teacher_path: str | None, pca_dims: PositiveInt | None,
+                 sif_coefficient: SifCoefficient | None, name: str, batch_size: PositiveInt,
+                 model_dir: str | None):
+        # only its folder is read (`path()` resolves and checks it): the distillation runs the model itself
+        self.teacher = SentenceTransformerEmbedder(teacher_path, name="teacher", batch_size=1, device="cpu", backend="torch")
         self.pca_dims, self.sif_coefficient = pca_dims, sif_coefficient
         self.name, self.batch_size, self.model_dir = name, batch_size, model_dir
 

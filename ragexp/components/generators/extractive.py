@@ -26,8 +26,8 @@ class ExtractiveGenerator(Generator):
 
     holds_by_construction = ("faithfulness", "hallucination", "claim_hallucination_rate")
 
-    def __init__(self, embedder, max_sentences: PositiveInt = 2, max_chars: PositiveInt = 400,
-                 abstain_below: Cosine | None = None, abstention: str = "I don't know."):
+    def __init__(self, embedder, max_sentences: PositiveInt, max_chars: PositiveInt,
+                 abstain_below: Cosine | None, abstention: str):
         self.embedder = embedder
         self.max_sentences, self.max_chars = max_sentences, max_chars
         self.abstain_below, self.abstention = abstain_below, abstention

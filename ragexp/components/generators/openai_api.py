@@ -22,8 +22,8 @@ class OpenAIGenerator(UsesLLM, Generator):
 
     fields = ("question", "context")
 
-    def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, temperature: Temperature = 0.0,
-                 max_tokens: PositiveInt = 300):
+    def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, temperature: Temperature,
+                 max_tokens: PositiveInt):
         self.endpoint, self.temperature, self.max_tokens = endpoint, float(temperature), max_tokens
         self.system = Template(system_prompt, self.fields, "generator.system_prompt")
         self.user = Template(user_prompt, self.fields, "generator.user_prompt")

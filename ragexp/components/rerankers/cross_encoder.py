@@ -73,8 +73,8 @@ class CrossEncoderReranker(Reranker):
     `get_model_path()`, else its folder). It scores each (question, candidate) pair; best first.
     The settings are checked with the config (ragexp.validation), the model is loaded on first use."""
 
-    def __init__(self, model_path: str | None = None, model_package: str | None = None, candidates: PositiveInt = 50,
-                 batch_size: PositiveInt = 32, max_length: PositiveInt | None = 512, device: str = "cpu"):
+    def __init__(self, model_path: str | None, model_package: str | None, candidates: PositiveInt,
+                 batch_size: PositiveInt, max_length: PositiveInt | None, device: str):
         self.model_path, self.model_package = model_path, model_package
         self.candidates, self.batch_size, self.max_length, self.device = candidates, batch_size, max_length, device
 

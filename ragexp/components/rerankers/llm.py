@@ -31,9 +31,9 @@ class LLMReranker(AsksForJSON, Reranker):
     are sent at once (the endpoint's `max_concurrency` bounds them with every other request)."""
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, listwise_prompt: str, pointwise_prompt: str,
-                 reask_prompt: str, mode: Literal["listwise", "pointwise"] = "listwise", candidates: PositiveInt = 20,
-                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 300, json_mode: JsonMode = "auto",
-                 max_chars: PositiveInt = 1000):
+                 reask_prompt: str, mode: Literal["listwise", "pointwise"], candidates: PositiveInt,
+                 temperature: Temperature, max_tokens: PositiveInt, json_mode: JsonMode,
+                 max_chars: PositiveInt):
         self.endpoint, self.mode, self.candidates = endpoint, mode, candidates
         self.temperature, self.max_tokens, self.json_mode = float(temperature), max_tokens, parse_json_mode(json_mode)
         self.max_chars = max_chars

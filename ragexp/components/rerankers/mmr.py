@@ -16,7 +16,7 @@ class MMRReranker(Reranker):
     diversity 0 is the embedder's own order by similarity, higher values push near-duplicates down.
     A hit's score is its MMR value when it was picked."""
 
-    def __init__(self, embedder, candidates: PositiveInt = 50, diversity: Fraction = 0.3):
+    def __init__(self, embedder, candidates: PositiveInt, diversity: Fraction):
         self.embedder, self.candidates, self.diversity = embedder, candidates, float(diversity)
 
     def rerank(self, question: Question, hits: Sequence[Hit]) -> list[Hit]:

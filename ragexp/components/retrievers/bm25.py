@@ -30,8 +30,8 @@ class BM25Retriever(Retriever):
     idf is negative (a term in more than half of the chunks): rank-bm25 floors it at 0.25 x the
     mean idf, bm25s at 0. Ties are ordered by chunk id in both (see `best_first`)."""
 
-    def __init__(self, top_k: PositiveInt = 5, k1: NonNegativeFloat = 1.5, b: Fraction = 0.75,
-                 impl: BM25Impl = "bm25s"):
+    def __init__(self, top_k: PositiveInt, k1: NonNegativeFloat, b: Fraction,
+                 impl: BM25Impl):
         self.top_k = top_k
         self.k1, self.b = k1, b
         self.impl = impl

@@ -16,8 +16,8 @@ class DenseRetriever(Retriever):
     key). The collection is named after its content unless `collection` names it, and is never
     deleted: see `ragexp.components.retrievers.qdrant` for the rules that make parallel jobs on one server safe."""
 
-    def __init__(self, embedder, top_k: PositiveInt = 5, url: str | None = None, api_key_env: str | None = None,
-                 collection: str | None = None, batch_size: PositiveInt = 256, path: str | None = None):
+    def __init__(self, embedder, top_k: PositiveInt, url: str | None, api_key_env: str | None,
+                 collection: str | None, path: str | None, batch_size: PositiveInt = 256):
         self.embedder = embedder
         self.top_k = top_k
         self.url, self.api_key_env, self.collection, self.path = url, api_key_env, collection, path

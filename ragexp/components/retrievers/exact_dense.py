@@ -24,7 +24,7 @@ class ExactDenseRetriever(Retriever):
     equal scores (to `TIE_DIGITS`) in chunk id order. `block_mb` bounds the score matrix of one block of queries
     (queries per block = block_mb MB / (4 bytes x chunks), at least one)."""
 
-    def __init__(self, embedder, top_k: PositiveInt = 5, block_mb: PositiveInt = 256):
+    def __init__(self, embedder, top_k: PositiveInt, block_mb: PositiveInt):
         self.embedder = embedder
         self.top_k = top_k
         self.block_mb = block_mb

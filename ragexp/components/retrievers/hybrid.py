@@ -15,8 +15,8 @@ class HybridRetriever(Retriever):
     configured retriever (conf/retriever/hybrid.yaml fuses `dense` and `bm25`); `weights` maps the
     same names to weights >= 0 (a retriever without a weight gets 1 / number of retrievers)."""
 
-    def __init__(self, retrievers: dict[str, Retriever], top_k: PositiveInt = 5, k: NonNegativeInt = 60,
-                 weights: dict[str, NonNegativeFloat] | None = None, depth: PositiveInt = 50):
+    def __init__(self, retrievers: dict[str, Retriever], top_k: PositiveInt, k: NonNegativeInt,
+                 weights: dict[str, NonNegativeFloat] | None, depth: PositiveInt):
         self.retrievers = dict(retrievers)
         self.top_k = top_k
         self.k, self.depth = k, depth

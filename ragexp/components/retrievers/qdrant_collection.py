@@ -21,9 +21,9 @@ class QdrantCollectionRetriever(Retriever):
 
     cacheable = False
 
-    def __init__(self, embedder, collection: str | None = None, url: str | None = None, path: str | None = None,
-                 api_key_env: str | None = None, text_field: str = "text", doc_id_field: str = "doc_id",
-                 chunk_id_field: str | None = None, vector_name: str | None = None, top_k: PositiveInt = 5):
+    def __init__(self, embedder, collection: str | None, url: str | None, path: str | None,
+                 api_key_env: str | None, text_field: str, doc_id_field: str,
+                 chunk_id_field: str | None, vector_name: str | None, top_k: PositiveInt):
         self.embedder, self.collection = embedder, collection
         self.url, self.path, self.api_key_env = url, path, api_key_env
         self.text_field, self.doc_id_field, self.chunk_id_field = text_field, doc_id_field, chunk_id_field

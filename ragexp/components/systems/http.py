@@ -100,13 +100,13 @@ class HttpSystem(System):
     bump `version` when the service changes what it answers (a new model, index or prompt that is
     not one of the params). The rest: see the module's docstring."""
 
-    def __init__(self, url: str | None = None, body: Any = None, answer_field: str = "answer",
-                 contexts_field: str | None = "contexts", params: Mapping[str, Any] | None = None,
-                 version: str = "1", headers: Mapping[str, str] | None = None,
-                 headers_env: Mapping[str, str] | None = None, max_concurrency: PositiveInt = 8,
-                 timeout_s: PositiveFloat = 60.0, max_retries: NonNegativeInt = 3, backoff_s: NonNegativeFloat = 0.5,
-                 max_backoff_s: NonNegativeFloat = 30.0, requests_per_minute: PositiveFloat | None = None,
-                 max_reply_bytes: PositiveInt = 10_000_000, name: str | None = None):
+    def __init__(self, url: str | None, body: Any, answer_field: str,
+                 contexts_field: str | None, params: Mapping[str, Any] | None,
+                 version: str, headers: Mapping[str, str] | None,
+                 headers_env: Mapping[str, str] | None, max_concurrency: PositiveInt,
+                 timeout_s: PositiveFloat, max_retries: NonNegativeInt, backoff_s: NonNegativeFloat,
+                 max_backoff_s: NonNegativeFloat, requests_per_minute: PositiveFloat | None,
+                 max_reply_bytes: PositiveInt, name: str | None):
         self.connect_url, self.url = str(url or ""), scrub_url(str(url or ""))
         self.params, self.version = dict(params or {}), str(version)
         self.body = body if body is not None else default_body(self.params)

@@ -27,9 +27,9 @@ class PythonSystem(System):
     takes longer fails at that deadline (in threads the run does not wait for the call; it cannot be
     stopped)."""
 
-    def __init__(self, function: str | None = None, params: Mapping[str, Any] | None = None, version: str = "1",
-                 concurrency: PositiveInt = 1, name: str | None = None, timeout_s: PositiveFloat | None = None,
-                 workers: Literal["threads", "processes"] = "threads"):
+    def __init__(self, function: str | None, params: Mapping[str, Any] | None, version: str,
+                 concurrency: PositiveInt, name: str | None, timeout_s: PositiveFloat | None,
+                 workers: Literal["threads", "processes"]):
         self.path, self.params, self.version = str(function or ""), dict(params or {}), str(version)
         self.concurrency = concurrency
         self.timeout_s, self.workers = timeout_s, workers

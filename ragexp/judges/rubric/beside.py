@@ -25,7 +25,7 @@ def rubric_beside(judge: Judge, rubric: Any) -> RubricJudge | None:
             return None
         raise RagexpError("rubric: a rubric beside judge=cascade is not supported; choose the rubric as one of its "
                           "judges (judge@judge.expensive=rubric judge.pairs={CRITERION: CHEAP_METRIC}) or drop rubric=")
-    built = RubricJudge(rubric, judge.endpoint)
+    built = RubricJudge(rubric, judge.endpoint, repeats=1, name=None)  # once per question, named after the rubric
     clash = [m for m in built.metrics if m in judge.metrics]
     if clash:
         raise RagexpError(f"rubric.criteria.{clash[0]}: judge {judge.name!r} gives a metric of that name; "

@@ -59,7 +59,7 @@ class Rubric:
     `system_prompt` (fields {criteria}, {reply}) and `reask_prompt` ({problem}) are the prompts;
     `name` names the judge (`rubric-<name>`, with the model when it has LLM criteria)."""
 
-    def __init__(self, criteria: dict[str, CriterionSettings], mode: Mode = "single_call", name: str | None = None,
+    def __init__(self, criteria: dict[str, CriterionSettings], mode: Mode, name: str | None,
                  target: Any = None, system_prompt: str = SYSTEM_PROMPT, reask_prompt: str = REASK_PROMPT,
                  temperature: Temperature = 0.0, max_tokens: PositiveInt = 800, json_mode: JsonMode = "auto"):
         criteria, target = plain(criteria), plain(target)  # Hydra hands config nodes over as they are
@@ -125,7 +125,7 @@ class RubricJudge(LLMJudgeBase):
     untargeted = ("overall_score",)  # its own, unless the rubric gives one (`target`)
     weights_on_unit_scale = True
 
-    def __init__(self, rubric: Rubric, endpoint: Endpoint | None = None, repeats: PositiveInt = 1, name: str | None = None):
+    def __init__(self, rubric: Rubric, endpoint: Endpoint | None, repeats: PositiveInt, name: str | None):
         self.rubric, self.endpoint, self.repeats = rubric, endpoint, repeats  # type: ignore[assignment]
         if rubric.llm_criteria and endpoint is None:
             raise RagexpError(f"rubric.criteria.{rubric.llm_criteria[0].name}: an LLM criterion needs an endpoint, and "

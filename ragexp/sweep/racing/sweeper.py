@@ -29,7 +29,7 @@ class RacingSweeper(Sweeper):
     """Hydra instantiates it from conf/hydra/sweeper/racing.yaml; the settings are read (and
     checked, with the grid, the objective and the dataset: ragexp.sweep.racing.plan) from that config."""
 
-    def __init__(self, params: dict[str, str] | None = None, **settings: Any):
+    def __init__(self, params: dict[str, str] | None, **settings: Any):
         self.params = params or {}
         self.settings = settings
         self.config: Any = None
