@@ -12,6 +12,7 @@ from typing import Sequence
 from omegaconf import DictConfig, open_dict
 
 from ragexp.base.concurrency import concurrency, map_concurrently
+from ragexp.base.pairing import pairing_id
 from ragexp.components.systems import System
 from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
@@ -19,14 +20,15 @@ from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.contract import Judge, context
 from ragexp.judges.judging import judged_results
 from ragexp.llm.estimate import Estimate
-from ragexp.metrics import MetricSet
+from ragexp.metrics import MetricSet, metric_key
+from ragexp.metrics.relevance import CONTEXT_METRICS
 from ragexp.metrics.gate import threshold_intervals
 from ragexp.metrics.generation import abstention_scores, scorecard
-from ragexp.metrics.regression import refuse_row_ids
+from ragexp.metrics.regression import refuse_shared_questions
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
-from ragexp.run.notes import data_notes, retrieval_notes
+from ragexp.run.notes import data_notes, not_given, retrieval_notes
 from ragexp.run.rerank import rerank_results
 from ragexp.run.work import Work, load
 from ragexp.store.cache import key_of
@@ -75,7 +77,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
         dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         if c.gate.baseline:
-            refuse_row_ids(dataset.questions, f"dataset.path={cfg.dataset.get('path')}" if cfg.dataset.get("path")
+            refuse_shared_questions(dataset.questions, f"dataset.path={cfg.dataset.get('path')}" if cfg.dataset.get("path")
                            else "the rows given")
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
@@ -99,13 +101,15 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
-        rows = {r.question.qid: score_row(r) for r in results if r.judgement is not None} if c.gate.baseline else None
+        rows = {pairing_id(r.question.qid, r.question.text, r.question.id_from_row): score_row(r)
+                for r in results if r.judgement is not None} if c.gate.baseline else None
         metrics = [*c.judge.metrics, *(["hallucination"] if c.judge.flags_hallucination else [])]
         intervals = threshold_intervals(c.gate, spec, [score_row(r) for r in results]) if c.gate.thresholds else None
         not_judged = {m: why for r in results if r.judgement is not None
                       for m, why in r.judgement.details.get("not_judged", {}).items()}
-        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals, not_judged) \
-            if c.gate.active else None
+        retrieval = [metric_key(n) for n in (*c.metric_set.names, *CONTEXT_METRICS)]
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals, not_judged,
+                                  not_given(results, retrieval, aggregates)) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)
