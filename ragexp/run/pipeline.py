@@ -195,12 +195,24 @@ def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str]
                          f"asking {c.system.name}")
     c.rule.prepare([h.chunk for r in results for h in r.hits])
     results = [replace(retrieval_scored(c, r.question, r.hits, len(r.hits)), answer=r.answer, failure=r.failure)
-               for r in results]
+               if not r.hits or ids_given(r.hits) or not r.question.golden else
+               replace(r, retrieval_excluded=UNNAMED_CONTEXTS) for r in results]
     if any(r.question.golden for r in results):
         notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
         return c.llm.estimate(name, dataset.questions, [r.hits for r in results], role_questions=c.judge.planned(dataset.questions))
     return results
+
+
+UNNAMED_CONTEXTS = ("its contexts carry no document ids, so no golden document can be found among them: give each "
+                    "context its id (contexts as objects with a doc_id, or a context_ids column)")
+
+
+def ids_given(hits: Sequence[Hit]) -> bool:
+    """Whether the system under test named the documents of its contexts: a context given as text
+    alone gets `context-<rank>` (ragexp.components.systems.base.hits_from_contexts), which no golden
+    document matches; its retrieval metrics would be 0 for want of a name, not of a document."""
+    return any(h.chunk.doc_id != f"context-{h.rank}" for h in hits)
 
 
 def system_answer(work: Work, system: System, question: Question) -> QuestionResult:
