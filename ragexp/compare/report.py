@@ -16,6 +16,7 @@ from ragexp.compare.leaderboard import Entry, Leaderboard, slice_metrics
 from ragexp.stats.inference import Interval
 from ragexp.stats.power import detectable_from_interval
 from ragexp.compare.plots import draw_all
+from ragexp.compare.verdicts import VERDICTS
 from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
 from ragexp.store.sqlite_store import database_of
@@ -214,12 +215,10 @@ def method(board: Leaderboard) -> str:
             "is compared with the best on the questions both judged: a paired permutation test (the two runs' "
             f"scores swapped at random per question, {board.resamples:,} times) gives the p-value, a paired "
             "bootstrap the CI of the difference; p-values are Holm-corrected over the "
-            f"{max(0, len(board.entries) - 1)} comparisons. **≈ best**: not significantly different from the "
-            f"best at α = {board.alpha}, the difference's interval holding 0; **worse before Holm**: the interval "
-            "excludes 0, but the test does not reject once corrected for the other comparisons. **detects**: the "
-            "difference from the best that a comparison of those questions detects with 80% power (two-sided, "
-            "from its interval's width): a row ≈ best says nothing of smaller differences. Questions that "
-            "failed in either run of a pair are left out of its test and counted in the comparisons table.")
+            f"{max(0, len(board.entries) - 1)} comparisons, at α = {board.alpha}. "
+            + " ".join(f"**{word}**: {VERDICTS[word]}." for word in ("≈ best", "worse before Holm", "detects"))
+            + " Questions that failed in either run of a pair are left out of its test and counted in the "
+            "comparisons table.")
 
 
 def header_lines(board: Leaderboard) -> list[str]:
