@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.compare.leaderboard import Entry, Leaderboard, slice_metrics
+from ragexp.compare.leaderboard import REQUESTS, Entry, Leaderboard, slice_metrics
 from ragexp.stats.inference import Interval
 from ragexp.stats.power import detectable_from_interval
 from ragexp.compare.plots import draw_all
@@ -106,7 +106,8 @@ def verdict_mark(entry: Entry) -> str:
 
 
 def leaderboard_table(board: Leaderboard) -> Table:
-    extra = [m for m in (board.cost_metric, board.time_metric) if m and m != board.objective]
+    requests = REQUESTS if any(e.value(REQUESTS) > 0 for e in board.entries) else None  # NaN > 0 is False
+    extra = [m for m in (board.cost_metric, board.time_metric, requests) if m and m != board.objective]
     headers = ["#", "configuration", *board.param_columns, f"{board.objective} [{board.level:.0%} CI]",
                "Δ vs best [CI]", "p (Holm)", "verdict", "failed / questions", *extra]
     rows = []

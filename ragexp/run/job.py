@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.base.progress import working
 from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.build import build
 from ragexp.config.validation import validate
@@ -168,7 +169,8 @@ class Job:
         pictures: dict = {}
         result = run(self.cfg, self.name, pictures)
         failure = run_failure(result, share)
-        results_file = write_results(result, folder, self.started, failure, self.tags)
+        with working("writing the run folder"):
+            results_file = write_results(result, folder, self.started, failure, self.tags)
         write_wanted(result, folder)  # judge=cascade with people's labels: the drawn questions left to label
         if pictures.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
             mode = self.cfg.get("embedding_map", EMBEDDING_MAP)
@@ -183,6 +185,7 @@ class Job:
         it (a server gone away), TrackingFailed saying where the results are and the command that
         logs them later."""
         try:
-            return self.tracker.log_folder(outcome.folder, self.parent_id)
+            with working(f"logging the run to {self.tracker.where()}"):  # a line when it takes long
+                return self.tracker.log_folder(outcome.folder, self.parent_id)
         except Exception as err:  # noqa: BLE001 - any failure of the store: the results are safe on disk
             raise TrackingFailed(not_logged(self.tracker.where(), type(err).__name__, str(err), outcome.folder)) from None

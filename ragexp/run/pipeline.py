@@ -13,6 +13,7 @@ from omegaconf import DictConfig, open_dict
 
 from ragexp.base.concurrency import concurrency, map_concurrently
 from ragexp.base.pairing import pairing_id
+from ragexp.base.progress import working
 from ragexp.components.systems import System
 from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
@@ -30,7 +31,7 @@ from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
 from ragexp.run.notes import data_notes, not_given, retrieval_notes
 from ragexp.run.rerank import rerank_results
-from ragexp.run.work import Work, load
+from ragexp.run.work import Work, load, own_stage
 from ragexp.store.cache import key_of
 from ragexp.store.code_identity import identify_ahead
 from ragexp.store.tracing import documents, ended
@@ -75,7 +76,8 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     try:
         c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **c.judge.roles())  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
-        dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
+        with working("reading the data"):
+            dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         if c.gate.baseline:
             refuse_shared_questions(dataset.questions, f"dataset.path={cfg.dataset.get('path')}" if cfg.dataset.get("path")
                            else "the rows given")
@@ -91,7 +93,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         if isinstance(results, Estimate):
             return replace(results, notes=(*results.notes, *c.judge.planned_notes(len(dataset.questions))))
 
-        results, judged_notes = work.stage("judging", None, judged_results, c.judging, results, work, c.settings["judge"])
+        results, judged_notes = own_stage(work, "judging", None, judged_results, c.judging, results, work, c.settings["judge"])
         notes += judged_notes
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
@@ -145,7 +147,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     ragexp.store.cache). With `dry_run=true`, the Estimate of the run's LLM requests, after retrieval."""
     assert c.chunker is not None and c.retriever is not None  # built for system=pipeline
     chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), c.settings["chunker"])
-    chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
+    chunks = own_stage(work, "chunking", chunks_key, c.chunker.chunk, dataset.documents)
     log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
     queries = [q.text for q in dataset.questions]
     # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
@@ -158,7 +160,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
     search_settings = {k: v for k, v in c.settings["retriever"].items() if k != "top_k"}
     question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth) if cacheable else None
-    ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
+    ranked = own_stage(work, "retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
                         question_key)
     if work.traces is not None:
         cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
@@ -169,7 +171,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     c.rule.prepare(chunks)
     results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
     if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
-        results = work.stage("reranking", None, rerank_results, work, c.reranker, c.settings["reranker"], results,
+        results = own_stage(work, "reranking", None, rerank_results, work, c.reranker, c.settings["reranker"], results,
                              partial(retrieval_scored, c))
     notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
@@ -178,7 +180,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
                               c.judge.planned(dataset.questions))
 
     answer = partial(answer_question, work, c.generator, c.settings["generator"])
-    return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
+    return own_stage(work, "generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
 
 
 def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str],
@@ -191,7 +193,7 @@ def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str]
         log.warning(note)
         notes.append(note)
     answer = partial(system_answer, work, c.system)
-    results = work.stage("answering", None, map_concurrently, answer, dataset.questions, concurrency(c.system),
+    results = own_stage(work, "answering", None, map_concurrently, answer, dataset.questions, concurrency(c.system),
                          f"asking {c.system.name}")
     c.rule.prepare([h.chunk for r in results for h in r.hits])
     results = [replace(retrieval_scored(c, r.question, r.hits, len(r.hits)), answer=r.answer, failure=r.failure)
