@@ -119,7 +119,7 @@ def test_the_end_of_help_with_an_option_is_that_options_settings():
 
 def test_help_and_the_glossary_define_the_verdict_words_alike():
     from conftest import ROOT
-    from ragexp.compare.verdicts import VERDICTS
+    from ragexp.base.verdicts import VERDICTS
 
     text = " ".join(config_docs.command_help("config").split())
     glossary = " ".join((ROOT / "docs" / "concepts" / "glossary.md").read_text(encoding="utf-8").split())

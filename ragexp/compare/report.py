@@ -16,7 +16,7 @@ from ragexp.compare.leaderboard import REQUESTS, Entry, Leaderboard, slice_metri
 from ragexp.stats.inference import Interval
 from ragexp.stats.power import detectable_from_interval
 from ragexp.compare.plots import draw_all
-from ragexp.compare.verdicts import VERDICTS
+from ragexp.base.verdicts import VERDICTS
 from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
 from ragexp.store.sqlite_store import database_of

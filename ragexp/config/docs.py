@@ -279,8 +279,6 @@ def command_help(config: str, chosen: list[str] | None = None) -> str:
     out += ["", "Settings: override any value with key=value (group settings too: chunker.chunk_size=256)."]
     out += setting_lines(top_settings(config))
     if config == "config":  # the words a sweep's leaderboard and a regression check decide with
-        from ragexp.compare.verdicts import verdict_lines
-
         out += ["", "Verdicts (a sweep's leaderboard, the gate's regression check):", *verdict_lines()]
     out += ["", f"Run:       python -m {COMMANDS[config]} [group=option ...] [key=value ...]",
             f"Sweep:     python -m {COMMANDS[config]} -m chunker=recursive,semantic   (one run per combination)",
@@ -292,6 +290,13 @@ def command_help(config: str, chosen: list[str] | None = None) -> str:
         if name in by_name:
             out += option_lines(by_name[name], value)
     return "\n".join(out) + "\n"
+
+
+def verdict_lines(width: int = 100) -> list[str]:
+    """The verdicts (ragexp.base.verdicts) as `--help` prints them: the word, then its meaning."""
+    from ragexp.base.verdicts import VERDICTS
+
+    return [f"  {word:<27}" + wrap(meaning, width - 30, " " * 30) for word, meaning in VERDICTS.items()]
 
 
 def option_lines(group: Group, name: str) -> list[str]:

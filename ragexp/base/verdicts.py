@@ -1,6 +1,6 @@
 """The words a leaderboard and a regression check decide with, each said once: the report's method
-note and `python -m ragexp --help` print these, and the glossary gives them (a test holds the three
-to the same text)."""
+note (ragexp.compare.report) and `python -m ragexp --help` (ragexp.config.docs) print these, and the
+glossary gives them (a test holds the three to the same text)."""
 from __future__ import annotations
 
 VERDICTS = {
@@ -19,9 +19,3 @@ VERDICTS = {
                                  "it fails, unless accepted (accept_low_power)",
 }
 
-
-def verdict_lines(width: int = 100) -> list[str]:
-    """The verdicts as `--help` prints them: one per line, the word, then its meaning."""
-    from ragexp.config.docs import wrap
-
-    return [f"  {word:<27}" + wrap(meaning, width - 30, " " * 30) for word, meaning in VERDICTS.items()]
