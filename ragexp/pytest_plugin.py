@@ -11,9 +11,11 @@
 (so tests run side by side under pytest-xdist) and `--ragexp-track` applied (log every evaluation
 to the configured tracker, MLflow by default). `assert_no_regression` is the quality gate's paired
 regression check (ragexp.metrics.regression: one-sided per metric, Holm across them) against
-`baseline=` or `--ragexp-baseline` (a run folder or an MLflow run id). A failure's message lists the
-checks, each metric's difference with its CI, and the worst questions, so pytest's report and its
-JUnit XML carry them.
+`baseline=` or `--ragexp-baseline` (a run folder or an MLflow run id), paired by question id (a
+row without one by its question's text). It never passes silently: with no margin, a metric whose
+questions detect only drops above a tenth of its scale fails as "too few questions to tell" unless
+`accept_low_power=True`. A failure's message lists the checks, each metric's difference with its
+CI and the drop it detects, and the worst questions, so pytest's report and its JUnit XML carry them.
 
 pytest loads this module in every session of an environment where ragexp is installed: it imports
 the standard library and pytest only; ragexp, hydra and mlflow are imported when a test evaluates.
@@ -76,13 +78,16 @@ def assert_passed(evaluation) -> None:
 
 
 def assert_no_regression(evaluation, baseline: str | None = None, margin: float | dict[str, float] = 0.0,
-                         metrics: list[str] | None = None, alpha: float = 0.05) -> None:
+                         metrics: list[str] | None = None, alpha: float = 0.05, accept_low_power: bool = False) -> None:
     """Fails when `evaluation` is significantly worse than `baseline` (default `--ragexp-baseline`)
     on one of `metrics` (default the judge's, with hallucination) by more than `margin` (a number, or
-    one per metric, on each metric's own scale): paired by question id, one-sided at `alpha`, Holm
-    across the metrics, as `gate.baseline` checks a run."""
+    one per metric, on each metric's own scale): paired by question id (a row without one by its
+    question's text), one-sided at `alpha`, Holm across the metrics, as `gate.baseline` checks a run.
+    It also fails when the questions are too few to tell: with no margin for a metric, a drop
+    they detect (80% power) above a tenth of its scale; `accept_low_power=True` lets that pass."""
+    from ragexp.base.pairing import pairing_id, shared_question
     from ragexp.errors import RagexpError
-    from ragexp.metrics.regression import baseline_table, paired_with
+    from ragexp.metrics.regression import GIVE_IDS, baseline_table, failed, paired_with
     from ragexp.metrics.scoring import score_row
 
     target = baseline or _options["baseline"]
@@ -90,22 +95,34 @@ def assert_no_regression(evaluation, baseline: str | None = None, margin: float 
         pytest.fail("assert_no_regression: no baseline: pass baseline=RUN or run pytest with --ragexp-baseline RUN "
                     "(a run folder or an MLflow run id)", pytrace=False)
     judged = [r for r in evaluation.result.questions if r.judgement is not None]
-    rows = {r.question.qid: score_row(r) for r in judged}
+    questions = [r.question for r in judged]
+    same = shared_question([q.qid for q in questions], [q.text for q in questions], [q.id_from_row for q in questions])
+    if same is not None:
+        pytest.fail(f"assert_no_regression: the rows have no id and pair by their question's text, and rows {same[0]} "
+                    f"and {same[1]} both ask {same[2][:80]!r}: {GIVE_IDS}", pytrace=False)
+    rows = {pairing_id(r.question.qid, r.question.text, r.question.id_from_row): score_row(r) for r in judged}
     if metrics is None:
         metrics = sorted({m for r in judged for m in r.judgement.scores})
         metrics += ["hallucination"] if any(r.judgement.hallucination is not None for r in judged) else []
     margins = margin if isinstance(margin, dict) else {"*": float(margin)}
     try:
         base = baseline_table(str(target))
-        shared, found = paired_with(rows, base, str(target), metrics, margins, alpha)
+        shared, found = paired_with(rows, base, str(target), metrics, margins, alpha, evaluation.result.scales)
     except RagexpError as err:
         pytest.fail(f"assert_no_regression: {err}", pytrace=False)
-    worse = [r for r in found if r.worse(alpha)]
-    if not worse:
+    failing = failed(found, alpha, accept_low_power)
+    if not failing:
         return
-    lines = [f"ragexp: {evaluation!r} is significantly worse than {target} on {', '.join(r.metric for r in worse)} "
-             f"({shared} shared questions, paired, one-sided at alpha {alpha:g}, Holm across {len(found)} metrics):"]
-    lines += [f"  {r.line(alpha, 0.95)}" for r in found]
+    worse = [r for r in failing if r.worse(alpha)]
+    how = f"({shared} shared questions, paired, one-sided at alpha {alpha:g}, Holm across {len(found)} metrics)"
+    if worse:
+        lines = [f"ragexp: {evaluation!r} is significantly worse than {target} on {', '.join(r.metric for r in worse)} {how}:"]
+    else:
+        lines = [f"ragexp: {evaluation!r} against {target}: too few questions to tell on "
+                 f"{', '.join(r.metric for r in failing)} {how}: they detect only drops above a tenth of the metric's "
+                 "scale; give a margin (margin=...), more questions (python -m ragexp.plan says how many), or "
+                 "accept it: accept_low_power=True"]
+    lines += [f"  {r.line(alpha, 0.95, accept_low_power)}" for r in found]
     for r in worse:
         lines += dropped_most(rows, base, r.metric)
     pytest.fail("\n".join(lines), pytrace=False)
@@ -134,5 +151,6 @@ def dropped_most(rows: dict, base, metric: str) -> list[str]:
     sign = -1.0 if higher_is_worse(metric) else 1.0
     moves = sorted(((sign * (float(row[metric]) - float(base.at[q, metric])), q, float(base.at[q, metric]), float(row[metric]))
                     for q, row in rows.items() if q in base.index and present(row.get(metric)) and present(base.at[q, metric])))
-    return [f"questions that dropped most on {metric}:"] + [f"  {q}: {old:.3g} -> {new:.3g}"
+    shown = {q: base.at[q, "question_id"] if "question_id" in base.columns else q for _, q, _, _ in moves}
+    return [f"questions that dropped most on {metric}:"] + [f"  {shown[q]}: {old:.3g} -> {new:.3g}"
                                                            for move, q, old, new in moves[:WORST] if move < 0]

@@ -68,7 +68,7 @@ def test_a_planted_pickle_is_never_executed(tmp_path, caplog):
     payload = pickle.dumps(Planted(marker))
     entries = list(cache_dir.rglob("*.json"))
     assert {e.relative_to(cache_dir).parts[0] for e in entries} == {"chunks", "hits", "question_hits", "answers",
-                                                                     "judgements"}
+                                                                     "judgements", "stage_seconds"}
     for entry in entries:
         entry.write_bytes(payload)  # in place of every entry
         entry.with_suffix(".pkl").write_bytes(payload)  # and where ragexp once kept its pickles

@@ -294,3 +294,62 @@ def test_plots_name_a_configuration_by_its_rank_and_the_values_of_the_settings_t
     distribution = distribution_plot(board).axes[0]
     assert [t.get_text() for t in distribution.get_yticklabels()] == drawn
     assert distribution.get_ylabel() == fig._supylabel.get_text()
+
+
+def test_the_console_says_why_the_winner_wins():
+    """The winner with its interval, those tied with it, and the scores that separate it from the
+    next, each with both intervals; counts, times and costs never among them."""
+    from ragexp.compare.explain import is_score, winner_lines
+    from ragexp.compare.report import fmt
+
+    runs = [make_run("a", "RecursiveChunker", "DenseRetriever", shift=1.5, seed=1, extra={"cost_usd": [0.01] * 30}),
+            make_run("b", "RecursiveChunker", "BM25Retriever", shift=1.4, seed=4, extra={"cost_usd": [0.02] * 30}),
+            make_run("d", "FixedChunker", "BM25Retriever", shift=0.0, seed=2, extra={"cost_usd": [0.03] * 30})]
+    for run in runs:
+        run.metrics["time_own_s"] = 3.0
+    board = board_of(*runs)
+    lines = winner_lines(board)
+    best = board.entries[0].values["overall_score"]
+    assert lines[0] == f"winner: a, overall_score {fmt(best.estimate)} [{fmt(best.low)}, {fmt(best.high)}]"
+    assert lines[1] == "tied with it (≈ best, these questions cannot tell them apart): b"
+    assert lines[2] == "what separates it from b (next, ≈ best):"
+    shown = [line.split(":")[0].strip() for line in lines[3:]]
+    assert shown[0] == "overall_score" and 2 <= len(shown) <= 3
+    assert all(is_score(m) for m in shown) and "judge_cost_usd" not in shown and "time_own_s" not in shown
+    assert all(" vs " in line and line.count("[") == 2 for line in lines[3:])
+    assert lines[3].endswith("(the winner leads)")  # on the objective, by the ranking
+    alone = winner_lines(board_of(runs[0]))
+    assert len(alone) == 1 and alone[0].startswith("winner: a, overall_score")
+    assert not any(is_score(m) for m in ("total_questions", "time_own_s", "job_time_s", "judge_cost_usd",
+                                         "llm_requests", "gate_passed", "regression_p_faithfulness", "work_embedded_texts"))
+
+
+def test_the_leaderboard_times_a_configuration_by_its_own_stages_and_counts_its_requests():
+    from ragexp.compare.report import leaderboard_table
+
+    runs = [make_run("a", "RecursiveChunker", "DenseRetriever", shift=1.5, seed=1),
+            make_run("b", "RecursiveChunker", "BM25Retriever", shift=1.4, seed=4)]
+    for run, own, requests in zip(runs, (2.5, 3.5), (0, 40)):
+        run.metrics.update({"time_own_s": own, "job_time_s": 35.0, "llm_requests": requests})
+    board = board_of(*runs)
+    assert board.time_metric == "time_own_s"
+    table = leaderboard_table(board)
+    assert table.headers[-2:] == ["time_own_s", "llm_requests"]
+    for run in runs:
+        run.metrics["llm_requests"] = 0
+    assert "llm_requests" not in leaderboard_table(board_of(*runs)).headers  # nothing sent: no column
+
+
+def test_a_run_scored_the_old_way_is_named_in_the_notes():
+    """Before the no-contexts rule, a question answered without contexts had its context metrics
+    scored; a run logged then (no `not_judged` column) gets a note, one logged since does not."""
+    old = make_run("old", "RecursiveChunker", "BM25Retriever", seed=1)
+    old.table["retrieved_chunks"] = ["[]"] * 10 + ['["a context"]'] * 20
+    board = board_of(old, make_run("b", "RecursiveChunker", "DenseRetriever", seed=2))
+    [note] = [n for n in board.notes if "the old way" in n]
+    assert note.startswith("old: its overall_score was computed the old way") and "10 such questions" in note
+    since = make_run("since", "RecursiveChunker", "BM25Retriever", seed=1)
+    since.table["retrieved_chunks"] = ["[]"] * 10 + ['["a context"]'] * 20
+    since.table.loc[:9, ["faithfulness", "context_relevance"]] = None
+    since.table["not_judged"] = ['{"faithfulness": "the system gave no contexts"}'] * 10 + [None] * 20
+    assert not [n for n in board_of(since).notes if "the old way" in n]

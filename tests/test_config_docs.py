@@ -106,3 +106,23 @@ def test_settings_reader_takes_keys_comments_and_nesting(tmp_path):
     assert got == {"top": ("1", "the top"), "nested": ("", "above nested"), "nested.inner": ('"a # b"', "inner's"),
                    "nested.deep": ("", ""), "nested.deep.k": ("[1, 2]", ""), "prompt": ("(text)", ""),
                    "last": ("null", "")}
+
+
+def test_the_end_of_help_with_an_option_is_that_options_settings():
+    """`python -m ragexp --help judge=llm | tail -5` shows judge=llm's settings, not the footer."""
+    text = config_docs.command_help("config", ["judge=llm"])
+    tail = text.splitlines()[-5:]
+    llm = config_docs.option_lines(next(g for g in config_docs.groups_of("config") if g.name == "judge"), "llm")
+    assert tail == "\n".join(llm).splitlines()[-5:] and any("judge.endpoint." in line for line in tail)
+    assert "Run:       python -m ragexp" not in "\n".join(tail) and "Run:       python -m ragexp" in text
+
+
+def test_help_and_the_glossary_define_the_verdict_words_alike():
+    from conftest import ROOT
+    from ragexp.base.verdicts import VERDICTS
+
+    text = " ".join(config_docs.command_help("config").split())
+    glossary = " ".join((ROOT / "docs" / "concepts" / "glossary.md").read_text(encoding="utf-8").split())
+    for word, meaning in VERDICTS.items():
+        assert f"{word} {' '.join(meaning.split())}" in text
+        assert f"| {word} | {meaning} |" in glossary, word

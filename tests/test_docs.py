@@ -167,3 +167,14 @@ def test_every_aggregate_of_a_run_is_in_the_glossary(tmp_path):
     rows = glossary_rows()
     names = {re.sub(r"_at_\d+$", "@k", key.removeprefix("avg_")) for key in values if key != "judge"}
     assert names - set(rows) == set()
+
+
+def test_the_readme_says_what_the_link_a_run_prints_opens():
+    """A run's printed link opens its evaluation view (its Traces tab: a row per question), not the
+    runs table; the README says so where it tells to open it."""
+    from ragexp.store.ui_links import runs_view_link
+
+    line = next(text for text in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+                if "open the link the run printed" in text)
+    assert "evaluation view" in line and "runs table" not in line
+    assert runs_view_link("sqlite:///mlflow.db", "1", "abc").endswith("#/experiments/1/runs/abc/traces")

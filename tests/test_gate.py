@@ -65,7 +65,8 @@ def test_gate_settings_are_checked_before_any_work():
     from ragexp.validation import problems
 
     assert Gate.constraints({"mrr": {"at_least": 0.5}}) == [
-        "thresholds.mrr: write {min: X}, {max: X} or both, optionally with scale: [lo, hi]; at_least is not one of them"]
+        "thresholds.mrr: write {min: X}, {max: X} or both, optionally with scale: [lo, hi] and required: true; "
+        "at_least is not one of them"]
     assert problems(compose("gate=production", "gate.thresholds.mrr.min=high")) == [
         "gate.thresholds.mrr.min: 'high' is not a number"]
     gate = from_yaml("gate/none", name="g", thresholds={"answer_relevance": {"min": 0.8, "scale": [0, 1]}})
@@ -75,6 +76,38 @@ def test_gate_settings_are_checked_before_any_work():
         gate.check(["avg_answer_relevance"], {})
     gate.check(["avg_answer_relevance"], {"avg_answer_relevance": UNIT})
     assert not from_yaml("gate/none").active
+
+
+def test_a_threshold_the_data_cannot_give_is_left_out_unless_required():
+    """Retrieval metrics need golden documents: a run without them (recorded outputs) gets the
+    threshold as not applicable, with why; `required: true` fails it; a metric the run could have
+    computed but did not still fails."""
+    scales = {"avg_faithfulness": ONE_TEN}
+    missing = {"hit_rate_at_5": "no question to score it on: no golden documents", "mrr": "no question to score it on: no golden documents"}
+    verdict = Gate("production", PRODUCTION).evaluate({"avg_faithfulness": 9.5}, scales, not_given=missing)
+    assert verdict.passed and verdict.thresholds_passed
+    assert verdict.checks[0] == ("hit_rate@5: not applicable (no question to score it on: no golden documents; "
+                                 "required: true makes it fail): left out")
+    required = Gate("production", {**PRODUCTION, "mrr": {"min": 0.8, "required": True}})
+    verdict = required.evaluate({"avg_faithfulness": 9.5}, scales, not_given=missing)
+    assert not verdict.passed and ("mrr: not computed in this run (no question to score it on: no golden documents), "
+                                   "and the gate requires it: FAILED") in verdict.checks
+    assert not Gate("production", PRODUCTION).evaluate({"avg_faithfulness": 9.5}, scales).passed  # not said why: fails
+
+
+def test_production_gate_on_recorded_outputs_without_golden_documents(tmp_path):
+    import ragexp
+
+    rows = [{"id": f"q{n}", "question": f"Which port does service {n} use?", "contexts": [f"Service {n} uses port {7000 + n}."],
+             "answer": f"Service {n} uses port {7000 + n}."} for n in range(4)]
+    overrides = ["embedder@scoring_embedder=hash", "cache.enabled=false", "gate=production", "~gate.thresholds.answer_relevance"]
+    evaluation = ragexp.evaluate(rows, overrides=overrides, output_dir=tmp_path / "a")
+    assert evaluation.passed, evaluation.result.gate.checks
+    assert [c for c in evaluation.result.gate.checks if "not applicable" in c] == [
+        "hit_rate@5: not applicable (no question to score it on: no golden documents; required: true makes it fail): left out",
+        "mrr: not applicable (no question to score it on: no golden documents; required: true makes it fail): left out"]
+    required = ragexp.evaluate(rows, overrides=[*overrides, "+gate.thresholds.mrr.required=true"], output_dir=tmp_path / "b")
+    assert not required.passed
 
 
 GATE_ARGS = ["dataset.limit=2", "retriever=bm25", *HASH, "gate=production", "~gate.thresholds.answer_relevance"]

@@ -8,6 +8,7 @@ from ragexp.errors import RagexpError
 from ragexp.config.build import from_yaml
 
 FAST = ["embedder@scoring_embedder=hash", "cache.enabled=false"]
+RETRIEVAL = ("mrr", "hit_rate", "ndcg", "recall", "precision", "map", "context_hit", "context_recall")
 RECORDS = [
     {"inputs": {"question": "Which port does quarryd listen on?"},
      "outputs": {"response": "quarryd listens on port 7070.", "retrieved_contexts": ["quarryd listens on port 7070."]},
@@ -53,7 +54,26 @@ def test_a_run_on_an_mlflow_dataset_judges_its_recorded_answers(store, tmp_path)
     assert evaluation.aggregates["total_questions"] == 2 and evaluation.aggregates["failed_questions"] == 0
     assert evaluation.result.name == "quarry-qa-recorded"  # named after the MLflow dataset
     assert evaluation.aggregates["avg_faithfulness"] == 10.0  # each answer is its context
-    assert evaluation.aggregates["mrr"] == 0.0  # the recorded contexts carry no document ids: no golden one retrieved
+    # the recorded contexts carry no document ids: the retrieval metrics are not computed, not 0
+    assert "mrr" not in evaluation.aggregates and "hit_rate_at_5" not in evaluation.aggregates
+    assert any("its contexts carry no document ids" in note for note in evaluation.result.notes)
+    assert not [w for w in evaluation.warnings if w.startswith(RETRIEVAL)]
+
+
+def test_the_documented_record_with_its_contexts_doc_uri_scores_a_perfect_retrieval(mlflow_store, monkeypatch, tmp_path):
+    """The own-system page's example: a context given with its `doc_uri` is that document."""
+    import mlflow
+    from mlflow.genai import datasets
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mlflow.set_tracking_uri(mlflow_store)
+    record = {**RECORDS[0], "outputs": {"response": "quarryd listens on port 7070.", "retrieved_contexts": [
+        {"doc_uri": "installation", "content": "quarryd listens on port 7070."}]}}
+    datasets.create_dataset(name="perfect").merge_records([record])
+    evaluation = evaluate(overrides=["dataset=mlflow", "dataset.name=perfect", f"dataset.tracking_uri={mlflow_store}",
+                                     *FAST], output_dir=tmp_path / "run")
+    assert evaluation.aggregates["mrr"] == 1.0 and evaluation.aggregates["hit_rate_at_5"] == 1.0
+    assert not [w for w in evaluation.warnings if w.startswith(RETRIEVAL)], evaluation.warnings
 
 
 def test_a_tracked_run_records_its_test_set_as_an_mlflow_dataset_input_with_its_digest(store, tmp_path):

@@ -14,6 +14,8 @@ from ragexp.errors import RagexpError
 from ragexp.stats.ppi import FEWEST_EXPENSIVE
 
 IGNORED_PARAMS = {"run_name"}
+OWN_TIME = "time_own_s"  # a run's own time: its stages' wall time, model loading apart (ragexp.run.work.own_stage)
+REQUESTS = "llm_requests"
 NO_CI = (math.nan, math.nan)
 
 
@@ -103,7 +105,9 @@ def build(selection: Selection, objective: str | None = None, maximize: bool = T
     board = Leaderboard(selection, objective, maximize, level, alpha, resamples, seed, entries, columns,
                         metric_order(entries, objective), notes=list(selection.notes))
     board.cost_metric = next((m for m in board.metrics if "cost" in m), None)
-    board.time_metric = next((m for m in board.metrics if "latency" in m or "time" in m or m.endswith("_s")), None)
+    # a configuration's own time (its stages', model loading apart) before any other: comparable across a sweep's jobs
+    board.time_metric = OWN_TIME if OWN_TIME in board.metrics else \
+        next((m for m in board.metrics if "latency" in m or "time" in m or m.endswith("_s")), None)
     compare_with_best(board)
     for entry in entries:
         judge_spread(entry, objective)
@@ -112,11 +116,37 @@ def build(selection: Selection, objective: str | None = None, maximize: bool = T
     if few:
         board.notes.append(f"{', '.join(f'{label} rests on {n}' for label, n in few)} expensive judgement(s) of its "
                            f"cascade: fewer than {FEWEST_EXPENSIVE}, too few for its interval and tests to hold (raise judge.sample)")
+    for run in runs:
+        judged_without = scored_without_contexts(run)
+        if judged_without:
+            board.notes.append(f"{run.name}: its overall_score was computed the old way, before the rule that a question "
+                               f"answered without contexts is not judged on them: {judged_without} such questions have "
+                               "context metrics (faithfulness, ...) scored and counted in it; run it again to compare "
+                               "it with runs made since")
     fingerprints = {r.tags.get("dataset_fingerprint") for r in runs}
     if len(fingerprints) > 1:
         board.notes.append(f"the runs used {len(fingerprints)} different datasets (dataset_fingerprint tags): "
                            "paired tests use the questions they share")
     return board
+
+
+CONTEXT_BOUND = ("faithfulness", "context_relevance")  # judged on the contexts by every judge that gives them
+
+
+def scored_without_contexts(run: Run) -> int:
+    """How many judged questions of a run logged before the no-contexts rule were scored on context
+    metrics with no contexts given: a run since then leaves them unscored (null), and its table has
+    a `not_judged` column when some were; an older run has neither."""
+    table = run.table
+    if table is None or "retrieved_chunks" not in table or "not_judged" in table:
+        return 0
+    judged = table["status"] == "judged" if "status" in table else np.ones(len(table), dtype=bool)
+    without = table["retrieved_chunks"].astype(str).isin(["[]", ""])
+    scored = np.zeros(len(table), dtype=bool)
+    for metric in CONTEXT_BOUND:
+        if metric in table:
+            scored |= ~np.isnan(numeric(table[metric]))
+    return int((judged & without & scored).sum())
 
 
 def common_objective(runs: list[Run]) -> str:

@@ -12,10 +12,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.compare.leaderboard import Entry, Leaderboard, slice_metrics
+from ragexp.compare.leaderboard import REQUESTS, Entry, Leaderboard, slice_metrics
 from ragexp.stats.inference import Interval
 from ragexp.stats.power import detectable_from_interval
 from ragexp.compare.plots import draw_all
+from ragexp.base.verdicts import VERDICTS
 from ragexp.run.embedding_map import draw
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS
 from ragexp.store.sqlite_store import database_of
@@ -105,7 +106,8 @@ def verdict_mark(entry: Entry) -> str:
 
 
 def leaderboard_table(board: Leaderboard) -> Table:
-    extra = [m for m in (board.cost_metric, board.time_metric) if m and m != board.objective]
+    requests = REQUESTS if any(e.value(REQUESTS) > 0 for e in board.entries) else None  # NaN > 0 is False
+    extra = [m for m in (board.cost_metric, board.time_metric, requests) if m and m != board.objective]
     headers = ["#", "configuration", *board.param_columns, f"{board.objective} [{board.level:.0%} CI]",
                "Δ vs best [CI]", "p (Holm)", "verdict", "failed / questions", *extra]
     rows = []
@@ -214,12 +216,10 @@ def method(board: Leaderboard) -> str:
             "is compared with the best on the questions both judged: a paired permutation test (the two runs' "
             f"scores swapped at random per question, {board.resamples:,} times) gives the p-value, a paired "
             "bootstrap the CI of the difference; p-values are Holm-corrected over the "
-            f"{max(0, len(board.entries) - 1)} comparisons. **≈ best**: not significantly different from the "
-            f"best at α = {board.alpha}, the difference's interval holding 0; **worse before Holm**: the interval "
-            "excludes 0, but the test does not reject once corrected for the other comparisons. **detects**: the "
-            "difference from the best that a comparison of those questions detects with 80% power (two-sided, "
-            "from its interval's width): a row ≈ best says nothing of smaller differences. Questions that "
-            "failed in either run of a pair are left out of its test and counted in the comparisons table.")
+            f"{max(0, len(board.entries) - 1)} comparisons, at α = {board.alpha}. "
+            + " ".join(f"**{word}**: {VERDICTS[word]}." for word in ("≈ best", "worse before Holm", "detects"))
+            + " Questions that failed in either run of a pair are left out of its test and counted in the "
+            "comparisons table.")
 
 
 def header_lines(board: Leaderboard) -> list[str]:

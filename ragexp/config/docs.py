@@ -278,16 +278,25 @@ def command_help(config: str, chosen: list[str] | None = None) -> str:
             out.append(line + wrap(option.summary, 100 - len(line), " " * len(line)))
     out += ["", "Settings: override any value with key=value (group settings too: chunker.chunk_size=256)."]
     out += setting_lines(top_settings(config))
-    by_name = {g.name: g for g in groups} | {g.name.partition("@")[2]: g for g in groups if "@" in g.name}
-    for arg in chosen or []:
-        name, _, value = arg.lstrip("+").partition("=")
-        if name in by_name:
-            out += option_lines(by_name[name], value)
+    if config == "config":  # the words a sweep's leaderboard and a regression check decide with
+        out += ["", "Verdicts (a sweep's leaderboard, the gate's regression check):", *verdict_lines()]
     out += ["", f"Run:       python -m {COMMANDS[config]} [group=option ...] [key=value ...]",
             f"Sweep:     python -m {COMMANDS[config]} -m chunker=recursive,semantic   (one run per combination)",
             f"An option's settings: python -m {COMMANDS[config]} --help judge=llm   "
             "The composed config: --cfg job   Hydra's flags: --hydra-help"]
+    by_name = {g.name: g for g in groups} | {g.name.partition("@")[2]: g for g in groups if "@" in g.name}
+    for arg in chosen or []:  # last, so that the end of the output (`| tail`) is the options asked for
+        name, _, value = arg.lstrip("+").partition("=")
+        if name in by_name:
+            out += option_lines(by_name[name], value)
     return "\n".join(out) + "\n"
+
+
+def verdict_lines(width: int = 100) -> list[str]:
+    """The verdicts (ragexp.base.verdicts) as `--help` prints them: the word, then its meaning."""
+    from ragexp.base.verdicts import VERDICTS
+
+    return [f"  {word:<27}" + wrap(meaning, width - 30, " " * 30) for word, meaning in VERDICTS.items()]
 
 
 def option_lines(group: Group, name: str) -> list[str]:

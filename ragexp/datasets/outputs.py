@@ -16,7 +16,7 @@ answer or a list), golden_docs / reference_context_ids (ids, {id: grade}, or in 
 with the question (`kind` and `source` as such), so `slices=[kind,channel]` slices by it.
 `preset=mlflow` reads MLflow evaluation datasets and exported traces: inputs / request, outputs /
 response, expectations.expected_response, trace_id, and a trace's retrieved documents (its last
-RETRIEVER span) as the contexts."""
+RETRIEVER span) as the contexts; a context object's `doc_uri` is its document id."""
 from __future__ import annotations
 
 import ast
@@ -312,6 +312,9 @@ class OutputsDataset(Loader):
             contexts = retrieved_in_spans(row)
             column = "spans (RETRIEVER)" if contexts is not None else None
         contexts = listed(contexts)
+        if self.preset == "mlflow" and isinstance(contexts, list):  # MLflow names a document by its doc_uri
+            contexts = [{**c, "doc_id": c["doc_uri"]} if isinstance(c, Mapping) and c.get("doc_uri") and "doc_id" not in c
+                        else c for c in contexts]
         if column is not None and isinstance(contexts, str):
             raise RowError(f"the contexts ({column}) must be a list of strings or of objects with a text, "
                            f"such as [\"first passage\", \"second\"] (JSON) or ['first passage', 'second'] (as pandas "

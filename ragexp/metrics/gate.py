@@ -7,7 +7,13 @@ aggregate key, then as `avg_<name>` (judge and answer metrics are averaged per q
 `scale: [lo, hi]` says the threshold is written on that scale; when the run reports the
 metric on another (known) scale, the threshold is mapped linearly onto it: the specification's
 `faithfulness >= 0.9` on 0-1 becomes `avg_faithfulness >= 9.1` for the offline judge, whose
-1-10 faithfulness is 1 + 9 * (share of supported answer sentences)."""
+1-10 faithfulness is 1 + 9 * (share of supported answer sentences).
+
+A threshold on a metric the data gives nothing to compute (retrieval metrics without golden
+documents: recorded outputs, a function's answers) does not apply to the run: its line says so
+and why, and the gate decides on the rest; `required: true` on the threshold fails the gate
+instead. A metric the run could have computed but did not (nothing judged, no contexts given to
+judge on) fails: the gate cannot tell, so it does not pass."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,6 +35,7 @@ class Threshold:
     min: float | None = None
     max: float | None = None
     scale: tuple[float, float] | None = None
+    required: bool = False  # a run whose data cannot give the metric fails, instead of leaving the threshold out
 
     def keys(self) -> tuple[str, str]:
         return self.metric.key, f"avg_{self.metric.key}"
@@ -41,18 +48,21 @@ class Threshold:
 
 
 class ThresholdSpec(TypedDict, total=False):
-    """One entry of `gate.thresholds`: `{min: X}`, `{max: X}` or both, optionally `scale: [lo, hi]`."""
+    """One entry of `gate.thresholds`: `{min: X}`, `{max: X}` or both, optionally `scale: [lo, hi]`
+    and `required: true`."""
 
     min: float | None
     max: float | None
     scale: Annotated[list[float], Len(2, 2)] | None
+    required: bool
 
 
 def parse_threshold(name: str, spec: ThresholdSpec) -> Threshold:
     """A checked threshold entry (see `Gate.constraints`) as a Threshold."""
     scale = spec.get("scale")
     return Threshold(MetricName.parse(name), spec.get("min"), spec.get("max"),
-                     cast(tuple[float, float], tuple(scale)) if scale else None)  # Len(2, 2): checked with the config
+                     cast(tuple[float, float], tuple(scale)) if scale else None,  # Len(2, 2): checked with the config
+                     bool(spec.get("required", False)))
 
 
 class Gate:
@@ -61,14 +71,18 @@ class Gate:
     `baseline` (a run folder or an MLflow run id) also fails when this run is significantly worse
     than that run (ragexp.metrics.regression): on `regression`'s metrics (null: the judge's, and
     hallucination), by more than `margin` (on each metric's own scale: a number for all, or
-    metric -> number), one-sided at `alpha`, Holm-corrected across the metrics."""
+    metric -> number), one-sided at `alpha`, Holm-corrected across the metrics; with no margin
+    for a metric, questions too few to detect a drop of a tenth of its scale fail the check
+    ("too few questions to tell") unless `accept_low_power`."""
 
     def __init__(self, name: str, thresholds: dict[str, ThresholdSpec] | None,
                  baseline: str | None, margin: NonNegativeFloat | dict[str, NonNegativeFloat],
-                 alpha: Annotated[float, Interval(gt=0, lt=1)], regression: list[str] | None):
+                 alpha: Annotated[float, Interval(gt=0, lt=1)], regression: list[str] | None,
+                 accept_low_power: bool):
         self.name = name
         self.thresholds = [parse_threshold(str(k), v) for k, v in (thresholds or {}).items()]
         self.baseline, self.alpha, self.regression = baseline, float(alpha), list(regression) if regression else None
+        self.accept_low_power = bool(accept_low_power)
         self.margins = {str(k): float(v) for k, v in margin.items()} if isinstance(margin, Mapping) else {"*": float(margin)}
         self._base: Any = None  # the baseline's per-question table (a DataFrame), read by `check`
 
@@ -88,9 +102,10 @@ class Gate:
                 MetricName.parse(name, setting)
             except RagexpError as err:
                 problems.append(str(err))
-            unknown = sorted(set(spec) - {"min", "max", "scale"})
+            unknown = sorted(set(spec) - {"min", "max", "scale", "required"})
             if unknown or spec.get("min") is None and spec.get("max") is None:
-                problems.append(f"{setting}: write {{min: X}}, {{max: X}} or both, optionally with scale: [lo, hi]"
+                problems.append(f"{setting}: write {{min: X}}, {{max: X}} or both, optionally with scale: [lo, hi] "
+                                "and required: true"
                                 + (f"; {', '.join(unknown)} is not one of them" if unknown else ""))
             scale = spec.get("scale")
             if scale and not scale[0] < scale[1]:
@@ -147,7 +162,7 @@ class Gate:
     def evaluate(self, aggregates: Mapping[str, float], scales: Mapping[str, tuple[float, float]],
                  constructed: Collection[str] = (), rows: Mapping[str, Mapping[str, float]] | None = None,
                  metrics: Iterable[str] = (), intervals: Mapping[str, tuple[float, float]] | None = None,
-                 not_judged: Mapping[str, str] | None = None) -> GateVerdict:
+                 not_judged: Mapping[str, str] | None = None, not_given: Mapping[str, str] | None = None) -> GateVerdict:
         """Each threshold checked; a check on an aggregate in `constructed` (it holds by construction
         for the run's configuration, see ragexp.metrics.scoring.by_construction) says so: it passes or fails
         as written, but it tests the configuration, not the system. With a baseline, `rows` (this
@@ -155,20 +170,28 @@ class Gate:
         metrics, else on `metrics` (the judge's). A threshold tests the point estimate; its line
         shows the estimate's 95% interval from `intervals` (aggregate key -> (low, high)) beside it.
         A threshold on a metric the run could not judge (`not_judged`: metric -> why, e.g. the system
-        gave no contexts) fails and says why: the gate cannot tell, so it does not pass."""
+        gave no contexts) fails and says why: the gate cannot tell, so it does not pass. One on a
+        metric the data gives nothing to compute (`not_given`: aggregate key -> why, e.g. no question
+        has golden documents) does not apply, said with why, unless the threshold is `required`.
+        `thresholds_passed` is what a sweep's correction across its jobs does not decide again: the
+        thresholds, and whether the regression check's questions could tell (or that was accepted)."""
         checks: list[str] = []
-        passed, regression = True, dict[str, float]()
+        passed, regression, told = True, dict[str, float](), True
         if self.baseline is not None:
-            passed, checks, regression = self.regression_checks(rows or {}, list(metrics))
-        thresholds_passed = True
+            passed, checks, regression, told = self.regression_checks(rows or {}, list(metrics), scales)
+        thresholds_passed = told
         for t in self.thresholds:
             key = next((k for k in t.keys() if k in aggregates), None)
             if key is None:  # e.g. no question was judged: the specification's results.get(metric, 0) fails
-                passed = thresholds_passed = False
                 name = "hallucination" if t.metric.key == "hallucination_rate" else t.metric.key
-                why = (not_judged or {}).get(name)
+                why, absent = (not_judged or {}).get(name), (not_given or {}).get(t.metric.key)
+                if absent and not t.required:
+                    checks.append(f"{t.metric}: not applicable ({absent}; required: true makes it fail): left out")
+                    continue
+                passed = thresholds_passed = False
                 checks.append(f"{t.metric}: not judged in this run ({why}): FAILED" if why
-                              else f"{t.metric}: not computed in this run: FAILED")
+                              else f"{t.metric}: not computed in this run ({absent}), and the gate requires it: FAILED"
+                              if absent else f"{t.metric}: not computed in this run: FAILED")
                 continue
             value = float(aggregates[key])
             for op, bound in ((">=", t.min), ("<=", t.max)):
@@ -186,16 +209,23 @@ class Gate:
                               f"{'ok' if ok else 'FAILED'}")
         return GateVerdict(self.name, passed, tuple(checks), regression, thresholds_passed)
 
-    def regression_checks(self, rows: Mapping[str, Mapping[str, float]],
-                          metrics: list[str]) -> tuple[bool, list[str], dict[str, float]]:
-        from ragexp.metrics.regression import baseline_table, paired_with
+    def regression_checks(self, rows: Mapping[str, Mapping[str, float]], metrics: list[str],
+                          scales: Mapping[str, tuple[float, float]]) -> tuple[bool, list[str], dict[str, float], bool]:
+        """(passed, its lines, each metric's raw p-value, whether its questions could tell)."""
+        from ragexp.metrics.regression import baseline_table, failed, paired_with
 
         base = self._base if self._base is not None else baseline_table(str(self.baseline))
-        shared, found = paired_with(rows, base, str(self.baseline), self.regression or metrics, self.margins, self.alpha)
+        shared, found = paired_with(rows, base, str(self.baseline), self.regression or metrics, self.margins,
+                                    self.alpha, scales)
         lines = [f"regression against {self.baseline}: {shared} shared questions, paired, one-sided at "
                  f"alpha {self.alpha:g}, Holm across {len(found)} metrics"]
-        lines += [r.line(self.alpha, 0.95) for r in found]
-        return not any(r.worse(self.alpha) for r in found), lines, {r.metric: r.p for r in found}
+        lines += [r.line(self.alpha, 0.95, self.accept_low_power) for r in found]
+        told = self.accept_low_power or not any(r.too_few for r in found)
+        if not told:
+            lines.append("too few questions to tell: give a margin you can detect (gate.margin, on each metric's own "
+                         "scale), judge more questions (python -m ragexp.plan says how many), or accept it: "
+                         "gate.accept_low_power=true")
+        return not failed(found, self.alpha, self.accept_low_power), lines, {r.metric: r.p for r in found}, told
 
 
 def threshold_intervals(gate: Gate, spec, rows: list[Mapping]) -> dict[str, tuple[float, float]]:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.base.children import Child
+from ragexp.base.progress import working
 from ragexp.base.redact import scrub_url, written_config
 from ragexp.config.build import build
 from ragexp.config.validation import validate
@@ -189,7 +190,8 @@ class Job:
             raise stopped_by(exits[0])
         failure = run_failure(result, share)
         try:
-            results_file = self.write(result, folder, failure, pictures)
+            with working("writing the run folder"):
+                results_file = self.write(result, folder, failure, pictures)
         except OSError as err:
             raise FolderIncomplete(f"cannot write the run folder {folder} ({reason(err)}): it is left incomplete, "
                                    "without results.json, and nothing was logged; free space (or fix the folder) and run "
@@ -230,6 +232,7 @@ class Job:
         it (a server gone away), TrackingFailed saying where the results are and the command that
         logs them later."""
         try:
-            return self.tracker.log_folder(outcome.folder, self.parent_id)
+            with working(f"logging the run to {self.tracker.where()}"):  # a line when it takes long
+                return self.tracker.log_folder(outcome.folder, self.parent_id)
         except Exception as err:  # noqa: BLE001 - any failure of the store: the results are safe on disk
             raise TrackingFailed(not_logged(self.tracker.where(), type(err).__name__, str(err), outcome.folder)) from None

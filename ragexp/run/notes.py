@@ -41,3 +41,13 @@ def retrieval_notes(results: list[QuestionResult], rule: str) -> list[str]:
             reasons.setdefault(r.retrieval_excluded, []).append(r.question.qid)
     return [f"{len(ids)} questions excluded from retrieval metrics (relevance={rule}: {why}): {listed(ids)}"
             for why, ids in reasons.items()]
+
+
+def not_given(results: list[QuestionResult], names: list[str], aggregates: dict) -> dict[str, str]:
+    """The retrieval metrics (MLflow keys of `names`) the data gave nothing to compute: no question
+    was scored on them (each left out with its reason, e.g. no golden documents) -> why."""
+    if any(not r.retrieval_excluded for r in results):
+        return {}
+    reasons = sorted({r.retrieval_excluded for r in results})
+    why = f"no question to score it on: {'; '.join(reasons)}" if reasons else "no question to score it on"
+    return {name: why for name in names if name not in aggregates}

@@ -12,6 +12,8 @@ from typing import Sequence
 from omegaconf import DictConfig, open_dict
 
 from ragexp.base.concurrency import concurrency, map_concurrently
+from ragexp.base.pairing import pairing_id
+from ragexp.base.progress import working
 from ragexp.components.systems import System
 from ragexp.config.build import Components, build, components
 from ragexp.datasets import corpus_fingerprint, fingerprint
@@ -19,16 +21,17 @@ from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.contract import Judge, context
 from ragexp.judges.judging import judged_results
 from ragexp.llm.estimate import Estimate
-from ragexp.metrics import MetricSet
+from ragexp.metrics import MetricSet, metric_key
+from ragexp.metrics.relevance import CONTEXT_METRICS
 from ragexp.metrics.gate import threshold_intervals
 from ragexp.metrics.generation import abstention_scores, scorecard
-from ragexp.metrics.regression import refuse_row_ids
+from ragexp.metrics.regression import refuse_shared_questions
 from ragexp.metrics.scoring import Aggregate, by_construction, run_aggregates, score_row
 from ragexp.metrics.targets import assess
 from ragexp.run import embedding_map
-from ragexp.run.notes import data_notes, retrieval_notes
+from ragexp.run.notes import data_notes, not_given, retrieval_notes
 from ragexp.run.rerank import rerank_results
-from ragexp.run.work import Work, load
+from ragexp.run.work import Work, load, own_stage
 from ragexp.store.cache import key_of
 from ragexp.store.code_identity import identify_ahead
 from ragexp.store.tracing import documents, ended
@@ -73,9 +76,10 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
     try:
         c.llm.connect(generator=c.generator, reranker=c.reranker, rubric=c.rubric, **c.judge.roles())  # keys, endpoints too
         c.llm.connect_embedders(work.embeddings.embedders)  # embedder=openai: counted with the LLM traffic
-        dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
+        with working("reading the data"):
+            dataset = load(c.loader, build(cfg.question_sample) if "question_sample" in cfg else None)
         if c.gate.baseline:
-            refuse_row_ids(dataset.questions, f"dataset.path={cfg.dataset.get('path')}" if cfg.dataset.get("path")
+            refuse_shared_questions(dataset.questions, f"dataset.path={cfg.dataset.get('path')}" if cfg.dataset.get("path")
                            else "the rows given")
         work.traces = build(cfg.tracing).recorder(dataset.questions) if "tracing" in cfg else None
         notes = data_notes(dataset)
@@ -89,7 +93,7 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         if isinstance(results, Estimate):
             return replace(results, notes=(*results.notes, *c.judge.planned_notes(len(dataset.questions))))
 
-        results, judged_notes = work.stage("judging", None, judged_results, c.judging, results, work, c.settings["judge"])
+        results, judged_notes = own_stage(work, "judging", None, judged_results, c.judging, results, work, c.settings["judge"])
         notes += judged_notes
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
@@ -99,13 +103,15 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))
         constructed = by_construction(c.generator)  # e.g. the faithfulness of copied context sentences
-        rows = {r.question.qid: score_row(r) for r in results if r.judgement is not None} if c.gate.baseline else None
+        rows = {pairing_id(r.question.qid, r.question.text, r.question.id_from_row): score_row(r)
+                for r in results if r.judgement is not None} if c.gate.baseline else None
         metrics = [*c.judge.metrics, *(["hallucination"] if c.judge.flags_hallucination else [])]
         intervals = threshold_intervals(c.gate, spec, [score_row(r) for r in results]) if c.gate.thresholds else None
         not_judged = {m: why for r in results if r.judgement is not None
                       for m, why in r.judgement.details.get("not_judged", {}).items()}
-        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals, not_judged) \
-            if c.gate.active else None
+        retrieval = [metric_key(n) for n in (*c.metric_set.names, *CONTEXT_METRICS)]
+        verdict = c.gate.evaluate(aggregates, c.scales, constructed, rows, metrics, intervals, not_judged,
+                                  not_given(results, retrieval, aggregates)) if c.gate.active else None
         if verdict is not None:
             aggregates["gate_passed"] = int(verdict.passed)
             spec += (Aggregate("gate_passed", (), "gate", "all"),)
@@ -141,7 +147,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     ragexp.store.cache). With `dry_run=true`, the Estimate of the run's LLM requests, after retrieval."""
     assert c.chunker is not None and c.retriever is not None  # built for system=pipeline
     chunks_key = key_of("chunks", corpus_fingerprint(dataset.documents), c.settings["chunker"])
-    chunks = work.stage("chunking", chunks_key, c.chunker.chunk, dataset.documents)
+    chunks = own_stage(work, "chunking", chunks_key, c.chunker.chunk, dataset.documents)
     log.info("%d documents -> %d chunks", len(dataset.documents), len(chunks))
     queries = [q.text for q in dataset.questions]
     # the metrics see deeper than the generator's top_k, the reranker takes its candidates from this list
@@ -154,7 +160,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     # on it): a grid's other top_k, a racing sweep's next round, search only the queries not stored yet
     search_settings = {k: v for k, v in c.settings["retriever"].items() if k != "top_k"}
     question_key = partial(key_of, "question_hits", chunks_key, search_settings, depth) if cacheable else None
-    ranked = work.stage("retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
+    ranked = own_stage(work, "retrieval", hits_key, work.index_then_search, c.retriever, chunks, queries, depth,
                         question_key)
     if work.traces is not None:
         cache = "hit" if work.cache.stats["hits_cached"] > served else "miss"
@@ -165,7 +171,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
     c.rule.prepare(chunks)
     results = [retrieval_scored(c, question, hits) for question, hits in zip(dataset.questions, ranked)]
     if c.reranker.active and not c.llm.dry_run:  # see ragexp.run.rerank
-        results = work.stage("reranking", None, rerank_results, work, c.reranker, c.settings["reranker"], results,
+        results = own_stage(work, "reranking", None, rerank_results, work, c.reranker, c.settings["reranker"], results,
                              partial(retrieval_scored, c))
     notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
@@ -174,7 +180,7 @@ def pipeline_answers(c: Components, work: Work, dataset: Dataset, notes: list[st
                               c.judge.planned(dataset.questions))
 
     answer = partial(answer_question, work, c.generator, c.settings["generator"])
-    return work.stage("generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
+    return own_stage(work, "generation", None, map_concurrently, answer, results, concurrency(c.generator), "generating")
 
 
 def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str],
@@ -187,16 +193,28 @@ def system_answers(c: Components, work: Work, dataset: Dataset, notes: list[str]
         log.warning(note)
         notes.append(note)
     answer = partial(system_answer, work, c.system)
-    results = work.stage("answering", None, map_concurrently, answer, dataset.questions, concurrency(c.system),
+    results = own_stage(work, "answering", None, map_concurrently, answer, dataset.questions, concurrency(c.system),
                          f"asking {c.system.name}")
     c.rule.prepare([h.chunk for r in results for h in r.hits])
     results = [replace(retrieval_scored(c, r.question, r.hits, len(r.hits)), answer=r.answer, failure=r.failure)
-               for r in results]
+               if not r.hits or ids_given(r.hits) or not r.question.golden else
+               replace(r, retrieval_excluded=UNNAMED_CONTEXTS) for r in results]
     if any(r.question.golden for r in results):
         notes += retrieval_notes(results, c.rule.name)
     if c.llm.dry_run:
         return c.llm.estimate(name, dataset.questions, [r.hits for r in results], role_questions=c.judge.planned(dataset.questions))
     return results
+
+
+UNNAMED_CONTEXTS = ("its contexts carry no document ids, so no golden document can be found among them: give each "
+                    "context its id (contexts as objects with a doc_id, or a context_ids column)")
+
+
+def ids_given(hits: Sequence[Hit]) -> bool:
+    """Whether the system under test named the documents of its contexts: a context given as text
+    alone gets `context-<rank>` (ragexp.components.systems.base.hits_from_contexts), which no golden
+    document matches; its retrieval metrics would be 0 for want of a name, not of a document."""
+    return any(h.chunk.doc_id != f"context-{h.rank}" for h in hits)
 
 
 def system_answer(work: Work, system: System, question: Question) -> QuestionResult:

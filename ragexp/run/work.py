@@ -7,6 +7,7 @@ import time
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ragexp.base.progress import loading_seconds
 from ragexp.components.embedders import EmbeddingCache
 from ragexp.errors import RagexpError
 from ragexp.run.rerank import STAGE as RERANK_STAGE
@@ -92,6 +93,32 @@ class Work:
                 if keys:
                     self.cache.put("question_hits", keys[i], hits)
         return [found[i] for i in range(len(queries))]
+
+
+OWN = "own"  # the run's own time in `Work.seconds` (logged as time_own_s): its stages', model loading apart
+OWN_STORED_AS = "stage_seconds"  # the stage cache's folder of what each stored stage entry took to compute
+
+
+def own_stage(work: Work, name: str, key: str | None, compute: Callable, *args):
+    """`work.stage(name, key, compute, *args)` for a stage of the run's own (not one inside
+    another), its time added to the run's own time (`work.seconds["own"]`, logged as `time_own_s`):
+    its wall time without the models loaded meanwhile (ragexp.base.progress.loading), and for a
+    stage the cache served, the time it took when it was computed (kept beside its entry): what the
+    configuration costs, whichever job of a sweep loaded the model or filled the cache first. (Not a
+    method of Work: Work's code is in the key of the stages it computes, index_then_search.)"""
+    started, loaded = time.perf_counter(), loading_seconds()
+    stored_as = Work.STORED_AS.get(name, name)
+    computed_before = work.cache.stats[f"{stored_as}_computed"]
+    value = work.stage(name, key, compute, *args)
+    own = max(0.0, time.perf_counter() - started - (loading_seconds() - loaded))
+    if key is not None:
+        if work.cache.stats[f"{stored_as}_computed"] > computed_before:
+            work.cache.put(OWN_STORED_AS, key, round(own, 4))
+        else:  # served from the cache: what computing it took (for an entry stored without it, reading it)
+            stored = work.cache.get(OWN_STORED_AS, key)
+            own = float(stored) if isinstance(stored, (int, float)) and not isinstance(stored, bool) else own
+    work.seconds[OWN] = round(work.seconds.get(OWN, 0.0) + own, 4)
+    return value
 
 
 def load(loader, sample: QuestionSample | None = None) -> Dataset:

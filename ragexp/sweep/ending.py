@@ -11,6 +11,7 @@ import logging
 import time
 from pathlib import Path
 
+from ragexp.base.progress import working
 from ragexp.store.logged_record import JOBS_NOT_LOGGED, read_record
 from ragexp.store.run_folder import FAILURE_FILE, RESULTS, RUN_META, SWEEP_FILE, read_sweep
 
@@ -82,6 +83,7 @@ def folder_leaderboard(sweep_dir: Path, failures: list[dict]) -> None:
     written to the sweep folder's report/; a failure to make it is said, never raised."""
     try:
         from ragexp.compare import leaderboard, report
+        from ragexp.compare.explain import winner_lines
         from ragexp.compare.report import leaderboard_table
         from ragexp.store.reader import Selection
         from ragexp.sweep.racing.jobs import read_run
@@ -92,10 +94,11 @@ def folder_leaderboard(sweep_dir: Path, failures: list[dict]) -> None:
             return
         selection = Selection(tracking_uri="", experiment="run folders", runs=runs,
                               failed_jobs=[f"{f['name']}: FAILED ({f['reason']})" for f in failures if not f.get("not_logged")])
-        board = leaderboard.build(selection)
-        files = report.write(board, sweep_dir / "report", with_plots=False)
+        with working("building the sweep's report"):
+            board = leaderboard.build(selection)
+            files = report.write(board, sweep_dir / "report", with_plots=False)
         print(f"\nleaderboard from the run folders ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
-              + leaderboard_table(board).markdown())
+              + leaderboard_table(board).markdown() + "\n" + "\n".join(winner_lines(board)))
     except Exception as err:  # noqa: BLE001 - the jobs' results are on disk, listed with the error below
         log.warning("no leaderboard from the run folders (%s: %s)", type(err).__name__, err)
 
@@ -113,12 +116,14 @@ def store_leaderboard(tracker, parent_id: str, sweep_dir: Path) -> str | None:
     so a failure here is reported, not raised)."""
     try:
         from ragexp.compare import make
+        from ragexp.compare.explain import winner_lines
         from ragexp.compare.report import leaderboard_table
 
-        board, files, _ = make([parent_id], tracker.tracking_uri, out_dir=sweep_dir / "report",
-                               overwrite=True)  # the sweep's own report
+        with working("building the sweep's report"):
+            board, files, _ = make([parent_id], tracker.tracking_uri, out_dir=sweep_dir / "report",
+                                   overwrite=True)  # the sweep's own report
         print(f"\nleaderboard ({board.objective}, {board.level:.0%} CIs; report: {files['html']}):\n"
-              + leaderboard_table(board).markdown())
+              + leaderboard_table(board).markdown() + "\n" + "\n".join(winner_lines(board)))
         if board.selection.incomplete:
             print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
                 f"  failed: {job}" for job in board.selection.failed_jobs))

@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from ragexp.base.progress import loading
 from ragexp.base.digests import file_digest
 from ragexp.errors import RagexpError
 from ragexp.base.threads import passive_waiting
@@ -156,4 +157,5 @@ class OnnxEncoder:
 
 @lru_cache(maxsize=8)
 def load_encoder(model_path: str, backend: Backend, folder: str) -> OnnxEncoder:
-    return OnnxEncoder(model_path, backend, Path(folder))
+    with loading(f"the embedding model {Path(model_path).parent.name}/{Path(model_path).name} ({backend})"):
+        return OnnxEncoder(model_path, backend, Path(folder))

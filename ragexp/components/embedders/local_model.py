@@ -11,17 +11,19 @@ from ragexp.errors import RagexpError
 from ragexp.base.digests import folder_digest
 from ragexp.base.settings import PositiveInt
 from ragexp.components.embedders.base import Embedder
+from ragexp.base.progress import loading
 from ragexp.base.threads import passive_waiting
 
 
 @lru_cache(maxsize=4)
 def load_sentence_transformer(path: str, device: str):
-    passive_waiting()  # before torch starts its threads
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as transformers_logging
+    with loading(f"the embedding model {'/'.join(path.rstrip('/').split(os.sep)[-2:])} (torch)"):  # a minute on a busy CPU
+        passive_waiting()  # before torch starts its threads
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
 
-    transformers_logging.disable_progress_bar()  # ragexp shows its own progress
-    return SentenceTransformer(path, device=device, local_files_only=True)
+        transformers_logging.disable_progress_bar()  # ragexp shows its own progress
+        return SentenceTransformer(path, device=device, local_files_only=True)
 
 
 class SentenceTransformerEmbedder(Embedder):
