@@ -57,15 +57,15 @@ def test_loading_keeps_its_seconds_and_a_block_of_work_leaves_the_board():
 
 def test_a_runs_own_time_leaves_out_model_loading_and_counts_a_served_stage_as_computed(tmp_path, monkeypatch):
     from ragexp.run import work as w
-    from ragexp.store.cache import StageCache
+    from ragexp.config.build import from_yaml
 
     loaded = iter([0.0, 100.0])  # the model took "100 s" to load during the stage
     monkeypatch.setattr(w, "loading_seconds", lambda: next(loaded))
-    first = w.Work(StageCache(str(tmp_path / "cache")))
+    first = w.Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     assert w.own_stage(first, "chunking", "k1", lambda docs: list(docs), ["d"]) == ["d"]
     assert first.seconds["own"] == 0.0 and first.seconds["chunking"] >= 0  # job_time and stage time keep their span
     first.cache.put(w.OWN_STORED_AS, "k1", 123.0)  # as if computing it had taken 123 s
     monkeypatch.setattr(w, "loading_seconds", lambda: 0.0)
-    served = w.Work(StageCache(str(tmp_path / "cache")))
+    served = w.Work(from_yaml("cache", dir=str(tmp_path / "cache")))
     assert w.own_stage(served, "chunking", "k1", lambda docs: pytest.fail("served, not computed"), ["d"]) == ["d"]
     assert served.seconds["own"] == 123.0 and served.cache.stats["chunks_cached"] == 1
