@@ -8,6 +8,7 @@ judge's (`ragexp.llm`)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Mapping
 
 from ragexp.errors import RagexpError
@@ -21,6 +22,19 @@ from ragexp.synth import TYPES
 from ragexp.synth.candidates import Candidate, Source
 
 SETTING = "synth.generator"
+
+
+def schema(properties: dict) -> str:
+    """A reply's JSON schema (as JSON text): an object with exactly these fields."""
+    return json.dumps({"type": "object", "properties": properties, "required": list(properties),
+                       "additionalProperties": False})
+
+
+# the replies' schemas, as the prompts describe them (endpoints that take one constrain the reply to it)
+QUESTION_SCHEMA = schema({"question": {"type": "string", "minLength": 1, "maxLength": 400},
+                          "answer": {"type": "string", "minLength": 1, "maxLength": 600},
+                          "evidence": {"type": "array", "items": {"type": "string", "maxLength": 400}}})
+VERDICT_SCHEMA = schema({"grounded": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 300}})
 
 
 def passages(source: Source) -> str:
@@ -77,12 +91,12 @@ class LLMQuestionGenerator(AsksForJSON):
         context = passages(source)
         return ChatRequest((("system", self.system.render(context=context)),
                             ("user", self.prompts[source.type].render(context=context))),
-                           self.temperature, self.max_tokens, self.json_mode, data=(context,))
+                           self.temperature, self.max_tokens, self.json_mode, schema=QUESTION_SCHEMA, data=(context,))
 
     def verify_request(self, candidate: Candidate) -> ChatRequest:
         user = self.verify_template.render(context=passages(candidate.source), question=candidate.question,
                                            answer=candidate.answer)
-        return ChatRequest((("user", user),), 0.0, 200, self.json_mode,
+        return ChatRequest((("user", user),), 0.0, 200, self.json_mode, schema=VERDICT_SCHEMA,
                            data=(passages(candidate.source), candidate.question, candidate.answer))
 
     def make(self, source: Source, seed: int = 0) -> Candidate:

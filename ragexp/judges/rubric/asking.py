@@ -4,11 +4,12 @@ criterion: `{"<name>": {"reasoning": "...", "score": ...}}` (a bare value is rea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ragexp.judges.llm import expected_text
 from ragexp.judges.rubric.criteria import Criterion, field_value
+from ragexp.llm.logprobs import distribution, expected, scale_texts, value_offsets
 from ragexp.llm.prompts import Delimited, neutralise, numbered_context
 from ragexp.llm.replies import Disagreeing, Unreadable, own_objects
 from ragexp.types import Answer, Hit, Question
@@ -22,6 +23,7 @@ class Verdict:
     score: float
     reason: str
     clamped: str = ""  # "12 -> 10" when the judge gave a value off the scale
+    sampled: float | None = None  # the value the judge wrote, when `score` is the probability-weighted mean
 
 
 def criteria_text(criteria: Sequence[Criterion]) -> Delimited:
@@ -127,3 +129,27 @@ def verdict(entry, criterion: Criterion) -> Verdict | Unreadable:
     except Unreadable as err:
         return Unreadable(f"{criterion.name}: {err}")
     return Verdict(score, reason, f"{given} -> {score:g}" if moved else "")
+
+
+def weighted(verdicts: dict[str, Verdict | Unreadable], criteria: Sequence[Criterion], reply) -> dict[str, Verdict | Unreadable]:
+    """The verdicts with each criterion's score the probability-weighted mean of its scale (its
+    levels' values, or its whole numbers) where the reply's token log-probabilities tell
+    (`ragexp.llm.logprobs`), the written score kept as `sampled`."""
+    if not reply.logprobs:
+        return verdicts
+    found = value_offsets(reply.text)
+    out = dict(verdicts)
+    for c in criteria:
+        v = verdicts.get(c.name)
+        entries = [n for n, (key, _) in enumerate(found) if key.strip().lower() == c.name.lower()]
+        if not isinstance(v, Verdict) or len(entries) != 1:
+            continue
+        score_at = next((offset for key, offset in found[entries[0] + 1:] if key.strip().lower() == "score"), None)
+        if score_at is None:
+            continue
+        texts = {json.dumps(name): value for name, value in c.scale.levels} if c.scale.levels else \
+            scale_texts(c.scale.low, c.scale.high)
+        probabilities = distribution(reply.logprobs, reply.text, score_at, texts)
+        if probabilities is not None:
+            out[c.name] = replace(v, score=round(expected(probabilities), 4), sampled=v.score)
+    return out
