@@ -77,6 +77,17 @@ def test_no_distribution_from_tokens_that_do_not_spell_the_reply_or_without_log_
     assert distribution((), text, at(text, "score"), scale_texts(1, 5)) is None
 
 
+def test_a_reply_whose_code_fence_the_server_stripped_is_read_where_it_stands_in_the_tokens():
+    from ragexp.llm.client import at_values, reply_logprobs, token_logprobs
+
+    text = '{"score": 4}'
+    fenced = f"```json\n{text}\n```"  # what the model wrote; llama.cpp's server sends `text`
+    written = char_logprobs(fenced, {fenced.index("4"): {"4": 0.5, "2": 0.5}})
+    tokens = token_logprobs(at_values(reply_logprobs({"choices": [{"logprobs": {"content": written}}]}), text))
+    assert distribution(tokens, text, at(text, "score"), scale_texts(1, 5)) == approx({4.0: 0.5, 2.0: 0.5})
+    assert sum(bool(t[3]) for t in tokens) <= 5  # alternatives kept only at the value and the tokens after it
+
+
 def test_value_offsets_skip_keys_inside_strings():
     text = '{"reasoning": "a \\"faithfulness\\": 9 quote", "faithfulness": 4}'
     assert [key for key, _ in value_offsets(text)] == ["reasoning", "faithfulness"]

@@ -8,8 +8,9 @@ out too, and the rest is normalised. `expected` is the probability-weighted mean
 score a judge gives where the endpoint returns log-probabilities: it tells apart replies that wrote
 the same number with different confidence, so a small model's ranking is usable.
 
-None wherever that cannot be read: no log-probabilities, tokens that do not spell the reply, a value
-whose start no alternative spells."""
+None wherever that cannot be read: no log-probabilities, tokens that do not spell the reply (nor
+hold it once: a server may strip a code fence the model wrote around it), a value whose start no
+alternative spells."""
 from __future__ import annotations
 
 import math
@@ -37,7 +38,10 @@ def at_values(tokens: list, text: str) -> list:
     tokens after it: what `distribution` reads, a small part of what is cached."""
     if not tokens:
         return tokens
-    starts = sorted(len(text[:offset].encode()) for _, offset in value_offsets(text))
+    base = spelled_at(tokens, text, 0)
+    if base is None:  # nothing `distribution` could read
+        return [[*token[:3], []] for token in tokens]
+    starts = sorted(base + len(text[:offset].encode()) for _, offset in value_offsets(text))
     kept, start, next_start, left = [], 0, 0, 0
     for token in tokens:
         end = start + token[1]
@@ -86,10 +90,10 @@ def distribution(tokens: Sequence[tuple], text: str, offset: int, values: Mappin
     `offset` of the reply `text`, from its `tokens` (`Reply.logprobs`); None when unreadable."""
     if not tokens:
         return None
-    encoded = text.encode()
-    if sum(t[1] for t in tokens) != len(encoded):
-        return None  # the tokens do not spell the reply
-    at = len(text[:offset].encode())
+    at = spelled_at(tokens, text, offset)
+    if at is None:
+        return None
+    encoded = "".join(t[0] for t in tokens).encode()
     start = 0
     for index, token in enumerate(tokens):
         if start + token[1] > at:
@@ -99,6 +103,19 @@ def distribution(tokens: Sequence[tuple], text: str, offset: int, values: Mappin
             return {v: m / total for v, m in masses.items()} if total > 0 else None
         start += token[1]
     return None
+
+
+def spelled_at(tokens: Sequence[tuple], text: str, offset: int) -> int | None:
+    """The byte of the tokens' text where `offset` of the reply `text` is: the same when they spell
+    the reply, else where the reply stands in them once (a server that strips the code fence the model
+    wrote around its JSON: llama.cpp's); None when they do not hold it, or hold it twice."""
+    written = "".join(t[0] for t in tokens)
+    if sum(t[1] for t in tokens) != len(written.encode()):
+        return None  # a token's text is not its bytes (a character split between tokens)
+    start = written.find(text)
+    if start < 0 or written.find(text, start + 1) >= 0:
+        return None
+    return len(written[:start + offset].encode())
 
 
 def spread(tokens: Sequence[tuple], index: int, lead: str, left: dict[str, V], weight: float = 1.0) -> dict[V, float]:
