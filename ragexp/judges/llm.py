@@ -15,7 +15,7 @@ from ragexp.base.settings import PositiveInt, Temperature
 
 LOW, HIGH = 1.0, 10.0
 
-REASONING_CHARS = 600  # the schema's bound on `reasoning`: two or three sentences, never cut by max_tokens
+REASONING_CHARS = 400  # the schema's bound on `reasoning`: two or three sentences, never cut by max_tokens
 
 # the reply's JSON schema, as the prompt describes it (endpoints that take one constrain the reply to it)
 REPLY_SCHEMA = {

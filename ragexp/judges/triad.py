@@ -329,20 +329,23 @@ def supported_chances(verdicts: list[tuple[bool, str]], reply) -> list[tuple[boo
     return [(ok, why, chance) for (ok, why), chance in zip(verdicts, chances)]
 
 
+MAX_CLAIMS = 20  # the claims a reply may list (its schema): a model that runs on ends the list before max_tokens
+
+
 def step_schema(step: str, count: int) -> dict:
     """The JSON schema of a step's reply, as its prompt describes it; `count`: how many sentences
     (context relevance) or claims (verification) the request numbers."""
     numbers = {"type": "integer", "minimum": 1, **({"maximum": count} if count else {})}
     shapes: dict[str, dict] = {
-        "context_relevance": {"relevant": {"type": "array", "items": numbers}},
-        "claims": {"claims": {"type": "array", "items": {"type": "string", "maxLength": 300}}},
+        "context_relevance": {"relevant": {"type": "array", **({"maxItems": count} if count else {}), "items": numbers}},
+        "claims": {"claims": {"type": "array", "maxItems": MAX_CLAIMS, "items": {"type": "string", "maxLength": 300}}},
         "verification": {"verdicts": {"type": "array", **({"minItems": count, "maxItems": count} if count else {}),
                                       "items": {"type": "object", "properties": {
                                           "claim": numbers, "supported": {"type": "boolean"},
-                                          "reason": {"type": "string", "maxLength": 300}},
+                                          "reason": {"type": "string", "maxLength": 200}},
                                           "required": ["claim", "supported", "reason"], "additionalProperties": False}}},
         "answer_relevance": {"score": {"type": "integer", "minimum": 1, "maximum": 5},
-                             "reasoning": {"type": "string", "maxLength": 600}},
+                             "reasoning": {"type": "string", "maxLength": 400}},
     }
     properties = shapes[step]
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}

@@ -33,8 +33,8 @@ def schema(properties: dict) -> str:
 # the replies' schemas, as the prompts describe them (endpoints that take one constrain the reply to it)
 QUESTION_SCHEMA = schema({"question": {"type": "string", "minLength": 1, "maxLength": 400},
                           "answer": {"type": "string", "minLength": 1, "maxLength": 600},
-                          "evidence": {"type": "array", "items": {"type": "string", "maxLength": 400}}})
-VERDICT_SCHEMA = schema({"grounded": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 300}})
+                          "evidence": {"type": "array", "maxItems": 5, "items": {"type": "string", "maxLength": 400}}})
+VERDICT_SCHEMA = schema({"grounded": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}})
 
 
 def passages(source: Source) -> str:

@@ -18,6 +18,9 @@ DATA = {"question": "the question", "contexts": "the retrieved context", "answer
         "reference": "the expected (reference) answer"}
 
 
+REASONING_CHARS = 400  # "one or two sentences", bounded in the reply's schema
+
+
 @dataclass(frozen=True)
 class Verdict:
     score: float
@@ -48,14 +51,16 @@ def reply_shape(criteria: Sequence[Criterion]) -> Delimited:
 
 def reply_schema(criteria: Sequence[Criterion]) -> dict:
     """The JSON schema of the reply `reply_shape` describes, for endpoints that take one
-    (`response_format` json_schema): an entry per criterion, its score one of its levels or an
+    (`response_format` json_schema): an entry per criterion, its reasoning at most REASONING_CHARS
+    characters (a model that runs on ends it before max_tokens), its score one of its levels or an
     integer on its scale."""
     def score(c: Criterion) -> dict:
         if c.scale.levels:
             return {"type": "string", "enum": [name for name, _ in c.scale.levels]}
         return {"type": "integer", "minimum": c.scale.low, "maximum": c.scale.high}
 
-    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string"}, "score": score(c)},
+    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": REASONING_CHARS},
+                                                       "score": score(c)},
                       "required": ["reasoning", "score"]} for c in criteria}
     return {"type": "object", "properties": entry, "required": [c.name for c in criteria]}
 
