@@ -9,24 +9,29 @@ from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.logprobs import Logprobs, probability_of, scale_value
 from ragexp.llm.prompts import Template, numbered_context, template_problems
-from ragexp.llm.replies import Unreadable, boolean, clamped, number, text
+from ragexp.llm.replies import Unreadable, boolean, clamped, number, text, text_bound
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.base.settings import PositiveInt, Temperature
 
 LOW, HIGH = 1.0, 10.0
 
-REASONING_CHARS = 400  # the schema's bound on `reasoning`: two or three sentences, never cut by max_tokens
+REASONING_CHARS = 400  # the schema's bound on `reasoning` (two or three sentences), less when max_tokens is lower
+SKELETON_TOKENS = 60  # the reply's JSON but its reasoning, in tokens
 
-# the reply's JSON schema, as the prompt describes it (endpoints that take one constrain the reply to it)
-REPLY_SCHEMA = {
-    "type": "object",
-    "properties": {**{m: {"type": "integer", "minimum": 1, "maximum": 10}
-                      for m in ("context_relevance", "answer_similarity", "faithfulness")},
-                   "hallucination": {"type": "boolean"},
-                   "reasoning": {"type": "string", "maxLength": REASONING_CHARS}},
-    "required": ["context_relevance", "answer_similarity", "faithfulness", "hallucination", "reasoning"],
-    "additionalProperties": False,
-}
+
+def reply_schema(max_tokens: int) -> dict:
+    """The reply's JSON schema, as the prompt describes it (endpoints that take one constrain the
+    reply to it), its reasoning short enough to end within `max_tokens`."""
+    reasoning = text_bound(max_tokens, 1, SKELETON_TOKENS, REASONING_CHARS)
+    return {
+        "type": "object",
+        "properties": {**{m: {"type": "integer", "minimum": 1, "maximum": 10}
+                          for m in ("context_relevance", "answer_similarity", "faithfulness")},
+                       "hallucination": {"type": "boolean"},
+                       "reasoning": {"type": "string", "maxLength": reasoning}},
+        "required": ["context_relevance", "answer_similarity", "faithfulness", "hallucination", "reasoning"],
+        "additionalProperties": False,
+    }
 
 
 UNANSWERABLE = ("UNANSWERABLE: the corpus holds no answer to this question; abstaining (\"I don't know\") "
@@ -77,7 +82,7 @@ class LLMJudge(LLMJudgeBase):
         values = {"question": question.text, "context": numbered_context(hits) or "(nothing was retrieved)",
                   "expected": expected_text(question), "generated": answer.text.strip() or "(empty answer)"}
         return [self.request(self.system.render(**values), self.user.render(**values), repeat, tuple(values.values()),
-                             REPLY_SCHEMA)]
+                             reply_schema(self.max_tokens))]
 
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
         [request] = self.plan_once(question, hits, answer, repeat)

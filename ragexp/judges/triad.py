@@ -13,7 +13,7 @@ from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.logprobs import Logprobs, offsets_of, probability_true, scale_value
 from ragexp.llm.prompts import Template, numbered_context, numbered_lines, template_problems
-from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text
+from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text, text_bound
 from ragexp.base.text import split_sentences
 from ragexp.store.tracing import in_this_span
 from ragexp.types import Answer, Hit, Judgement, Question
@@ -84,7 +84,7 @@ class TriadJudge(LLMJudgeBase):
         """The request of `step`; `count`: how many sentences or claims it numbers (its reply's schema)."""
         system, user = self.prompts[step]
         return self.request(system.render(**values), user.render(**values), repeat, tuple(values.values()),
-                            step_schema(step, count))
+                            step_schema(step, count, self.max_tokens))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         """The requests for one repeat; the answer's sentences stand in for the claims it will have."""
@@ -329,23 +329,26 @@ def supported_chances(verdicts: list[tuple[bool, str]], reply) -> list[tuple[boo
     return [(ok, why, chance) for (ok, why), chance in zip(verdicts, chances)]
 
 
-MAX_CLAIMS = 20  # the claims a reply may list (its schema): a model that runs on ends the list before max_tokens
+MAX_CLAIMS = 10  # the claims a reply may list (its schema): a model that runs on ends the list before max_tokens
 
 
-def step_schema(step: str, count: int) -> dict:
+def step_schema(step: str, count: int, max_tokens: int) -> dict:
     """The JSON schema of a step's reply, as its prompt describes it; `count`: how many sentences
-    (context relevance) or claims (verification) the request numbers."""
+    (context relevance) or claims (verification) the request numbers. Its strings are short enough
+    that the reply ends within `max_tokens` (`text_bound`)."""
     numbers = {"type": "integer", "minimum": 1, **({"maximum": count} if count else {})}
     shapes: dict[str, dict] = {
         "context_relevance": {"relevant": {"type": "array", **({"maxItems": count} if count else {}), "items": numbers}},
-        "claims": {"claims": {"type": "array", "maxItems": MAX_CLAIMS, "items": {"type": "string", "maxLength": 300}}},
+        "claims": {"claims": {"type": "array", "maxItems": MAX_CLAIMS, "items": {
+            "type": "string", "maxLength": text_bound(max_tokens, MAX_CLAIMS, 20 + 4 * MAX_CLAIMS, 300)}}},
         "verification": {"verdicts": {"type": "array", **({"minItems": count, "maxItems": count} if count else {}),
                                       "items": {"type": "object", "properties": {
                                           "claim": numbers, "supported": {"type": "boolean"},
-                                          "reason": {"type": "string", "maxLength": 200}},
+                                          "reason": {"type": "string",
+                                                     "maxLength": text_bound(max_tokens, count, 20 + 20 * count, 200)}},
                                           "required": ["claim", "supported", "reason"], "additionalProperties": False}}},
         "answer_relevance": {"score": {"type": "integer", "minimum": 1, "maximum": 5},
-                             "reasoning": {"type": "string", "maxLength": 400}},
+                             "reasoning": {"type": "string", "maxLength": text_bound(max_tokens, 1, 30, 400)}},
     }
     properties = shapes[step]
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}

@@ -17,7 +17,7 @@ from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
 from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
-from ragexp.llm.replies import Unreadable, boolean, field, text
+from ragexp.llm.replies import Unreadable, boolean, field, text, text_bound
 from ragexp.synth import TYPES
 from ragexp.synth.candidates import Candidate, Source
 
@@ -30,11 +30,17 @@ def schema(properties: dict) -> str:
                        "additionalProperties": False})
 
 
-# the replies' schemas, as the prompts describe them (endpoints that take one constrain the reply to it)
-QUESTION_SCHEMA = schema({"question": {"type": "string", "minLength": 1, "maxLength": 400},
-                          "answer": {"type": "string", "minLength": 1, "maxLength": 600},
-                          "evidence": {"type": "array", "maxItems": 5, "items": {"type": "string", "maxLength": 400}}})
-VERDICT_SCHEMA = schema({"grounded": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}})
+def question_schema(max_tokens: int) -> str:
+    """The question's reply schema, as the prompt describes it (endpoints that take one constrain the
+    reply to it): its strings short enough that it ends within `max_tokens` (the answer twice a
+    question's share, up to 3 quotes of evidence)."""
+    share = text_bound(max_tokens, 6, 40, 400)
+    return schema({"question": {"type": "string", "minLength": 1, "maxLength": share},
+                   "answer": {"type": "string", "minLength": 1, "maxLength": 2 * share},
+                   "evidence": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": share}}})
+
+
+VERDICT_SCHEMA = schema({"grounded": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 150}})  # 200 tokens
 
 
 def passages(source: Source) -> str:
@@ -91,7 +97,8 @@ class LLMQuestionGenerator(AsksForJSON):
         context = passages(source)
         return ChatRequest((("system", self.system.render(context=context)),
                             ("user", self.prompts[source.type].render(context=context))),
-                           self.temperature, self.max_tokens, self.json_mode, schema=QUESTION_SCHEMA, data=(context,))
+                           self.temperature, self.max_tokens, self.json_mode, schema=question_schema(self.max_tokens),
+                           data=(context,))
 
     def verify_request(self, candidate: Candidate) -> ChatRequest:
         user = self.verify_template.render(context=passages(candidate.source), question=candidate.question,

@@ -11,7 +11,7 @@ from ragexp.judges.llm import expected_text
 from ragexp.judges.rubric.criteria import Criterion, field_value
 from ragexp.llm.logprobs import distribution, expected, scale_texts, value_offsets
 from ragexp.llm.prompts import Delimited, neutralise, numbered_context
-from ragexp.llm.replies import Disagreeing, Unreadable, own_objects
+from ragexp.llm.replies import Disagreeing, Unreadable, own_objects, text_bound
 from ragexp.types import Answer, Hit, Question
 
 DATA = {"question": "the question", "contexts": "the retrieved context", "answer": "the generated answer",
@@ -49,17 +49,18 @@ def reply_shape(criteria: Sequence[Criterion]) -> Delimited:
                                      for c in criteria) + "}")
 
 
-def reply_schema(criteria: Sequence[Criterion]) -> dict:
+def reply_schema(criteria: Sequence[Criterion], max_tokens: int) -> dict:
     """The JSON schema of the reply `reply_shape` describes, for endpoints that take one
     (`response_format` json_schema): an entry per criterion, its reasoning at most REASONING_CHARS
-    characters (a model that runs on ends it before max_tokens), its score one of its levels or an
-    integer on its scale."""
+    characters and short enough that the reply ends within `max_tokens` (a model that runs on ends it),
+    its score one of its levels or an integer on its scale."""
     def score(c: Criterion) -> dict:
         if c.scale.levels:
             return {"type": "string", "enum": [name for name, _ in c.scale.levels]}
         return {"type": "integer", "minimum": c.scale.low, "maximum": c.scale.high}
 
-    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": REASONING_CHARS},
+    reasoning = text_bound(max_tokens, len(criteria), 30 * len(criteria), REASONING_CHARS)
+    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": reasoning},
                                                        "score": score(c)},
                       "required": ["reasoning", "score"]} for c in criteria}
     return {"type": "object", "properties": entry, "required": [c.name for c in criteria]}

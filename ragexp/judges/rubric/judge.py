@@ -167,7 +167,7 @@ class RubricJudge(LLMJudgeBase):
                 repeat: int) -> ChatRequest:
         system = self.rubric.system.render(criteria=criteria_text(criteria), reply=reply_shape(criteria))
         user = data_text(criteria, question, hits, answer)
-        return self.request(system, user, repeat, (user,), reply_schema(criteria))
+        return self.request(system, user, repeat, (user,), reply_schema(criteria, self.max_tokens))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         planned = []
