@@ -4,7 +4,9 @@ script, for measurements: `python tests/openai_server.py --port 8000 --latency 0
 - Embeddings are deterministic bag-of-words hashes (texts sharing words get similar vectors).
 - `POST .../answer` is a team's RAG service: `{"answer": ..., "contexts": [...]}`, always the same.
 - Chat completions answer with `server.chat(body)`: a reply's content (str), or a dict with
-  `content` and optionally `usage` ((prompt_tokens, completion_tokens)), or with `status` (and
+  `content` and optionally `usage` ((prompt_tokens, completion_tokens)) and `logprobs` (the
+  reply's `logprobs.content`: each token with its log-probability and `top_logprobs`, as
+  `char_logprobs` makes them), or with `status` (and
   `headers`, and `body`: its JSON body) for an HTTP error, or with `body`: the whole JSON body of a 200 reply, sent as it is. The default, `auto_reply`, answers the prompts of ragexp's
   generator, judges and LLM reranker (and of `python -m ragexp.synth`) with valid, fixed content. Every reply carries `usage` (default: about
   4 characters per token of the prompt and of the reply).
@@ -152,6 +154,18 @@ def auto_reply(body: dict) -> str:
     if kind == "rubric":  # every criterion at the top of its scale
         return json.dumps({name: {"reasoning": "scripted", "score": top_of(scale)} for name, scale in rubric_criteria(body).items()})
     return "The documents say so [Doc 1]."
+
+
+def char_logprobs(content: str, alternatives: dict[int, dict[str, float]] | None = None) -> list[dict]:
+    """`logprobs.content` for a reply written one character a token, each certain (log-probability 0)
+    but at the offsets of `alternatives`, whose token has those alternatives (token -> probability),
+    its own among them."""
+    tokens = []
+    for n, char in enumerate(content):
+        given = (alternatives or {}).get(n, {char: 1.0})
+        tokens.append({"token": char, "logprob": math.log(given.get(char, 1e-9)), "bytes": list(char.encode()),
+                       "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in given.items()]})
+    return tokens
 
 
 FAULT_KINDS = ("429_retry_after", "429", "500", "hang", "truncated", "not_json", "missing_field",
@@ -325,9 +339,10 @@ class OpenAIServer:
                 return 200, json.dumps(reply["body"]).encode(), {}
             content = reply["content"]
             tokens_in, tokens_out = reply.get("usage") or (math.ceil(len(prompt_text(body)) / 4), math.ceil(len(content) / 4))
+            choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content},
+                      **({"logprobs": {"content": reply["logprobs"]}} if "logprobs" in reply else {})}
             payload = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-                       "model": body.get("model"),
-                       "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                       "model": body.get("model"), "choices": [choice],
                        "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
             return 200, json.dumps(payload).encode(), {}
         return error(404, message=f"no route {path}")

@@ -66,7 +66,9 @@ def test_single_call_judge_scores_what_the_server_says_clamping_out_of_range(ser
     assert QUESTION.text in prompt and "Port 7400." in prompt and ANSWER.text in prompt
     assert '<document n="1" id="a">\nThe Quarry server listens' in prompt and '<document n="2" id="b">' in prompt
     assert sent["body"]["temperature"] == 0 and sent["body"]["max_tokens"] == 500
-    assert sent["body"]["response_format"] == {"type": "json_object"}
+    form = sent["body"]["response_format"]  # the reply's JSON schema: an endpoint that takes one holds it to 1-10
+    assert form["type"] == "json_schema" and form["json_schema"]["schema"]["properties"]["faithfulness"] == {
+        "type": "integer", "minimum": 1, "maximum": 10}
 
 
 def test_unreadable_reply_is_asked_once_more_then_fails_the_question(server, tmp_path):

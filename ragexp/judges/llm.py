@@ -7,12 +7,31 @@ from typing import Sequence
 from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.logprobs import Logprobs, probability_of, scale_value
 from ragexp.llm.prompts import Template, numbered_context, template_problems
-from ragexp.llm.replies import Unreadable, boolean, clamped, number, text
+from ragexp.llm.replies import Unreadable, boolean, clamped, number, text, text_bound
 from ragexp.types import Answer, Hit, Judgement, Question
 from ragexp.base.settings import PositiveInt, Temperature
 
 LOW, HIGH = 1.0, 10.0
+
+REASONING_CHARS = 400  # the schema's bound on `reasoning` (two or three sentences), less when max_tokens is lower
+SKELETON_TOKENS = 60  # the reply's JSON but its reasoning, in tokens
+
+
+def reply_schema(max_tokens: int) -> dict:
+    """The reply's JSON schema, as the prompt describes it (endpoints that take one constrain the
+    reply to it), its reasoning short enough to end within `max_tokens`."""
+    reasoning = text_bound(max_tokens, 1, SKELETON_TOKENS, REASONING_CHARS)
+    return {
+        "type": "object",
+        "properties": {**{m: {"type": "integer", "minimum": 1, "maximum": 10}
+                          for m in ("context_relevance", "answer_similarity", "faithfulness")},
+                       "hallucination": {"type": "boolean"},
+                       "reasoning": {"type": "string", "maxLength": reasoning}},
+        "required": ["context_relevance", "answer_similarity", "faithfulness", "hallucination", "reasoning"],
+        "additionalProperties": False,
+    }
 
 
 UNANSWERABLE = ("UNANSWERABLE: the corpus holds no answer to this question; abstaining (\"I don't know\") "
@@ -48,8 +67,8 @@ class LLMJudge(LLMJudgeBase):
 
     def __init__(self, endpoint: Endpoint, system_prompt: str, user_prompt: str, reask_prompt: str,
                  temperature: Temperature, max_tokens: PositiveInt, json_mode: JsonMode,
-                 repeats: PositiveInt, name: str | None):
-        super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
+                 repeats: PositiveInt, name: str | None, logprobs: Logprobs):
+        super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name, logprobs)
         self.system = Template(system_prompt, self.fields, "judge.system_prompt")
         self.user = Template(user_prompt, self.fields, "judge.user_prompt")
 
@@ -62,18 +81,30 @@ class LLMJudge(LLMJudgeBase):
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         values = {"question": question.text, "context": numbered_context(hits) or "(nothing was retrieved)",
                   "expected": expected_text(question), "generated": answer.text.strip() or "(empty answer)"}
-        return [self.request(self.system.render(**values), self.user.render(**values), repeat, tuple(values.values()))]
+        return [self.request(self.system.render(**values), self.user.render(**values), repeat, tuple(values.values()),
+                             reply_schema(self.max_tokens))]
 
     def judge_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> Judgement:
         [request] = self.plan_once(question, hits, answer, repeat)
-        scores, hallucination, reasoning, out_of_range, failed = self.ask_json(request, self.read, self.salvage)
+        (scores, hallucination, reasoning, out_of_range, failed), reply = self.ask_json_reply(request, self.read,
+                                                                                            self.salvage)
         self.clamped(len(out_of_range))
         details: dict = {"clamped": out_of_range} if out_of_range else {}
+        sampled: dict = {}
+        for metric in scores:
+            weighted = scale_value(reply, metric, LOW, HIGH)
+            if weighted is not None:
+                sampled[metric], scores[metric] = scores[metric], weighted
+        chance = probability_of(reply, "hallucination") if hallucination is not None else None
+        if chance is not None:
+            sampled["hallucination"] = hallucination
+        if sampled:
+            details["sampled"] = sampled
         if failed:
             assert self.client is not None  # asked through it
             self.client.count("failed_criteria", len(failed))
             details["failed_criteria"] = failed
-        return Judgement(self.name, scores, hallucination, reasoning, details)
+        return Judgement(self.name, scores, hallucination if chance is None else chance, reasoning, details)
 
     @classmethod
     def read(cls, reply: dict, failed: dict[str, str] | None = None

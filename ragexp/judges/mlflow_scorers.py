@@ -16,7 +16,8 @@ Their requests go to `judge.endpoint` through MLflow's own OpenAI provider (mode
 `openai:/<judge.endpoint.model>`; the endpoint's base URL and key are given to MLflow through
 `OPENAI_API_BASE` and `OPENAI_API_KEY` while the judge's calls are under way), not through ragexp's LLM session: they are
 cached by the stage cache as every judgement is, but not counted in `llm_*` metrics, not priced and
-not bounded by `budget_usd`, and a dry run cannot estimate them (refused)."""
+not bounded by `budget_usd`, and a dry run cannot estimate them (refused). A model file ragexp serves
+(`endpoint@judge.endpoint=local judge.endpoint.model_path=FILE`) is started at the judge's first call."""
 from __future__ import annotations
 
 import os
@@ -68,6 +69,7 @@ class MlflowScorersJudge(Judge):
         self._lock = threading.Lock()
         self._inside = 0  # calls under way
         self._saved: dict[str, str | None] = {}  # the environment before the first
+        self._served = False  # a model file ragexp serves (endpoint=local with model_path): started at the first call
 
     @staticmethod
     def configured_scales(node: dict) -> dict[str, tuple[float, float]]:
@@ -86,6 +88,9 @@ class MlflowScorersJudge(Judge):
         while any of this judge's calls is under way, and put back as they were after the last."""
         with self._lock:
             if not self._inside:
+                if getattr(self.endpoint, "model_path", None) is not None and not self._served:
+                    self.endpoint.probe(getattr(self, "config_key", None) or "judge.endpoint")  # its server started
+                    self._served = True
                 self._saved = {k: os.environ.get(k) for k in ENVIRONMENT}
                 key_env = self.endpoint.api_key_env
                 os.environ["OPENAI_API_BASE"] = str(self.endpoint.base_url)

@@ -2,6 +2,7 @@
 faithfulness by claim extraction and verification, answer relevance on 1-5; all on 0-1."""
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
@@ -10,8 +11,9 @@ from ragexp.errors import UnreadableReply
 from ragexp.judges.llm_base import LLMJudgeBase
 from ragexp.llm.client import ChatRequest, JsonMode
 from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.logprobs import Logprobs, offsets_of, probability_true, scale_value
 from ragexp.llm.prompts import Template, numbered_context, numbered_lines, template_problems
-from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text
+from ragexp.llm.replies import Unreadable, boolean, clamped, integer, items, number, text, text_bound
 from ragexp.base.text import split_sentences
 from ragexp.store.tracing import in_this_span
 from ragexp.types import Answer, Hit, Judgement, Question
@@ -60,8 +62,8 @@ class TriadJudge(LLMJudgeBase):
 
     def __init__(self, endpoint: Endpoint, prompts: dict[str, dict[str, str]], reask_prompt: str,
                  temperature: Temperature, max_tokens: PositiveInt, json_mode: JsonMode,
-                 repeats: PositiveInt, name: str | None):
-        super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name)
+                 repeats: PositiveInt, name: str | None, logprobs: Logprobs):
+        super().__init__(endpoint, reask_prompt, temperature, max_tokens, json_mode, repeats, name, logprobs)
         self.prompts = {step: tuple(Template(prompts[step][part], fields, f"judge.prompts.{step}.{part}")
                                     for part in ("system", "user")) for step, fields in STEPS.items()}
         self.claims_first = ClaimsFirst()  # the order of the requests of the questions judged at once
@@ -78,19 +80,23 @@ class TriadJudge(LLMJudgeBase):
                 problems += template_problems(fields, **{f"prompts.{step}.{part}": pair[part] for part in ("system", "user")})
         return problems
 
-    def step(self, step: str, repeat: int, **values: str) -> ChatRequest:
+    def step(self, step: str, repeat: int, count: int = 0, **values: str) -> ChatRequest:
+        """The request of `step`; `count`: how many sentences or claims it numbers (its reply's schema)."""
         system, user = self.prompts[step]
-        return self.request(system.render(**values), user.render(**values), repeat, tuple(values.values()))
+        return self.request(system.render(**values), user.render(**values), repeat, tuple(values.values()),
+                            step_schema(step, count, self.max_tokens))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         """The requests for one repeat; the answer's sentences stand in for the claims it will have."""
         sentences = context_sentences(hits)
-        requests = [self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences))] if sentences else []
+        requests = [self.step("context_relevance", repeat, len(sentences), question=question.text,
+                              sentences=numbered_lines(sentences))] if sentences else []
         if answer.text.strip():
             requests.append(self.step("claims", repeat, question=question.text, answer=answer.text))
             stand_in = split_sentences(answer.text)
             if stand_in and hits:
-                requests.append(self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(stand_in)))
+                requests.append(self.step("verification", repeat, len(stand_in), context=numbered_context(hits),
+                                          claims=numbered_lines(stand_in)))
         requests.append(self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"))
         return requests
 
@@ -127,22 +133,32 @@ class TriadJudge(LLMJudgeBase):
             parts.append(f"{len(relevant)} of {len(sentences)} context sentences relevant")
             details.update({"context_sentences": len(sentences), "relevant_sentences": relevant})
         hallucination = None
+        sampled: dict[str, float] = {}
         if faithful is not None:
             claims, verdicts = faithful
-            supported = sum(ok for ok, _ in verdicts)
-            unsupported = [c for c, (ok, _) in zip(claims, verdicts) if not ok]
+            supported = sum(ok for ok, _, _ in verdicts)
+            unsupported = [c for c, (ok, _, _) in zip(claims, verdicts) if not ok]
             scores["faithfulness"] = round(supported / len(claims), 4) if claims else 1.0
             scores["claim_hallucination_rate"] = round(len(unsupported) / len(claims), 4) if claims else 0.0
+            if claims and all(chance is not None for _, _, chance in verdicts):  # each claim's probability of support
+                sampled.update({m: scores[m] for m in ("faithfulness", "claim_hallucination_rate")})
+                scores["faithfulness"] = round(sum(chance for _, _, chance in verdicts) / len(claims), 4)
+                scores["claim_hallucination_rate"] = round(1 - scores["faithfulness"], 4)
             hallucination = bool(unsupported)
             parts.append((f"{supported} of {len(claims)} claims supported" if claims else "the answer makes no claim")
                          + (f" (unsupported: {'; '.join(unsupported)})" if unsupported else ""))
-            details.update({"claims": claims, "claim_verdicts": [{"claim": c, "supported": ok, "reason": r}
-                                                                 for c, (ok, r) in zip(claims, verdicts)]})
+            details.update({"claims": claims, "claim_verdicts": [
+                {"claim": c, "supported": ok, "reason": r, **({"p_supported": chance} if chance is not None else {})}
+                for c, (ok, r, chance) in zip(claims, verdicts)]})
         if relevance is not None:
-            score, why = relevance
+            score, why, written = relevance
             scores["answer_relevance"] = round((score - 1) / 4, 4)
-            parts.append(f"answer relevance {score:g}/5: {why}")
+            parts.append(f"answer relevance {written if written is not None else score:g}/5: {why}")
             details["answer_relevance_score"] = score
+            if written is not None:
+                sampled["answer_relevance"] = round((written - 1) / 4, 4)
+        if sampled:
+            details["sampled"] = sampled
         if failed:
             assert self.client is not None  # the steps asked through it
             self.client.count("failed_criteria", len(failed))
@@ -158,12 +174,13 @@ class TriadJudge(LLMJudgeBase):
         if order is not None:
             order.after_claims()
         numbers, ignored = self.ask_json(
-            self.step("context_relevance", repeat, question=question.text, sentences=numbered_lines(sentences)),
+            self.step("context_relevance", repeat, len(sentences), question=question.text,
+                      sentences=numbered_lines(sentences)),
             lambda reply: read_numbers(reply, "relevant", len(sentences)))
         return [sentences[n - 1] for n in numbers], ignored
 
     def faithfulness(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int,
-                     order: ClaimsFirst | None = None) -> tuple[tuple[list[str], list[tuple[bool, str]]], int]:
+                     order: ClaimsFirst | None = None) -> tuple[tuple[list[str], list[tuple[bool, str, float | None]]], int]:
         """The answer's claims and a verdict on each (asked once the claims are known), and how
         many verdicts named a claim out of range."""
         claims = []
@@ -177,21 +194,23 @@ class TriadJudge(LLMJudgeBase):
         if not claims:
             return (claims, []), 0
         if not hits:  # nothing retrieved: nothing supports them
-            return (claims, [(False, "nothing was retrieved")] * len(claims)), 0
-        verdicts, ignored = self.ask_json(
-            self.step("verification", repeat, context=numbered_context(hits), claims=numbered_lines(claims)),
+            return (claims, [(False, "nothing was retrieved", None)] * len(claims)), 0
+        (verdicts, ignored), reply = self.ask_json_reply(
+            self.step("verification", repeat, len(claims), context=numbered_context(hits), claims=numbered_lines(claims)),
             lambda reply: read_verdicts(reply, len(claims)))
-        return (claims, verdicts), ignored
+        return (claims, supported_chances(verdicts, reply)), ignored
 
     def answer_relevance(self, question: Question, answer: Answer, repeat: int,
-                         order: ClaimsFirst | None = None) -> tuple[tuple[float, str], int]:
-        """The 1-5 score and its reasoning, and 1 when the score was clamped into 1-5."""
+                         order: ClaimsFirst | None = None) -> tuple[tuple[float, str, float | None], int]:
+        """The 1-5 score (probability-weighted where the reply's log-probabilities tell), its reasoning
+        and the score written when weighted; and 1 when the score was clamped into 1-5."""
         if order is not None:
             order.after_claims()
-        (score, moved), why = self.ask_json(
+        ((score, moved), why), reply = self.ask_json_reply(
             self.step("answer_relevance", repeat, question=question.text, answer=answer.text or "(empty answer)"),
             read_score)
-        return (score, why), int(moved)
+        weighted = scale_value(reply, "score", 1.0, 5.0)
+        return (score if weighted is None else weighted, why, score if weighted is not None else None), int(moved)
 
 
 class ClaimsFirst:
@@ -291,6 +310,48 @@ def read_verdicts(reply: dict, count: int) -> tuple[list[tuple[bool, str]], int]
     if missing:
         raise Unreadable(f"no verdict for claim {', '.join(map(str, missing))}")
     return [found[n] for n in range(1, count + 1)], ignored
+
+
+def supported_chances(verdicts: list[tuple[bool, str]], reply) -> list[tuple[bool, str, float | None]]:
+    """Each claim's verdict with its probability of being supported where the reply's token
+    log-probabilities tell (None elsewhere): read at the `supported` value of its entry, when the
+    reply gives one entry per claim, in order."""
+    chances: list[float | None] = [None] * len(verdicts)
+    offsets = offsets_of(reply.text, "supported") if reply.logprobs else []
+    if offsets and len(offsets) == len(verdicts):
+        try:
+            entries = json.loads(reply.text)["verdicts"]
+            numbers = [int(e["claim"]) for e in entries]
+        except (ValueError, KeyError, TypeError):
+            numbers = []
+        if numbers == list(range(1, len(verdicts) + 1)):
+            chances = [probability_true(reply.logprobs, reply.text, at) for at in offsets]
+    return [(ok, why, chance) for (ok, why), chance in zip(verdicts, chances)]
+
+
+MAX_CLAIMS = 10  # the claims a reply may list (its schema): a model that runs on ends the list before max_tokens
+
+
+def step_schema(step: str, count: int, max_tokens: int) -> dict:
+    """The JSON schema of a step's reply, as its prompt describes it; `count`: how many sentences
+    (context relevance) or claims (verification) the request numbers. Its strings are short enough
+    that the reply ends within `max_tokens` (`text_bound`)."""
+    numbers = {"type": "integer", "minimum": 1, **({"maximum": count} if count else {})}
+    shapes: dict[str, dict] = {
+        "context_relevance": {"relevant": {"type": "array", **({"maxItems": count} if count else {}), "items": numbers}},
+        "claims": {"claims": {"type": "array", "maxItems": MAX_CLAIMS, "items": {
+            "type": "string", "maxLength": text_bound(max_tokens, MAX_CLAIMS, 20 + 4 * MAX_CLAIMS, 300)}}},
+        "verification": {"verdicts": {"type": "array", **({"minItems": count, "maxItems": count} if count else {}),
+                                      "items": {"type": "object", "properties": {
+                                          "claim": numbers, "supported": {"type": "boolean"},
+                                          "reason": {"type": "string",
+                                                     "maxLength": text_bound(max_tokens, count, 20 + 20 * count, 200)}},
+                                          "required": ["claim", "supported", "reason"], "additionalProperties": False}}},
+        "answer_relevance": {"score": {"type": "integer", "minimum": 1, "maximum": 5},
+                             "reasoning": {"type": "string", "maxLength": text_bound(max_tokens, 1, 30, 400)}},
+    }
+    properties = shapes[step]
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def read_score(reply: dict) -> tuple[tuple[float, bool], str]:

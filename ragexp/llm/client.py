@@ -18,6 +18,7 @@ from typing import Literal
 from ragexp.base.http_deadline import ReplyTooLarge, bounded, within
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.logprobs import at_values
 from ragexp.store.tracing import llm_request
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,9 @@ class ChatRequest:
     json_schema where the endpoint takes it, else as json_object. `data`: the content the messages
     carry (question, contexts, answers, as filled into the prompt): a JSON object of the reply found
     there is a quote, never the verdict (`ragexp.llm.replies`); it follows from the messages, so it is
-    the one field not in the cache key (`request_key`), where every other field is, a field added later too."""
+    the one field not in the cache key (`request_key`), where every other field is, a field added later too.
+    `top_logprobs`: 0, or ask for each reply token's log-probability and its N likeliest alternatives
+    (`logprobs`, `top_logprobs`; `ragexp.llm.logprobs` reads a value's probabilities from them)."""
 
     messages: tuple[tuple[str, str], ...]
     temperature: float = 0.0
@@ -43,6 +46,7 @@ class ChatRequest:
     repeat: int = 0
     schema: str = ""
     data: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    top_logprobs: int = 0
 
     def followed_by(self, reply: str, message: str) -> ChatRequest:
         """The same request continued by the assistant's `reply` and a new user `message`."""
@@ -56,6 +60,9 @@ class Reply:
     output_tokens: int = 0
     cached: bool = False
     schema: bool = False  # asked for with a JSON schema (response_format json_schema): one JSON object
+    # each reply token as (text, its length in UTF-8 bytes, its log-probability, its likeliest alternatives
+    # ((text, log-probability), ...)); empty when not asked for (`ChatRequest.top_logprobs`) or not given
+    logprobs: tuple = ()
 
 
 JsonMode = Literal["auto", "on", "off", True, False]
@@ -69,15 +76,19 @@ def parse_json_mode(value: JsonMode) -> str:
 def request_key(endpoint: Endpoint, request: ChatRequest) -> str:
     """The cache key: the model as the endpoint names it (`Endpoint.identity`: its URL and model name;
     a model file ragexp serves: the file's digest, never its port) and every field of the request:
-    messages, sampling settings, the reply's schema (never the API key)."""
+    messages, sampling settings, the reply's schema, the token log-probabilities asked for (never the
+    API key)."""
     return hashlib.sha256(json.dumps(stored_request(endpoint, request), sort_keys=True).encode()).hexdigest()
+
+
+UNKEYED_AT_DEFAULT = ("top_logprobs",)  # added later: keyed only when set, so the keys of requests without it hold
 
 
 def stored_request(endpoint: Endpoint, request: ChatRequest) -> dict:
     """The request as keyed and as stored beside its reply."""
     keyed = dataclasses.asdict(request)
     for f in dataclasses.fields(request):
-        if not f.compare:  # `data`: it follows from the messages
+        if not f.compare or (f.name in UNKEYED_AT_DEFAULT and keyed[f.name] == f.default):  # `data`: follows from the messages
             keyed.pop(f.name)
     return {**endpoint.identity(), **keyed}
 
@@ -212,6 +223,7 @@ class ChatClient:
         self.sender = Sender(endpoint, self.setting, api_key, usage, lambda why: QuestionFailed(f"{role}: {why}"))
         self._json_format = True  # json_mode "auto": cleared when the endpoint rejects response_format
         self._schema_format = True  # a request with a schema: cleared when the endpoint rejects json_schema
+        self._logprobs = True  # a request with top_logprobs: cleared when the endpoint rejects logprobs
 
     def count(self, name: str, n: int = 1) -> None:
         self.usage.count(name, self.role, n)
@@ -236,7 +248,9 @@ class ChatClient:
             hit = self.cache.get(key)
             if hit is not None:
                 self.usage.count("cache_hits")
-                return Reply(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True), 0.0
+                return Reply(hit["text"], hit["input_tokens"], hit["output_tokens"], cached=True,
+                             schema=bool(request.schema) and hit.get("schema", False),
+                             logprobs=token_logprobs(hit.get("logprobs"))), 0.0
         self.usage.check_budget()
         reply = self._send(request)
         cost = self.prices.cost(self.endpoint.model, reply.input_tokens, reply.output_tokens)
@@ -249,12 +263,15 @@ class ChatClient:
         """Caches a reply that was sent (and, for a checked reply, could be used)."""
         if self.cache is None or reply.cached:
             return
-        self.cache.put(request_key(self.endpoint, request), stored_request(self.endpoint, request),
-                       {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
+        stored = {"text": reply.text, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
+                  **({"schema": True} if reply.schema else {}), **({"logprobs": reply.logprobs} if reply.logprobs else {})}
+        self.cache.put(request_key(self.endpoint, request), stored_request(self.endpoint, request), stored)
 
-    def _params(self, request: ChatRequest, json_format: bool, schema: bool = False) -> dict:
+    def _params(self, request: ChatRequest, json_format: bool, schema: bool = False, logprobs: bool = False) -> dict:
         params = {"model": self.endpoint.model, "temperature": request.temperature, "max_tokens": request.max_tokens,
                   "messages": [{"role": role, "content": content} for role, content in request.messages]}
+        if logprobs:
+            params.update(logprobs=True, top_logprobs=request.top_logprobs)
         if json_format and schema:
             params["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "reply", "schema": json.loads(request.schema)}}
@@ -266,14 +283,20 @@ class ChatClient:
         return request.json_mode == "on" or (request.json_mode == "auto" and self._json_format)
 
     def _send(self, request: ChatRequest) -> Reply:
-        sent = {"json": False, "schema": False}  # what the attempt being answered asked for
+        sent = {"json": False, "schema": False, "logprobs": False}  # what the attempt being answered asked for
 
         def body() -> dict:
             sent["json"] = self._json_wanted(request)
             sent["schema"] = sent["json"] and bool(request.schema) and self._schema_format
-            return self._params(request, sent["json"], sent["schema"])
+            sent["logprobs"] = bool(request.top_logprobs) and self._logprobs
+            return self._params(request, sent["json"], sent["schema"], sent["logprobs"])
 
-        def rejected(status: int) -> bool:  # an endpoint without JSON schemas or JSON mode: asked again without
+        def rejected(status: int) -> bool:  # an endpoint without log-probabilities, JSON schemas or JSON mode: asked again without
+            if sent["logprobs"]:
+                log.warning("%s: %s rejected logprobs (HTTP %s); asking without them from now on (scores are the "
+                            "sampled values)", self.setting, self.endpoint.base_url, status)
+                self._logprobs = False
+                return True
             if sent["schema"] and request.json_mode != "off":
                 log.warning("%s: %s rejected response_format=json_schema (HTTP %s); asking for json_object from now on",
                             self.setting, self.endpoint.base_url, status)
@@ -300,7 +323,45 @@ class ChatClient:
             self.usage.count("failures")
             raise QuestionFailed(f"{self.role}: {self.endpoint.base_url} sent no chat completion") from None
         usage = completion.get("usage")
-        return Reply(text, tokens(usage, "prompt_tokens"), tokens(usage, "completion_tokens"))
+        return Reply(text, tokens(usage, "prompt_tokens"), tokens(usage, "completion_tokens"),
+                     logprobs=token_logprobs(at_values(reply_logprobs(completion), text)))
+
+
+LEAST_LOGPROB = -9.0  # alternatives less likely than this (about 1 in 8,000) are not kept
+
+
+def reply_logprobs(completion) -> list:
+    """The reply's tokens as `Reply.logprobs` keeps them, from the completion's `logprobs.content`
+    (the OpenAI protocol; llama.cpp's server gives the same): [] when it has none."""
+    try:
+        content = completion["choices"][0].get("logprobs") or {}
+        entries = content.get("content") or [] if isinstance(content, dict) else []
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return []
+    kept = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
+            return []
+        given = entry.get("bytes")
+        size = len(given) if isinstance(given, list) else len(entry["token"].encode())
+        alternatives = [[a["token"], round(float(a["logprob"]), 4)] for a in entry.get("top_logprobs") or []
+                        if isinstance(a, dict) and isinstance(a.get("token"), str)
+                        and isinstance(a.get("logprob"), (int, float)) and a["logprob"] >= LEAST_LOGPROB]
+        logprob = entry.get("logprob")
+        kept.append([entry["token"], size, round(float(logprob), 4) if isinstance(logprob, (int, float)) else None,
+                     alternatives])
+    return kept
+
+
+def token_logprobs(stored) -> tuple:
+    """`Reply.logprobs` from what `reply_logprobs` made (or the cache kept): () for anything else."""
+    if not isinstance(stored, list):
+        return ()
+    try:
+        return tuple((str(t), int(n), None if p is None else float(p), tuple((str(a), float(q)) for a, q in alts))
+                     for t, n, p, alts in stored)
+    except (TypeError, ValueError):
+        return ()
 
 
 def tokens(usage, name: str) -> int:

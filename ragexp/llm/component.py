@@ -54,9 +54,14 @@ class AsksForJSON(UsesLLM):
         `salvage(object)` makes of the re-ask's one object that is not a quote (a judgement of
         the fields that could be read, the others failed with the reason), else the question
         fails. Verdicts that disagree are never salvaged."""
+        return self.ask_json_reply(request, read, salvage)[0]
+
+    def ask_json_reply(self, request: ChatRequest, read: Callable[[dict], T],
+                       salvage: Callable[[dict], T | None] | None = None) -> tuple[T, Reply]:
+        """`ask_json`'s value and the reply it was read from (its text and token log-probabilities)."""
         reply, value = self.attempt(request, read)
         if not isinstance(value, Unreadable):
-            return value
+            return value, reply
         assert self.client is not None  # ask() raised without one
         self.client.count("reasks")
         followup = request.followed_by(reply.text, self.reask_prompt.render(problem=str(value)))
@@ -65,9 +70,9 @@ class AsksForJSON(UsesLLM):
             self.client.count("unreadable_replies")
             saved = salvaged(again, followup, value, salvage)
             if saved is not None:
-                return saved
+                return saved, again
             raise UnreadableReply(f"{self.client.role}: unreadable reply after a re-ask: {value}") from None
-        return value
+        return value, again
 
     def attempt(self, request: ChatRequest, read: Callable[[dict], T]) -> tuple[Reply, T | Unreadable]:
         """The reply and what `read` made of its verdict, or why it could not be read. Only a reply

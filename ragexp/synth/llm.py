@@ -8,6 +8,7 @@ judge's (`ragexp.llm`)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Mapping
 
 from ragexp.errors import RagexpError
@@ -16,11 +17,30 @@ from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
 from ragexp.llm.component import AsksForJSON
 from ragexp.llm.endpoint import Endpoint
 from ragexp.llm.prompts import Template
-from ragexp.llm.replies import Unreadable, boolean, field, text
+from ragexp.llm.replies import Unreadable, boolean, field, text, text_bound
 from ragexp.synth import TYPES
 from ragexp.synth.candidates import Candidate, Source
 
 SETTING = "synth.generator"
+
+
+def schema(properties: dict) -> str:
+    """A reply's JSON schema (as JSON text): an object with exactly these fields."""
+    return json.dumps({"type": "object", "properties": properties, "required": list(properties),
+                       "additionalProperties": False})
+
+
+def question_schema(max_tokens: int) -> str:
+    """The question's reply schema, as the prompt describes it (endpoints that take one constrain the
+    reply to it): its strings short enough that it ends within `max_tokens` (the answer twice a
+    question's share, up to 3 quotes of evidence)."""
+    share = text_bound(max_tokens, 6, 40, 400)
+    return schema({"question": {"type": "string", "minLength": 1, "maxLength": share},
+                   "answer": {"type": "string", "minLength": 1, "maxLength": 2 * share},
+                   "evidence": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": share}}})
+
+
+VERDICT_SCHEMA = schema({"grounded": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 150}})  # 200 tokens
 
 
 def passages(source: Source) -> str:
@@ -77,12 +97,13 @@ class LLMQuestionGenerator(AsksForJSON):
         context = passages(source)
         return ChatRequest((("system", self.system.render(context=context)),
                             ("user", self.prompts[source.type].render(context=context))),
-                           self.temperature, self.max_tokens, self.json_mode, data=(context,))
+                           self.temperature, self.max_tokens, self.json_mode, schema=question_schema(self.max_tokens),
+                           data=(context,))
 
     def verify_request(self, candidate: Candidate) -> ChatRequest:
         user = self.verify_template.render(context=passages(candidate.source), question=candidate.question,
                                            answer=candidate.answer)
-        return ChatRequest((("user", user),), 0.0, 200, self.json_mode,
+        return ChatRequest((("user", user),), 0.0, 200, self.json_mode, schema=VERDICT_SCHEMA,
                            data=(passages(candidate.source), candidate.question, candidate.answer))
 
     def make(self, source: Source, seed: int = 0) -> Candidate:

@@ -1,6 +1,7 @@
 """The `llm` reranker: an LLM endpoint ranks the candidates."""
 from __future__ import annotations
 
+import json
 import re
 from functools import partial
 from typing import Literal, Sequence
@@ -51,18 +52,21 @@ class LLMReranker(AsksForJSON, Reranker):
                 *template_problems(("question", "document"), pointwise_prompt=pointwise_prompt),
                 *template_problems(("problem",), reask_prompt=reask_prompt)]
 
-    def request(self, user: str, data: tuple[str, ...]) -> ChatRequest:
+    def request(self, user: str, data: tuple[str, ...], schema: dict) -> ChatRequest:
         return ChatRequest((("system", self.system.render()), ("user", user)), self.temperature, self.max_tokens,
-                           self.json_mode, data=data)
+                           self.json_mode, schema=json.dumps(schema), data=data)
 
     def requests(self, question: Question, hits: Sequence[Hit]) -> list[ChatRequest]:
         if self.mode == "listwise":
             documents = candidate_list(hits, self.max_chars)
             return [self.request(self.listwise.render(question=question.text, count=Delimited(str(len(hits))),
-                                                      documents=documents), (question.text, documents))]
+                                                      documents=documents), (question.text, documents),
+                                 reply_schema("ranking", {"type": "array", "maxItems": len(hits), "items": {
+                                     "type": "integer", "minimum": 1, "maximum": len(hits)}}))]
         shown = [" ".join(h.chunk.text.split())[: self.max_chars] for h in hits]
-        return [self.request(self.pointwise.render(question=question.text, document=document), (question.text, document))
-                for document in shown]
+        relevance = reply_schema("relevance", {"type": "integer", "minimum": 0, "maximum": 10})
+        return [self.request(self.pointwise.render(question=question.text, document=document), (question.text, document),
+                             relevance) for document in shown]
 
     def planned_requests(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[ChatRequest]:
         return self.requests(question, hits[: self.candidates])
@@ -92,6 +96,11 @@ class LLMReranker(AsksForJSON, Reranker):
         with ThreadPoolExecutor(max_workers=max(1, min(len(asks), self.endpoint.max_concurrency)),
                                 thread_name_prefix="ragexp-rerank") as pool:
             return list(pool.map(lambda ask: ask(), asks))
+
+
+def reply_schema(name: str, value: dict) -> dict:
+    """The JSON schema of a reply that is one field (endpoints that take one constrain the reply to it)."""
+    return {"type": "object", "properties": {name: value}, "required": [name], "additionalProperties": False}
 
 
 def read_ranking(obj: dict, count: int) -> list[int]:

@@ -4,17 +4,21 @@ criterion: `{"<name>": {"reasoning": "...", "score": ...}}` (a bare value is rea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ragexp.judges.llm import expected_text
 from ragexp.judges.rubric.criteria import Criterion, field_value
+from ragexp.llm.logprobs import distribution, expected, scale_texts, value_offsets
 from ragexp.llm.prompts import Delimited, neutralise, numbered_context
-from ragexp.llm.replies import Disagreeing, Unreadable, own_objects
+from ragexp.llm.replies import Disagreeing, Unreadable, own_objects, text_bound
 from ragexp.types import Answer, Hit, Question
 
 DATA = {"question": "the question", "contexts": "the retrieved context", "answer": "the generated answer",
         "reference": "the expected (reference) answer"}
+
+
+REASONING_CHARS = 400  # "one or two sentences", bounded in the reply's schema
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class Verdict:
     score: float
     reason: str
     clamped: str = ""  # "12 -> 10" when the judge gave a value off the scale
+    sampled: float | None = None  # the value the judge wrote, when `score` is the probability-weighted mean
 
 
 def criteria_text(criteria: Sequence[Criterion]) -> Delimited:
@@ -44,16 +49,19 @@ def reply_shape(criteria: Sequence[Criterion]) -> Delimited:
                                      for c in criteria) + "}")
 
 
-def reply_schema(criteria: Sequence[Criterion]) -> dict:
+def reply_schema(criteria: Sequence[Criterion], max_tokens: int) -> dict:
     """The JSON schema of the reply `reply_shape` describes, for endpoints that take one
-    (`response_format` json_schema): an entry per criterion, its score one of its levels or an
-    integer on its scale."""
+    (`response_format` json_schema): an entry per criterion, its reasoning at most REASONING_CHARS
+    characters and short enough that the reply ends within `max_tokens` (a model that runs on ends it),
+    its score one of its levels or an integer on its scale."""
     def score(c: Criterion) -> dict:
         if c.scale.levels:
             return {"type": "string", "enum": [name for name, _ in c.scale.levels]}
         return {"type": "integer", "minimum": c.scale.low, "maximum": c.scale.high}
 
-    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string"}, "score": score(c)},
+    reasoning = text_bound(max_tokens, len(criteria), 30 * len(criteria), REASONING_CHARS)
+    entry = {c.name: {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": reasoning},
+                                                       "score": score(c)},
                       "required": ["reasoning", "score"]} for c in criteria}
     return {"type": "object", "properties": entry, "required": [c.name for c in criteria]}
 
@@ -127,3 +135,27 @@ def verdict(entry, criterion: Criterion) -> Verdict | Unreadable:
     except Unreadable as err:
         return Unreadable(f"{criterion.name}: {err}")
     return Verdict(score, reason, f"{given} -> {score:g}" if moved else "")
+
+
+def weighted(verdicts: dict[str, Verdict | Unreadable], criteria: Sequence[Criterion], reply) -> dict[str, Verdict | Unreadable]:
+    """The verdicts with each criterion's score the probability-weighted mean of its scale (its
+    levels' values, or its whole numbers) where the reply's token log-probabilities tell
+    (`ragexp.llm.logprobs`), the written score kept as `sampled`."""
+    if not reply.logprobs:
+        return verdicts
+    found = value_offsets(reply.text)
+    out = dict(verdicts)
+    for c in criteria:
+        v = verdicts.get(c.name)
+        entries = [n for n, (key, _) in enumerate(found) if key.strip().lower() == c.name.lower()]
+        if not isinstance(v, Verdict) or len(entries) != 1:
+            continue
+        score_at = next((offset for key, offset in found[entries[0] + 1:] if key.strip().lower() == "score"), None)
+        if score_at is None:
+            continue
+        texts = {json.dumps(name): value for name, value in c.scale.levels} if c.scale.levels else \
+            scale_texts(c.scale.low, c.scale.high)
+        probabilities = distribution(reply.logprobs, reply.text, score_at, texts)
+        if probabilities is not None:
+            out[c.name] = replace(v, score=round(expected(probabilities), 4), sampled=v.score)
+    return out

@@ -4,19 +4,19 @@ checked offline. `Rubric` is the `rubric` config node (its criteria and how they
 (`rubric=NAME` with judge=llm, triad, offline, ...: ragexp.config.build)."""
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
 from ragexp.base.settings import PositiveInt, Temperature
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.llm_base import LLMJudgeBase
-from ragexp.judges.rubric.asking import Verdict, criteria_text, data_text, read_verdicts, reply_schema, reply_shape
+from ragexp.judges.rubric.asking import (Verdict, criteria_text, data_text, read_verdicts, reply_schema, reply_shape,
+                                         weighted)
 from ragexp.judges.rubric.criteria import Criterion, CriterionSettings, problems, target_of, target_problems
 from ragexp.judges.rubric.scales import Scale
 from ragexp.judges.triad import together
 from ragexp.llm.client import ChatRequest, JsonMode, parse_json_mode
 from ragexp.llm.endpoint import Endpoint
+from ragexp.llm.logprobs import Logprobs
 from ragexp.llm.prompts import Template, template_problems
 from ragexp.llm.replies import Unreadable
 from ragexp.metrics.scoring import aggregate_key
@@ -57,11 +57,14 @@ class Rubric:
     ragexp.judges.rubric.criteria for what one holds. `mode`: `single_call` asks for every LLM
     criterion in one request per question, `per_criterion` one request each, all in flight at once.
     `system_prompt` (fields {criteria}, {reply}) and `reask_prompt` ({problem}) are the prompts;
-    `name` names the judge (`rubric-<name>`, with the model when it has LLM criteria)."""
+    `name` names the judge (`rubric-<name>`, with the model when it has LLM criteria); `logprobs`
+    (auto: on for a `local` endpoint) makes each LLM criterion's score the probability-weighted
+    mean of its scale where the endpoint gives token log-probabilities."""
 
     def __init__(self, criteria: dict[str, CriterionSettings], mode: Mode, name: str | None,
                  target: Any = None, system_prompt: str = SYSTEM_PROMPT, reask_prompt: str = REASK_PROMPT,
-                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 800, json_mode: JsonMode = "auto"):
+                 temperature: Temperature = 0.0, max_tokens: PositiveInt = 800, json_mode: JsonMode = "auto",
+                 logprobs: Logprobs = "auto"):
         criteria, target = plain(criteria), plain(target)  # Hydra hands config nodes over as they are
         found = self.constraints(criteria, system_prompt, reask_prompt, target)
         if found:
@@ -71,6 +74,7 @@ class Rubric:
         self.system = Template(system_prompt, ("criteria", "reply"), "rubric.system_prompt")
         self.reask_prompt = Template(reask_prompt, ("problem",), "rubric.reask_prompt")
         self.temperature, self.max_tokens, self.json_mode = float(temperature), max_tokens, parse_json_mode(json_mode)
+        self.logprobs = logprobs
 
     @classmethod
     def constraints(cls, criteria: Mapping[str, Mapping], system_prompt: str = SYSTEM_PROMPT,
@@ -133,6 +137,7 @@ class RubricJudge(LLMJudgeBase):
                               "or make the criterion deterministic (type: contains, regex, json_schema, python)")
         self.reask_prompt = rubric.reask_prompt
         self.temperature, self.max_tokens, self.json_mode = rubric.temperature, rubric.max_tokens, rubric.json_mode
+        self.logprobs = rubric.logprobs
         model = [endpoint.model] if rubric.llm_criteria and endpoint is not None else []
         self.name = name or "-".join(["rubric", *([rubric.name] if rubric.name else []), *model])
         self.metrics = tuple(c.name for c in rubric.criteria)
@@ -162,8 +167,7 @@ class RubricJudge(LLMJudgeBase):
                 repeat: int) -> ChatRequest:
         system = self.rubric.system.render(criteria=criteria_text(criteria), reply=reply_shape(criteria))
         user = data_text(criteria, question, hits, answer)
-        request = self.request(system, user, repeat, (user,))
-        return replace(request, schema=json.dumps(reply_schema(criteria)))
+        return self.request(system, user, repeat, (user,), reply_schema(criteria, self.max_tokens))
 
     def plan_once(self, question: Question, hits: Sequence[Hit], answer: Answer, repeat: int) -> list[ChatRequest]:
         planned = []
@@ -206,12 +210,13 @@ class RubricJudge(LLMJudgeBase):
             assert self.client is not None  # ask() raised without one
             if not unread:
                 self.client.store(request, reply)
-                return dict(found)  # type: ignore[arg-type]  # every value is a Verdict here
+                return dict(weighted(found, criteria, reply))  # type: ignore[arg-type]  # every value is a Verdict here
             self.client.count("reasks")
             followup = request.followed_by(reply.text, self.reask_prompt.render(problem="; ".join(dict.fromkeys(map(str, unread.values())))))
             again_reply = self.ask(followup, store=False)
-            again = read_verdicts(again_reply.text, [c for c in criteria if c.name in unread], followup.data,
-                                  again_reply.schema)
+            again = weighted(read_verdicts(again_reply.text, [c for c in criteria if c.name in unread], followup.data,
+                                           again_reply.schema), criteria, again_reply)
+            found = weighted(found, criteria, reply)
             merged: dict[str, Verdict | str] = {}
             for c in criteria:
                 value = found[c.name] if c.name not in unread else again[c.name]
@@ -245,4 +250,8 @@ class RubricJudge(LLMJudgeBase):
             details["failed_criteria"] = failed
         if clamped:
             details["clamped"] = clamped
+        sampled = {c.name: v.sampled for c in self.rubric.criteria
+                   if isinstance(v := verdicts[c.name], Verdict) and v.sampled is not None}
+        if sampled:
+            details["sampled"] = sampled
         return Judgement(self.name, scores, None, "; ".join(reasons), details)
