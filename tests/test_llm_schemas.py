@@ -11,9 +11,8 @@ import pytest
 from conftest import compose
 from openai_server import auto_reply, char_logprobs, judge_json, task
 from ragexp.llm.client import ChatRequest, Reply, request_key, stored_request
-from ragexp.llm.endpoint import Endpoint, LocalEndpoint
+from ragexp.config.build import from_yaml
 from ragexp.llm.logprobs import distribution, scale_texts, value_offsets
-from ragexp.llm.session import LLMSession
 from ragexp.types import Answer, Chunk, Hit, Question
 
 HITS = (Hit(Chunk("a#0", "a", "The Quarry server listens on port 7400 by default. It was written in Go."), 0.9, 1),)
@@ -33,8 +32,8 @@ def build(group: str, option: str, **overrides):
 
 
 def connected(component, server, tmp_path, role: str = "judge"):
-    component.endpoint = Endpoint(server.base_url, "m", api_key_env=None, backoff_s=0.01)
-    session = LLMSession(cache_dir=str(tmp_path / "cache"))
+    component.endpoint = from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None, backoff_s=0.01)
+    session = from_yaml("llm/default", cache_dir=str(tmp_path / "cache"))
     session.connect(**{role: component})
     return component, session
 
@@ -95,7 +94,7 @@ def test_value_offsets_skip_keys_inside_strings():
 
 
 def test_request_keys_cover_the_schema_and_the_log_probability_setting():
-    endpoint = Endpoint("http://127.0.0.1:9/v1", "m")
+    endpoint = from_yaml("endpoint/openai", base_url="http://127.0.0.1:9/v1", model="m")
     plain = ChatRequest((("user", "u"),), json_mode="auto")
     assert "top_logprobs" not in stored_request(endpoint, plain)  # keys of requests without it are as before
     keys = {request_key(endpoint, r) for r in (plain, ChatRequest(plain.messages, json_mode="auto", schema='{"type": "object"}'),
@@ -106,9 +105,9 @@ def test_request_keys_cover_the_schema_and_the_log_probability_setting():
 
 def test_logprobs_auto_asks_a_local_endpoint_and_not_a_remote_one():
     judge = build("judge", "llm")
-    judge.endpoint = Endpoint("http://127.0.0.1:9/v1", "m")
+    judge.endpoint = from_yaml("endpoint/openai", base_url="http://127.0.0.1:9/v1", model="m")
     [remote] = judge.planned_requests(QUESTION, HITS, ANSWER)
-    judge.endpoint = LocalEndpoint("http://127.0.0.1:9/v1", "m", None, threads=1, context_size=512, parallel=1, gpu_layers=0)
+    judge.endpoint = from_yaml("endpoint/local", base_url="http://127.0.0.1:9/v1", model="m", model_path=None, threads=1, context_size=512, parallel=1, gpu_layers=0)
     [local] = judge.planned_requests(QUESTION, HITS, ANSWER)
     assert remote.top_logprobs == 0 and local.top_logprobs == 20
     judge.logprobs = False
@@ -137,7 +136,7 @@ def test_the_llm_judge_scores_the_weighted_mean_and_keeps_the_written_values(ser
     assert sent["body"]["response_format"]["type"] == "json_schema"
     again = build("judge", "llm", logprobs=True)  # a new run: from the response cache, log-probabilities kept
     again.endpoint = judge.endpoint
-    LLMSession(cache_dir=str(tmp_path / "cache")).connect(judge=again)
+    from_yaml("llm/default", cache_dir=str(tmp_path / "cache")).connect(judge=again)
     assert again.judge(QUESTION, HITS, ANSWER) == j and len(server.chat_requests()) == 1
 
 
@@ -181,12 +180,13 @@ def test_the_triads_faithfulness_is_the_mean_probability_of_support(server, tmp_
 def test_a_rubric_level_is_weighted_by_its_value(server, tmp_path):
     from ragexp.judges.rubric import Rubric, RubricJudge
 
-    rubric = Rubric({"grounded": {"instructions": "Grounded.", "scale": ["no", "partly", "fully"]}}, logprobs=True)
+    rubric = Rubric({"grounded": {"instructions": "Grounded.", "scale": ["no", "partly", "fully"]}}, mode="single_call", name=None,
+                    logprobs=True)
     text = '{"grounded": {"reasoning": "all of it", "score": "fully"}}'
     start = at(text, "score")
     server.chat = lambda body: {"content": text, "logprobs": char_logprobs(text, {start + 1: {"f": 0.5, "p": 0.5}})}
-    judge = RubricJudge(rubric, Endpoint(server.base_url, "m", api_key_env=None))
-    LLMSession(cache_dir=None).connect(judge=judge)
+    judge = RubricJudge(rubric, from_yaml("endpoint/openai", base_url=server.base_url, model="m", api_key_env=None), repeats=1, name=None)
+    from_yaml("llm/default", cache_dir=None).connect(judge=judge)
     j = judge.judge(QUESTION, HITS, ANSWER)
     assert j.scores == {"grounded": approx(2.5)} and j.details["sampled"] == {"grounded": 3.0}
 
