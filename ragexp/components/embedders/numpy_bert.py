@@ -21,6 +21,7 @@ from ragexp.errors import RagexpError
 
 @lru_cache(maxsize=1)
 def blas_threads():
+    """The BLAS libraries numpy loaded (inspected once: threadpoolctl reads the process's libraries)."""
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
@@ -85,7 +86,14 @@ class NumpyBert:
         return x
 
     def __call__(self, feed: dict[str, np.ndarray]) -> np.ndarray:
-        """`feed`: input_ids, attention_mask, token_type_ids (batch x tokens) -> batch x tokens x hidden."""
+        """`feed`: input_ids, attention_mask, token_type_ids (batch x tokens) -> batch x tokens x hidden,
+        on one BLAS thread: OpenBLAS's threads spin and wait on each other at every product, and on a
+        busy 2-core machine a batch of 16 short texts took 4.5x the wall time and 4x the CPU time with
+        two of them (thread-level parallelism comes from the callers: a sweep's jobs, the judge's threads)."""
+        with single_blas_thread():
+            return self.forward(feed)
+
+    def forward(self, feed: dict[str, np.ndarray]) -> np.ndarray:
         from scipy.special import erf
 
         ids, mask, types = feed["input_ids"], feed["attention_mask"], feed["token_type_ids"]
@@ -107,13 +115,12 @@ class NumpyBert:
             q *= np.float32(1 / np.sqrt(size))
             k = heads(qkv[:, hidden:2 * hidden], (0, 2, 3, 1))  # batch x heads x size x tokens
             v = heads(qkv[:, 2 * hidden:], (0, 2, 1, 3))
-            with single_blas_thread():  # batch x heads small products: threads cost more than they give
-                scores = q @ k  # softmax in place: the batch x heads x tokens x tokens scores are the largest array
-                scores += masked
-                scores -= scores.max(axis=-1, keepdims=True)
-                np.exp(scores, out=scores)
-                scores /= scores.sum(axis=-1, keepdims=True)
-                context = scores @ v
+            scores = q @ k  # softmax in place: the batch x heads x tokens x tokens scores are the largest array
+            scores += masked
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = scores @ v
             attended = context.transpose(0, 2, 1, 3).reshape(batch * tokens, hidden) @ layer["attention_out"][0]
             attended += layer["attention_out"][1]
             attended += x
