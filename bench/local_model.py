@@ -100,13 +100,13 @@ def schema_constrained(n: int) -> dict:
     """`n` judge requests with their schema and log-probabilities on one slot, one thread."""
     from ragexp.llm import served
     from ragexp.llm.client import ChatClient
-    from ragexp.llm.endpoint import LocalEndpoint
     from ragexp.llm.logprobs import scale_value
     from ragexp.llm.usage import Prices, Usage
 
     requests = judge_requests(n)
-    endpoint = LocalEndpoint("http://127.0.0.1:8000/v1", "local-model", "smollm2", threads=1, context_size=4096,
-                             parallel=1, gpu_layers=0, api_key_env=None, max_concurrency=1, timeout_s=900, max_retries=0)
+    endpoint = from_yaml("endpoint/local", base_url="http://127.0.0.1:8000/v1", model="local-model", model_path="smollm2",
+                         threads=1, context_size=4096, parallel=1, gpu_layers=0, api_key_env=None, max_concurrency=1,
+                         timeout_s=900, max_retries=0)
     endpoint.probe("judge.endpoint")
     usage = Usage()
     client = ChatClient(endpoint, "judge", "no-key", usage, Prices({}))

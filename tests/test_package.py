@@ -65,6 +65,8 @@ def installed(tmp_path_factory) -> Path:
     assert (site / "ragexp" / "conf" / "config.yaml").is_file() and not (site / "ragexp" / "conf").is_symlink()
     assert (site / "ragexp" / "datasets" / "sample" / "questions.jsonl").is_file()
     assert (site / "ragexp" / "judges" / "verifier" / "offline_verifier.json").is_file()  # judge=offline_learned's weights
+    minilm = site / "ragexp" / "models" / "all-MiniLM-L6-v2"  # the default embedder's model (numpy backend)
+    assert {"model.safetensors", "tokenizer.json", "sentence_bert_config.json", "1_Pooling"} <= {p.name for p in minilm.iterdir()}
     assert (site / "hydra_plugins" / "ragexp_racing" / "__init__.py").is_file()  # hydra/sweeper=racing
     assert not (site / "hydra_plugins" / "__init__.py").exists()  # a namespace, shared with the other plugins
     return python

