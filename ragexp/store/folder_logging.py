@@ -12,6 +12,7 @@ from ragexp.store.batches import batches, staged
 from ragexp.store.dead_runs import ended_if_stopped, process_tags
 from ragexp.store.locked_retries import retry_locked
 from ragexp.store.logged_record import read_record, write_record
+from ragexp.store.quality_criteria import folder_criteria
 from ragexp.store.run_config import CONFIG, flatten
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, MAP_FILES, RUN_META, TABLE
 
@@ -24,7 +25,7 @@ def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None =
     wrote there (params from config.yaml, metrics from results.json and run.json, the tags, every
     file as an artifact, the per-question table). A job logs its folder this way, and
     `python -m ragexp.track FOLDER` logs it later the same way (e.g. when the server was down)."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
     from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
     from ragexp.base.yaml_text import read_yaml
@@ -58,9 +59,12 @@ def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None =
     with ended_if_stopped(client, run_id):
         params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, 0) for k, v in folder_metrics(values, meta).items()]
+        criteria, criteria_metrics = folder_criteria(folder, config, values, meta, run_id)  # a gated run's rules
+        metrics = [Metric(k, float(v), now, 0) for k, v in {**folder_metrics(values, meta), **criteria_metrics}.items()]
         for batch_params, batch_metrics in batches(params, metrics):
             client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
+        if criteria:
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in criteria.items()])
         client.log_inputs(run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
         files = [folder / f for f in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml",
                                       *MAP_FILES) if (folder / f).exists()]

@@ -6,7 +6,9 @@ With tracing=on (ragexp.store.tracing) the folder's `traces.jsonl` holds the ful
 it, each question gets a light record made from the folder's `questions.jsonl`: the root span and
 one RETRIEVER span with the retrieved chunks (no times are measured: both last 0 ms from the run's
 start). Either way the judge's scores and reasoning are feedback (source: the judge), the answer
-metrics feedback (source: ragexp) and the expected answer an expectation.
+metrics feedback (source: ragexp) and the expected answer an expectation. Each trace carries the
+question's pairing id (its question_id) as MLflow's evaluation request id (tag `mlflow.eval.requestId`),
+on which `mlflow.genai.compare_evaluations` pairs the traces of two runs.
 
 The traces are written in one batch rather than through MLflow's live span exporter, which writes
 each span and each assessment in its own transaction: on a SQL store every trace with its
@@ -144,7 +146,7 @@ def start_in_one_transaction(store, infos: list) -> None:
 def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
     """One traced question as an MLflow TraceInfo (with its assessments) and its Spans."""
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
-    from mlflow.tracing.constant import TraceMetadataKey
+    from mlflow.tracing.constant import TraceMetadataKey, TraceTagKey
 
     seed = hashlib.sha256(f"{run_id}\0{record['question_id']}".encode()).digest()
     otel_trace_id = int.from_bytes(seed[:16], "big")
@@ -163,7 +165,8 @@ def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
         execution_duration=(record["end_ns"] - record["start_ns"]) // 1_000_000,
         trace_metadata={TraceMetadataKey.SOURCE_RUN: run_id, **usage_of(record["spans"])},
         tags={"mlflow.traceName": "question", "ragexp.question_id": record["question_id"],
-              **({LIGHT_TAG: "light"} if record.get("light") else {})},
+              # the question's pairing id: mlflow.genai.compare_evaluations pairs two runs' traces on it
+              TraceTagKey.EVAL_REQUEST_ID: record["question_id"], **({LIGHT_TAG: "light"} if record.get("light") else {})},
         assessments=assessments(question, trace_id))
     return info, spans
 
