@@ -38,15 +38,6 @@ def parameters(function) -> list[str]:
     return [p for p in inspect.signature(function).parameters if p != "self"]
 
 
-def mlflow_before(major: int, minor: int) -> bool:
-    return tuple(int(part) for part in metadata.version("mlflow").split(".")[:2]) < (major, minor)
-
-
-# the quality-criteria builder and compare_evaluations came with MLflow 3.18, whose mlflow package requires
-# mlflow-tracing==3.18.0: until PyPI has it, an install from constraints.txt can only have 3.17
-MLFLOW_318 = pytest.mark.skipif(mlflow_before(3, 18), reason="CI cannot install MLflow 3.18 until PyPI has "
-                                "mlflow-tracing 3.18.0 (mlflow 3.18.0 requires it); this needs MLflow 3.18's API")
-
 
 def test_hydras_basic_sweeper_splits_a_grid_as_ragexp_expects():
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -163,7 +154,6 @@ def test_the_range_allowed_is_the_range_tested(package, private_api):
         f"below the next minor release")
 
 
-@MLFLOW_318
 def test_mlflows_quality_criteria_parser_and_builder_make_the_tag_ragexp_writes():
     """ragexp writes a gated run's rules (ragexp.store.quality_criteria) as the tag
     `mlflow.genaiEvaluate.qualityCriteria`: MLflow's parser reads ragexp's conditions back into the
@@ -214,7 +204,6 @@ def test_mlflows_quality_criteria_parser_and_builder_make_the_tag_ragexp_writes(
         assert part in not_mapped, not_mapped
 
 
-@MLFLOW_318
 def test_mlflows_compare_evaluations_is_the_experimental_api_ragexp_documents():
     import dataclasses
 

@@ -11,9 +11,6 @@ import dataclasses
 import pytest
 
 from conftest import HASH, compose
-from test_contracts import MLFLOW_318
-
-pytestmark = MLFLOW_318
 
 
 @pytest.fixture
