@@ -1,7 +1,7 @@
 """`mlflow.genai.compare_evaluations` (MLflow 3.18, experimental: tests/test_contracts.py) reads two
 ragexp runs: each question's trace carries its pairing id as MLflow's evaluation request id, so the two
-runs' questions pair on it, and the scores on the traces (the judge's, hallucination, the answer
-metrics) are its scorers. Beside it, ragexp's own paired comparison (`ragexp.compare`, the same test
+runs' questions pair on it, and the scores on the traces (by default those the overall score weighs,
+and hallucination: tracker.feedback) are its scorers. Beside it, ragexp's own paired comparison (`ragexp.compare`, the same test
 as the gate's baseline check) on the same questions: the same pairs and the same mean difference, but
 another test (MLflow: Wilcoxon's signed ranks, McNemar's for yes/no, no correction across scorers;
 ragexp: a permutation test of the mean, Holm across the comparisons), so the two can disagree; when
@@ -56,8 +56,8 @@ def test_compare_evaluations_pairs_two_ragexp_runs_on_their_questions(judged, tm
     result = mlflow.genai.compare_evaluations(candidate_run_id=candidate, baseline_run_id=baseline)
     assert len(result.paired_rows) == 40 and {r["paired_on"] for r in result.paired_rows} == {"eval_request_id"}
     assert result.unpaired_baseline_trace_ids == result.unpaired_candidate_trace_ids == []
-    records = judged.questions[0]
-    assert {*records.judgement.scores, "hallucination", *records.generation} == set(result.scorers)
+    # the scores on the traces (tracker.feedback=main: those overall_score weighs, and hallucination)
+    assert set(result.scorers) == {"context_relevance", "answer_similarity", "faithfulness", "hallucination"}
     faithfulness = result.scorers["faithfulness"]
     expected = sum(low - high for low, high in zip(lowered, base)) / 40
     assert faithfulness.n_paired == 40 and faithfulness.diff == pytest.approx(expected)

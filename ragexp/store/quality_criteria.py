@@ -125,25 +125,30 @@ def on_scale(bound: float, written: list | None, scale: list | tuple | None) -> 
     return round(to_lo + (bound - lo) / (hi - lo) * (to_hi - to_lo), 10)
 
 
-def feedback_names(questions: Path) -> set[str]:
-    """The scores a run folder's questions.jsonl puts on each question's trace as feedback
-    (ragexp.store.trace_store.assessments): the judge's metrics, `hallucination`, the answer metrics."""
+def feedback_names(folder: Path, feedback: str = "main") -> set[str]:
+    """The scores a run folder's questions put on each question's trace as feedback (`tracker.feedback`:
+    ragexp.store.trace_store.scores_on_traces)."""
+    from ragexp.store.trace_store import scores_on_traces
+
+    questions = folder / "questions.jsonl"
     names: set[str] = set()
     if not questions.is_file():
         return names
+    only, answer_metrics = scores_on_traces(folder, feedback)
     with questions.open(encoding="utf-8") as lines:
         for line in lines:
             if not line.strip():
                 continue
             record = json.loads(line)
             names.update(record.get("judge_scores") or {})
-            names.update(record.get("answer_metrics") or {})
+            names.update((record.get("answer_metrics") or {}) if answer_metrics else {})
             if record.get("hallucination") is not None:
                 names.add("hallucination")
-    return names
+    return names if only is None else names & only
 
 
-def folder_criteria(folder: Path, config: dict, values: dict, meta: dict, run_id: str) -> tuple[dict[str, str], dict[str, float]]:
+def folder_criteria(folder: Path, config: dict, values: dict, meta: dict, run_id: str,
+                    feedback: str = "main") -> tuple[dict[str, str], dict[str, float]]:
     """A run folder's quality-criteria tags and the metrics its rules name (`<scorer>/mean`: the
     aggregate ragexp computed); nothing for a run without thresholds or a baseline."""
     gate = config.get("gate") or {}
@@ -153,7 +158,7 @@ def folder_criteria(folder: Path, config: dict, values: dict, meta: dict, run_id
 
     path = folder / AGGREGATES
     aggregates = json.loads(path.read_text())["aggregates"] if path.is_file() else []
-    criteria = gate_criteria(gate, aggregates, values, meta.get("scales"), feedback_names(folder / "questions.jsonl"))
+    criteria = gate_criteria(gate, aggregates, values, meta.get("scales"), feedback_names(folder, feedback))
     means = {a["inputs"][0]: a["name"] for a in aggregates if a.get("kind") == "mean" and len(a.get("inputs") or ()) == 1
              and not a.get("where")}
     metrics = {rule.metric_key: float(values[means[rule.scorer]]) for rule in criteria.rules}
