@@ -119,7 +119,7 @@ def test_experiment_page_lists_the_sweep_and_the_report_opens(ui_server, page, s
     assert found.get_by_text("Paired comparisons with the best").count()
     assert found.locator("img[src^='data:image/png;base64,']").count() >= 2
     page.screenshot(path=str(tmp_path / "mlflow-ui-report.png"))
-    print(f"screenshots: {tmp_path / 'mlflow-ui-runs.png'}, {tmp_path / 'mlflow-ui-report.png'}; "
+    print(f"screenshots: {tmp_path / 'sweep-runs.png'}, {tmp_path / 'mlflow-ui-report.png'}; "
           f"requests to other hosts blocked: {len(page.blocked)}")
 
 
@@ -208,7 +208,7 @@ def wait_for_text(page, text: str) -> str:
 
 
 def test_experiment_opens_on_the_sweeps_traces_and_a_run_lists_its_traces(traced_sweep, page, tmp_path):
-    """Clicking the experiment (MLflow 3.17's GenAI view) lands on an Overview that counts the
+    """Clicking the experiment (MLflow 3.18's GenAI view) lands on an Overview that counts the
     sweep's traces instead of "No data"; its Evaluation runs list the sweep's runs; the Traces tab of
     a run lists the run's traces with their scores, and a trace shows its three stage spans."""
     _, parent, children_by_id = logged_sweep(traced_sweep.uri)
@@ -218,9 +218,9 @@ def test_experiment_opens_on_the_sweeps_traces_and_a_run_lists_its_traces(traced
         page.goto(f"{url}/#/experiments")
         page.get_by_role("link", name="ragexp", exact=True).first.click()
         page.get_by_text("Traces", exact=True).first.wait_for()
-        body = wait_for_text(page, "Traces\n6\n")  # 2 jobs x 3 questions
+        body = wait_for_text(page, "6\ntraces")  # 2 jobs x 3 questions (MLflow 3.18's overview: TRACE 6 traces)
         page.screenshot(path=str(tmp_path / "mlflow-ui-landing.png"))
-        assert f"/experiments/{experiment_id}/overview" in page.url and "Traces\n6\n" in body
+        assert f"/experiments/{experiment_id}/overview" in page.url and "6\ntraces" in body
 
         runs_link = page.get_by_text("Evaluation runs", exact=True).first  # a tip pop-up covers the side bar
         page.goto(f"{url}/{runs_link.get_attribute('href')}")
