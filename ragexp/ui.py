@@ -38,6 +38,12 @@ def last_link(uri: str, experiment: str, address: str) -> str:
 
     from ragexp.store.ui_links import SHARED_VIEW, page
 
+    from ragexp.store.sqlite_store import database_of
+
+    database = database_of(uri)
+    if database is not None and not database.is_file():  # never an empty store made in its place
+        raise RagexpError(f"--tracking-uri: no MLflow store at {database}; run `python -m ragexp` there first, or "
+                          "name the store with --tracking-uri")
     client = mlflow.MlflowClient(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -54,12 +60,14 @@ def last_link(uri: str, experiment: str, address: str) -> str:
     return f"{address}/{page(found.experiment_id, view=views[0] if views else None, sweep=last.info.run_id)}"
 
 
-def serve(uri: str, port: int) -> subprocess.Popen:
-    """`mlflow server` over the store `uri` on 127.0.0.1:`port`, light: one worker, no job runner."""
+def serve(uri: str, port: int, log) -> subprocess.Popen:
+    """`mlflow server` over the store `uri` on 127.0.0.1:`port`, light: one worker, no job runner; its
+    output (a line per request) to the file `log`."""
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "1"], env=env, start_new_session=True)
+                             "--port", str(port), "--workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def answering(server: subprocess.Popen, address: str) -> bool:
@@ -94,12 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     if remote:
         print(f"MLflow UI: {link}")
         return 0
-    print(f"starting MLflow's UI on {scrub_url(uri)} (one worker, no job runner), at {address}", flush=True)
-    server = serve(uri, args.port)
+    import tempfile
+
+    log_path = os.path.join(tempfile.gettempdir(), f"ragexp-ui-{args.port}.log")
+    print(f"starting MLflow's UI on {scrub_url(uri)} (one worker, no job runner), at {address}; its log: {log_path}",
+          flush=True)
+    log = open(log_path, "w")
+    server = serve(uri, args.port, log)
     try:
         if not answering(server, address):
             print(f"ragexp.ui: error: mlflow server exited with status {server.returncode} (is port {args.port} taken? "
-                  "--port N chooses another)", file=sys.stderr)
+                  f"--port N chooses another; its log: {log_path})", file=sys.stderr)
             return 1
         print(f"MLflow UI: {link}\n(Ctrl-C stops it)", flush=True)
         server.wait()
@@ -113,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, 9)
                 server.wait()
+        log.close()
     return 0
 
 

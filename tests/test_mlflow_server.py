@@ -161,22 +161,21 @@ def test_a_sweep_rides_out_a_server_outage_with_mlflows_default_retries(tmp_path
 
 
 def ui_lines(proc: subprocess.Popen, until: str, seen: list[str]) -> str:
-    """The lines `python -m ragexp.ui` prints, read until one starts with `until` (returned); a 180 s
-    guard against a server that never answers (the UI's start is not the subject here)."""
-    import select
-    import time
+    """The lines `python -m ragexp.ui` prints, read (in a thread) until one starts with `until`
+    (returned); a 180 s guard against a server that never answers (its start is not the subject here)."""
+    import queue
+    import threading
 
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 1)
-        if ready:
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                break
-            seen.append(line.rstrip("\n"))
-            if line.startswith(until):
-                return line.rstrip("\n")
-    pytest.fail(f"ragexp.ui printed no {until!r} line: {seen}, stderr {proc.stderr.read() if proc.poll() is not None else ''}")
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=180).rstrip("\n")
+        except queue.Empty:
+            pytest.fail(f"ragexp.ui printed no {until!r} line: {seen}")
+        seen.append(line)
+        if line.startswith(until):
+            return line
 
 
 def test_ragexp_ui_starts_mlflow_light_on_the_store_and_prints_the_last_runs_link(tmp_path):
@@ -229,7 +228,8 @@ def test_ragexp_ui_opens_the_last_sweep_in_the_view_it_printed(small_sweep):
     assert last_link(small_sweep.uri, "ragexp", "http://127.0.0.1:5000") == f"http://127.0.0.1:5000/{printed}"
 
 
-def test_ragexp_ui_names_a_store_without_the_experiment(tmp_path):
+def test_ragexp_ui_names_a_store_that_is_not_there(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ragexp.ui", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"],
                           cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "no experiment 'ragexp'" in proc.stderr and proc.stderr.count("\n") == 1
+    assert proc.returncode == 2 and proc.stderr.startswith("ragexp.ui: error: --tracking-uri: no MLflow store at ")
+    assert proc.stderr.count("\n") == 1 and not (tmp_path / "none.db").exists()  # one line; no store made in its place
