@@ -11,7 +11,11 @@ trace log failing somewhere deep. The ranges in pyproject.toml stop where these 
   `MlflowClient.link_traces_to_run` (ragexp.store.trace_store: traces of a finished run logged after the
   fact), `Span.from_dict` and the metadata / attribute keys it writes; what `start_trace` writes, in one
   transaction (`_get_store`, `SqlAlchemyStore._check_experiment_is_active` / `_get_trace_artifact_location_tag`,
-  its table models, rollups and promoted metadata keys), and `SqlAlchemyStore._engine_map` (a store set aside).
+  its table models, rollups and promoted metadata keys), and `SqlAlchemyStore._engine_map` (a store set aside);
+  the quality-criteria run tag (`mlflow.genai.evaluation.quality_criteria`: its parser and builder,
+  ragexp.store.quality_criteria writes what they make) and the experimental
+  `mlflow.genai.compare_evaluations` (3.18), which reads two ragexp runs' traces paired on their
+  evaluation request id (ragexp.store.trace_store).
 - Hydra's `Callback.on_job_start(config, task_function=...)` (the sweep hands its jobs their logging
   helper there: ragexp.run.app.Jobs), the basic launcher's `_target_`, `JobReturn._return_value`.
 - OmegaConf: `DictConfig._get_node(key)._value()` (an interpolation's text: ragexp.config.validation).
@@ -47,6 +51,7 @@ def contract(package: str, api: str, holds: bool, detail: str = "") -> None:
 
 def parameters(function) -> list[str]:
     return [p for p in inspect.signature(function).parameters if p != "self"]
+
 
 
 def test_hydras_basic_sweeper_splits_a_grid_as_ragexp_expects():
@@ -318,3 +323,77 @@ def test_the_range_allowed_is_the_range_tested(package, private_api):
     assert f"<{major}.{int(minor) + 1}" in spec.replace(" ", ""), (
         f"{package}: pyproject allows {spec!r}, but {private_api} was tested with {version_tested(package)} only; cap the range "
         f"below the next minor release")
+
+
+def test_mlflows_quality_criteria_parser_and_builder_make_the_tag_ragexp_writes():
+    """ragexp writes a gated run's rules (ragexp.store.quality_criteria) as the tag
+    `mlflow.genaiEvaluate.qualityCriteria`: MLflow's parser reads ragexp's conditions back into the
+    same rules, and MLflow's builder makes of them the tag ragexp wrote (but for its random revision)."""
+    import json
+
+    from ragexp.store.quality_criteria import NOT_MAPPED, QUALITY_CRITERIA, Criteria, Rule, gate_criteria
+
+    try:
+        from mlflow.genai.evaluation.quality_criteria import build_quality_criteria_tag, parse_quality_criteria
+        from mlflow.genai.scorers import scorer
+        from mlflow.utils.mlflow_tags import MLFLOW_GENAI_EVALUATE_QUALITY_CRITERIA
+    except ImportError as err:
+        contract("mlflow", "mlflow.genai.evaluation.quality_criteria", False, str(err))
+    contract("mlflow", "mlflow_tags.MLFLOW_GENAI_EVALUATE_QUALITY_CRITERIA",
+             MLFLOW_GENAI_EVALUATE_QUALITY_CRITERIA == QUALITY_CRITERIA, f"it is {MLFLOW_GENAI_EVALUATE_QUALITY_CRITERIA!r}")
+    gate = {"thresholds": {"faithfulness": {"min": 0.9, "scale": [0, 1]}, "hallucination_rate": {"max": 0.1},
+                           "mrr": {"min": 0.8}, "overall_score": {"min": 0.5}, "answer_f1": {"min": 0.25}},
+            "baseline": "runs/earlier", "margin": 0.5, "alpha": 0.05}
+    aggregates = [{"name": "avg_faithfulness", "inputs": ["faithfulness"], "kind": "mean"},
+                  {"name": "hallucination_rate", "inputs": ["hallucination"], "kind": "mean"},
+                  {"name": "mrr", "inputs": ["mrr"], "kind": "mean", "rows": "valued"},
+                  {"name": "avg_answer_f1", "inputs": ["answer_f1"], "kind": "mean", "rows": "valued"},
+                  {"name": "overall_score", "inputs": ["faithfulness", "hallucination"], "kind": "overall"}]
+    values = {"avg_faithfulness": 8.2, "hallucination_rate": 0.25, "mrr": 0.7, "avg_answer_f1": 0.4, "overall_score": 0.6}
+    criteria = gate_criteria(gate, aggregates, values, {"avg_faithfulness": [1, 10]},
+                             {"faithfulness", "hallucination", "answer_f1"})
+    criteria = Criteria((*criteria.rules, Rule("answer_f1_p", "<=", 2.0, "p90")), criteria.not_mapped)
+    assert [r.metric_key for r in criteria.rules] == ["faithfulness/mean", "hallucination/mean", "answer_f1/mean",
+                                                      "answer_f1_p/p90"]
+    scorers = [scorer(lambda outputs: 1.0, name=name) for name in ("faithfulness", "hallucination", "answer_f1", "answer_f1_p")]
+    try:
+        rules = parse_quality_criteria(scorers, criteria.expression())
+        built = build_quality_criteria_tag(rules)
+    except Exception as err:  # noqa: BLE001 - any error here is the contract breaking
+        contract("mlflow", "parse_quality_criteria(scorers, text) / build_quality_criteria_tag(rules)", False,
+                 f"{type(err).__name__}: {err} (on {criteria.expression()!r})")
+    contract("mlflow", "parse_quality_criteria", [(r.scorer_name, r.aggregation, r.comparator, r.threshold) for r in rules]
+             == [(r.scorer, r.aggregation, r.comparator, r.threshold) for r in criteria.rules], f"rules {rules}")
+    written = json.loads(criteria.tags("ragexp-revision")[QUALITY_CRITERIA])
+    made = json.loads(built)
+    contract("mlflow", "build_quality_criteria_tag", {**made, "revision": "ragexp-revision"} == written,
+             f"MLflow makes {built}, ragexp writes {written}")
+    assert written["rules"][0] == {"metricKey": "faithfulness/mean", "comparator": "GTE", "threshold": 9.1}
+    not_mapped = criteria.tags("r")[NOT_MAPPED]  # what the rules cannot say is said beside them
+    for part in ("faithfulness >= 0.9 on [0, 1]: the rule says 9.1", "mrr: mrr is not the mean of a score",
+                 "overall_score: overall_score is not", "regression against runs/earlier", "Holm", "margin 0.5"):
+        assert part in not_mapped, not_mapped
+
+
+def test_mlflows_compare_evaluations_is_the_experimental_api_ragexp_documents():
+    import dataclasses
+
+    import mlflow
+
+    compare = getattr(mlflow.genai, "compare_evaluations", None)
+    contract("mlflow", "mlflow.genai.compare_evaluations", compare is not None, "not found")
+    # still experimental: ragexp's docs say so; a stable release of it is a reason to read it again
+    contract("mlflow", "compare_evaluations is experimental", "Experimental" in (compare.__doc__ or ""))
+    contract("mlflow", "compare_evaluations(candidate_run_id, baseline_run_id, greater_is_better, confidence_level, "
+             "log_results)", parameters(compare) == ["candidate_run_id", "baseline_run_id", "greater_is_better",
+                                                     "confidence_level", "log_results"], f"signature {parameters(compare)}")
+    from mlflow.genai.evaluation.comparison import ComparisonResult, ScorerComparison
+    from mlflow.tracing.constant import TraceTagKey
+
+    fields = {f.name for f in dataclasses.fields(ScorerComparison)}
+    contract("mlflow", "ScorerComparison's fields", {"n_paired", "method", "diff", "ci_low", "ci_high", "p_value"} <= fields,
+             f"fields {sorted(fields)}")
+    fields = {f.name for f in dataclasses.fields(ComparisonResult)}
+    contract("mlflow", "ComparisonResult's fields", {"scorers", "paired_rows", "unpaired_baseline_trace_ids"} <= fields,
+             f"fields {sorted(fields)}")
+    contract("mlflow", "TraceTagKey.EVAL_REQUEST_ID", TraceTagKey.EVAL_REQUEST_ID == "mlflow.eval.requestId")

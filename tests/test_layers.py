@@ -14,7 +14,7 @@ PACKAGE = ROOT / "ragexp"
 
 # highest first; a module may import from its own layer and any layer after it
 LAYERS = [
-    ("apps", ["ragexp.__main__", "ragexp.api", "ragexp.cache", "ragexp.track", "ragexp.validation", "ragexp.monitor",
+    ("apps", ["ragexp.__main__", "ragexp.api", "ragexp.cache", "ragexp.track", "ragexp.ui", "ragexp.validation", "ragexp.monitor",
               "ragexp.synth", "ragexp.pytest_plugin", "ragexp.scorers"]),
     ("sweep", ["ragexp.sweep"]),
     ("compare / calibrate: finished runs read and weighed", ["ragexp.compare", "ragexp.calibrate", "ragexp.plan"]),

@@ -158,3 +158,78 @@ def test_a_sweep_rides_out_a_server_outage_with_mlflows_default_retries(tmp_path
         children = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")
         assert run.info.status == "FINISHED" and len(children) == 8 and {c.info.status for c in children} == {"FINISHED"}
         assert all(json.loads(f.read_text())["run_id"] for f in sweep_dir.glob("*/tracking.json"))
+
+
+def ui_lines(proc: subprocess.Popen, until: str, seen: list[str]) -> str:
+    """The lines `python -m ragexp.ui` prints, read (in a thread) until one starts with `until`
+    (returned); a 180 s guard against a server that never answers (its start is not the subject here)."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=180).rstrip("\n")
+        except queue.Empty:
+            pytest.fail(f"ragexp.ui printed no {until!r} line: {seen}")
+        seen.append(line)
+        if line.startswith(until):
+            return line
+
+
+def test_ragexp_ui_starts_mlflow_light_on_the_store_and_prints_the_last_runs_link(tmp_path):
+    """`python -m ragexp.ui` over a local store: `mlflow server` with one worker and no job runner,
+    the link to the last run's questions, served until Ctrl-C; over a tracking server it prints that
+    server's link and starts nothing."""
+    import os
+    import signal
+
+    from conftest import run_app
+
+    import mlflow
+
+    proc = run_app("dataset.limit=3", "retriever=bm25", *HASH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    [run] = mlflow.MlflowClient(uri).search_runs([mlflow.MlflowClient(uri).get_experiment_by_name("ragexp").experiment_id])
+    port = free_port()
+    env = cli_env({"MLFLOW_TRACKING_URI": uri})  # the store a user's shell names
+    ui = subprocess.Popen([sys.executable, "-m", "ragexp.ui", "--port", str(port)], cwd=tmp_path, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen: list[str] = []
+    address = f"http://127.0.0.1:{port}"
+    try:
+        link = ui_lines(ui, "MLflow UI: ", seen)
+        assert link == f"MLflow UI: {address}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}/traces"
+        [server] = [int(p) for p in open(f"/proc/{ui.pid}/task/{ui.pid}/children").read().split()]
+        command = open(f"/proc/{server}/cmdline").read().split("\0")
+        environ = open(f"/proc/{server}/environ").read().split("\0")
+        assert command[command.index("--workers") + 1] == "1" and uri in command
+        assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in environ
+        assert mlflow.MlflowClient(address).get_run(run.info.run_id).info.run_name == run.info.run_name
+
+        remote = subprocess.run([sys.executable, "-m", "ragexp.ui", "--tracking-uri", address], cwd=tmp_path,
+                                env=cli_env(), capture_output=True, text=True, timeout=120)
+        assert remote.returncode == 0, remote.stderr
+        assert remote.stdout.strip() == link  # only the link: the server serves its own UI
+    finally:
+        os.killpg(ui.pid, signal.SIGINT)
+        ui.wait(timeout=60)
+    assert ui.returncode == 0 and not os.path.exists(f"/proc/{server}"), seen
+
+
+def test_ragexp_ui_opens_the_last_sweep_in_the_view_it_printed(small_sweep):
+    """The last thing in the store a sweep: its link is the one the sweep printed (its runs only)."""
+    from ragexp.ui import last_link
+
+    [printed] = [line.split("http://127.0.0.1:5000/", 1)[1] for line in small_sweep.proc.stdout.splitlines()
+                 if line.startswith("MLflow UI: ")]
+    assert last_link(small_sweep.uri, "ragexp", "http://127.0.0.1:5000") == f"http://127.0.0.1:5000/{printed}"
+
+
+def test_ragexp_ui_names_a_store_that_is_not_there(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ragexp.ui", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("ragexp.ui: error: --tracking-uri: no MLflow store at ")
+    assert proc.stderr.count("\n") == 1 and not (tmp_path / "none.db").exists()  # one line; no store made in its place

@@ -3,6 +3,7 @@ connect and masked everywhere else; a key or a credentialed URL on the command l
 before anything is written. A run and a sweep against the local test server are grepped, every
 file they wrote (Hydra folders, MLflow store and artifacts, caches, logs) and their output."""
 import base64
+import json
 import sys
 from pathlib import Path
 
@@ -365,6 +366,13 @@ def test_secrets_entered_every_way_are_in_no_file_and_no_stream_of_a_run_and_a_s
         assert job.data.params["system.url"] == "${oc.env:SVC_URL}"
         assert job.data.params["system.params.region"] == "${oc.env:PARAM_VALUE}"
         assert job.data.params["judge.endpoint.base_url"] == "${oc.env:JUDGE_URL}"
+        # the options chosen (short params), a sweep job's rank, interval and verdict: read, and clean
+        assert job.data.params["system"] == "http" and job.data.params["judge"] == "llm"
+        shown = json.dumps([job.data.params, job.data.tags, job.data.metrics])
+        assert [s for s in secrets if s in shown] == []
+    sweep_jobs = [job for job in jobs if "mlflow.parentRunId" in job.data.tags]
+    assert len(sweep_jobs) == 2 and all("ragexp.verdict" in j.data.tags and "leaderboard_rank" in j.data.metrics
+                                        for j in sweep_jobs)
 
 
 def test_every_log_line_names_urls_masked():

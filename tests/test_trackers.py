@@ -39,7 +39,7 @@ def test_the_runs_view_link_names_the_experiment_and_the_ui_that_serves_the_stor
     server = runs_view_link("http://user:pw@mlflow.example:5000/", "7")
     assert server == "MLflow UI: http://***@mlflow.example:5000/#/experiments/7/runs?workflowType=machine_learning"
     local = runs_view_link("sqlite:///mlflow.db", "1")
-    assert local.startswith("MLflow UI: mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000")
+    assert local.startswith("MLflow UI: python -m ragexp.ui --tracking-uri sqlite:///mlflow.db (MLflow's UI, light)")
     assert local.endswith("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning")
     assert runs_view_link("databricks", "1") == ""
     shared = runs_view_link("http://127.0.0.1:5000", "3", view="ragexp-1f")  # a sweep's, in its shared view
@@ -56,7 +56,7 @@ def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_ta
     _, [run] = mlflow_runs(tmp_path)
     evaluation = f"#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}/traces"
     assert [line for line in proc.stdout.splitlines() if line.startswith("MLflow UI: ")] == [
-        f"MLflow UI: mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db --port 5000, "
+        f"MLflow UI: python -m ragexp.ui --tracking-uri sqlite:///{tmp_path}/mlflow.db (MLflow's UI, light), "
         f"then open http://127.0.0.1:5000/{evaluation}"]
     link = f"#/experiments/{run.info.experiment_id}/runs?workflowType=machine_learning&viewStateShareKey="
     sweep = run_app("-m", "retriever=bm25", "dataset.limit=2,3", *HASH, cwd=tmp_path)
@@ -64,13 +64,25 @@ def test_a_run_prints_the_link_to_its_evaluation_view_and_a_sweep_to_its_runs_ta
     assert sum(link in line for line in sweep.stdout.splitlines()) == 1  # once, at the sweep's end, not per job
     last = sweep.stdout.rstrip().splitlines()[-1]
     assert link in last
-    # the view it opens: the objective, the swept setting and the key metrics as columns, best first
-    client, _ = mlflow_runs(tmp_path)
+    # the view it opens: the sweep's runs only, by their leaderboard rank (best first), with its verdict, the
+    # objective, the swept setting, the objective's interval and the key metrics as columns
+    client, runs = mlflow_runs(tmp_path)
     tags = client.get_experiment(run.info.experiment_id).tags
     view = json.loads(tags["mlflow.sharedViewState." + last.rsplit("viewStateShareKey=", 1)[1]])
     assert view["selectedColumns"] == view["columnOrder"] == [
-        "metrics.`overall_score`", "params.`dataset.limit`", "metrics.`hallucination_rate`", "metrics.`avg_faithfulness`"]
-    assert view["orderByKey"] == "metrics.`overall_score`" and view["orderByAsc"] is False
+        "metrics.`leaderboard_rank`", "tags.`ragexp.verdict`", "metrics.`overall_score`", "params.`dataset.limit`",
+        "metrics.`overall_score_ci_low`", "metrics.`overall_score_ci_high`", "metrics.`hallucination_rate`",
+        "metrics.`avg_faithfulness`"]
+    assert view["orderByKey"] == "metrics.`leaderboard_rank`" and view["orderByAsc"] is True
+    [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
+    children = client.search_runs([run.info.experiment_id], view["searchFilter"])
+    assert len(children) == 2 and {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    ranked = sorted(children, key=lambda c: c.data.metrics["leaderboard_rank"])
+    assert [c.data.metrics["leaderboard_rank"] for c in ranked] == [1, 2] and ranked[0].data.tags["ragexp.verdict"] == "best"
+    assert ranked[0].data.metrics["overall_score"] >= ranked[1].data.metrics["overall_score"]
+    for child in children:  # the objective's interval holds the estimate
+        low, high = child.data.metrics["overall_score_ci_low"], child.data.metrics["overall_score_ci_high"]
+        assert low <= child.data.metrics["overall_score"] <= high
 
 
 def test_a_run_that_ended_as_its_process_exited_is_not_marked_killed(tmp_path, monkeypatch):

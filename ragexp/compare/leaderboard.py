@@ -261,14 +261,16 @@ def sweep_order(selection: Selection) -> list[str]:
 
 def differing_params(runs: list[Run], lead: list[str]) -> tuple[list[str], dict[str, dict[str, str]]]:
     """The params that tell the runs apart. A component whose class differs is one column (its Hydra
-    choice from the overrides, else the class name); its other settings are shown only where they
-    differ between runs of the same class."""
+    choice from the overrides, else the option param the run logged, else the class name); its other
+    settings are shown only where they differ between runs of the same class."""
     keys = list(dict.fromkeys(k for r in runs for k in r.params if k not in IGNORED_PARAMS))
     differ = [k for k in keys if len({r.params.get(k) for r in runs}) > 1 and not copy_of_other(runs, k, keys)]
     groups = [k[: -len("._target_")] for k in differ if k.endswith("._target_")]
     columns = []
     shown_groups = []
     for key in differ:
+        if key in groups:  # the option chosen (param `chunker`: recursive), shown in its group's column
+            continue
         owners = [g for g in groups if key.startswith(g + ".") and key != f"{g}._target_"]
         if owners and not differs_within(runs, key, min(owners, key=len)):
             continue
@@ -286,7 +288,7 @@ def differing_params(runs: list[Run], lead: list[str]) -> tuple[list[str], dict[
         for column in columns:
             if column in groups:
                 target = run.params.get(f"{column}._target_")
-                row[column] = choices.get(column) or (target.rsplit(".", 1)[-1] if target else "—")
+                row[column] = choices.get(column) or run.params.get(column) or (target.rsplit(".", 1)[-1] if target else "—")
             else:
                 row[column] = run.params.get(column, "—")
         shown[run.run_id] = row

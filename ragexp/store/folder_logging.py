@@ -12,19 +12,21 @@ from ragexp.store.batches import batches, staged
 from ragexp.store.dead_runs import ended_if_stopped, process_tags
 from ragexp.store.locked_retries import retry_locked
 from ragexp.store.logged_record import read_record, write_record
-from ragexp.store.run_config import CONFIG, flatten
+from ragexp.store.quality_criteria import folder_criteria
+from ragexp.store.run_config import CONFIG, flatten, options
 from ragexp.store.run_folder import AGGREGATES, AUDIT_FILES, MAP_FILES, RUN_META, TABLE
 
 log = logging.getLogger("ragexp")
 
 
 def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None = None,
-               question_records: bool = True) -> str:
+               question_records: bool = True, feedback: str = "main") -> str:
     """Logs a run folder as one MLflow run: what `ragexp.store.run_folder.write_results` and `write_config`
     wrote there (params from config.yaml, metrics from results.json and run.json, the tags, every
-    file as an artifact, the per-question table). A job logs its folder this way, and
+    file as an artifact, the per-question table, each question as a trace with `feedback`'s scores:
+    ragexp.store.trace_store.scores_on_traces). A job logs its folder this way, and
     `python -m ragexp.track FOLDER` logs it later the same way (e.g. when the server was down)."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
     from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
     from ragexp.base.yaml_text import read_yaml
@@ -56,18 +58,22 @@ def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None =
     run_id = client.create_run(experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
     write_record(folder, {**read_record(folder), "partial_run_id": run_id})  # until it is whole: never logged twice
     with ended_if_stopped(client, run_id):
-        params = [Param(k[:250], v[:6000]) for k, v in flatten(config).items()]
+        # the options chosen (`chunker=recursive`) beside the settings they make (`chunker._target_`, ...)
+        params = [Param(k[:250], v[:6000]) for k, v in {**options(folder), **flatten(config)}.items()]
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, 0) for k, v in folder_metrics(values, meta).items()]
+        criteria, criteria_metrics = folder_criteria(folder, config, values, meta, run_id, feedback)
+        metrics = [Metric(k, float(v), now, 0) for k, v in {**folder_metrics(values, meta), **criteria_metrics}.items()]
         for batch_params, batch_metrics in batches(params, metrics):
             client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
+        if criteria:
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in criteria.items()])
         client.log_inputs(run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
         files = [folder / f for f in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml",
                                       *MAP_FILES) if (folder / f).exists()]
         with staged(files + ([table] if MLFLOW_LOGGED_ARTIFACTS in tags else [])) as together:
             client.log_artifacts(run_id, str(together))  # one call: MLflow looks the run up once
         log_traces(client, folder, experiment_id, run_id, meta["judge"], retry_locked,
-                   light=question_records, started=meta.get("started"))
+                   light=question_records, started=meta.get("started"), feedback=feedback)
     client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
     if left and left != run_id:
         deleted(client, left)

@@ -34,3 +34,19 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
     path = Path(folder) / CONFIG
     path.write_text(dump_yaml(masked(config)))
     return path
+
+
+def options(folder: Path) -> dict[str, str]:
+    """The option chosen in each config group of a run (`chunker: recursive`, `scoring_embedder: minilm`
+    for `embedder@scoring_embedder`), as Hydra recorded them in the run folder (.hydra/hydra.yaml),
+    masked: short params beside the `_target_`s, which MLflow's runs table shows whole. Empty for a
+    folder without that file (a run started from Python); Hydra's own groups and nested ones are left out."""
+    path = Path(folder) / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return {}
+    from ragexp.base.yaml_text import read_yaml
+
+    choices = ((read_yaml(path.read_text()) or {}).get("hydra") or {}).get("runtime", {}).get("choices") or {}
+    chosen = {str(group).partition("@")[2] or str(group): str(option) for group, option in choices.items()
+              if option is not None and "/" not in str(group)}
+    return masked(chosen)

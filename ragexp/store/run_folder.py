@@ -85,6 +85,7 @@ def write_run_files(result: RunResult, folder: Path, started: float | None = Non
     meta = {"name": result.name, "judge": result.judge, "dataset_fingerprint": result.dataset_fingerprint,
             "ragexp_version": __version__, "git_commit": git_commit(), "statuses": result.statuses,
             "gate": result.gate.name if result.gate is not None else None,
+            "scales": {k: list(v) for k, v in result.scales.items()},  # of the aggregates (a gate's rules, in MLflow's terms)
             "work": result.counters, "timings_s": result.timings, "failure": failure,
             "started": started, "job_time_s": round(time.time() - started, 2) if started else None,
             "process": this_process(),  # the job's (a helper may log the folder: ragexp.store.log_ahead)

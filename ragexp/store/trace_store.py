@@ -6,7 +6,9 @@ With tracing=on (ragexp.store.tracing) the folder's `traces.jsonl` holds the ful
 it, each question gets a light record made from the folder's `questions.jsonl`: the root span and
 one RETRIEVER span with the retrieved chunks (no times are measured: both last 0 ms from the run's
 start). Either way the judge's scores and reasoning are feedback (source: the judge), the answer
-metrics feedback (source: ragexp) and the expected answer an expectation.
+metrics feedback (source: ragexp) and the expected answer an expectation. Each trace carries the
+question's pairing id (its question_id) as MLflow's evaluation request id (tag `mlflow.eval.requestId`),
+on which `mlflow.genai.compare_evaluations` pairs the traces of two runs.
 
 The traces are written in one batch rather than through MLflow's live span exporter, which writes
 each span and each assessment in its own transaction: on a SQL store every trace with its
@@ -21,6 +23,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Collection
 
 from ragexp.store.tracing import TRACES
 
@@ -35,12 +38,13 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str, retry=lambda call, *a: call(*a),
-               light: bool = True, started: float | None = None) -> list[str]:
+               light: bool = True, started: float | None = None, feedback: str = "main") -> list[str]:
     """The folder's questions logged as traces to the store of `client` (an MlflowClient) and linked
     to the run `run_id`, the feedback credited to `judge`; returns their trace ids. The full spans of
     traces.jsonl when the folder has it; else, with `light`, a light record per question (timed at
     `started`, time.time(), else now); else nothing. `retry(call, *args)` makes each write
-    (ragexp.store.locked_retries.retry_locked)."""
+    (ragexp.store.locked_retries.retry_locked). `feedback`: which scores each trace carries
+    (`scores_on_traces`)."""
     folder = Path(folder)
     traced = (folder / TRACES).is_file()
     if not (traced or light) or not (folder / "questions.jsonl").is_file():
@@ -51,10 +55,11 @@ def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str
     questions = {q["question_id"]: q for q in read_jsonl(folder / "questions.jsonl")}
     at_ns = int((started or time.time()) * 1e9)
     records = read_jsonl(folder / TRACES) if traced else [light_record(q, at_ns) for q in questions.values()]
+    only, answer_metrics = scores_on_traces(folder, feedback)
     infos, spans = [], []
     for record in records:
         question = {**questions.get(record["question_id"], {}), "judge": judge}
-        info, trace_spans = trace_of(record, question, experiment_id, run_id)
+        info, trace_spans = trace_of(record, question, experiment_id, run_id, only, answer_metrics)
         infos.append(info)
         spans += trace_spans
     start_traces(infos, retry)
@@ -66,6 +71,22 @@ def log_traces(client, folder: Path, experiment_id: str, run_id: str, judge: str
     log.info("%d %s logged to run %s in %.1fs", len(trace_ids), "traces" if traced else "question records",
              run_id, time.perf_counter() - clock)
     return trace_ids
+
+
+def scores_on_traces(folder: Path, feedback: str) -> tuple[set[str] | None, bool]:
+    """Which scores each question's trace carries as feedback (`tracker.feedback`), as (the judge's
+    scores kept, None: all of them; whether the answer metrics too): `main`, the scores the run's
+    overall_score weighs, and hallucination (its aggregates.json says which); `judge`, all the judge's
+    and hallucination; `all`, also the answer metrics. MLflow's per-question table shows the first
+    four feedback names in name order (MLflow 3.18): the main scores are all in view, where the
+    judge's other scores and the answer metrics (abstention, claim_hallucination_rate, ...) would
+    push them out."""
+    if feedback != "main":
+        return None, feedback == "all"
+    path = folder / "aggregates.json"
+    spec = json.loads(path.read_text())["aggregates"] if path.is_file() else []
+    overall = next((a for a in spec if a.get("kind") == "overall" and not a.get("where")), None)
+    return (set(overall["inputs"]) | {"hallucination"} if overall else None), False
 
 
 def light_record(question: dict, at_ns: int) -> dict:
@@ -141,10 +162,11 @@ def start_in_one_transaction(store, infos: list) -> None:
                                                     for family in (RollupFamily.TRACE_METRIC, RollupFamily.ASSESSMENT)])
 
 
-def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
+def trace_of(record: dict, question: dict, experiment_id: str, run_id: str, only: Collection[str] | None = None,
+             answer_metrics: bool = False):
     """One traced question as an MLflow TraceInfo (with its assessments) and its Spans."""
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
-    from mlflow.tracing.constant import TraceMetadataKey
+    from mlflow.tracing.constant import TraceMetadataKey, TraceTagKey
 
     seed = hashlib.sha256(f"{run_id}\0{record['question_id']}".encode()).digest()
     otel_trace_id = int.from_bytes(seed[:16], "big")
@@ -163,8 +185,9 @@ def trace_of(record: dict, question: dict, experiment_id: str, run_id: str):
         execution_duration=(record["end_ns"] - record["start_ns"]) // 1_000_000,
         trace_metadata={TraceMetadataKey.SOURCE_RUN: run_id, **usage_of(record["spans"])},
         tags={"mlflow.traceName": "question", "ragexp.question_id": record["question_id"],
-              **({LIGHT_TAG: "light"} if record.get("light") else {})},
-        assessments=assessments(question, trace_id))
+              # the question's pairing id: mlflow.genai.compare_evaluations pairs two runs' traces on it
+              TraceTagKey.EVAL_REQUEST_ID: record["question_id"], **({LIGHT_TAG: "light"} if record.get("light") else {})},
+        assessments=assessments(question, trace_id, only, answer_metrics))
     return info, spans
 
 
@@ -205,21 +228,28 @@ def span_of(span: dict, trace_id: str, otel_trace_id: int, seed: bytes):
         "status": {"code": "STATUS_CODE_ERROR" if span["error"] else "STATUS_CODE_OK", "message": span["error"][:500]}})
 
 
-def assessments(question: dict, trace_id: str) -> list:
-    """The judge's scores and reasoning as feedback (source: the judge, LLM_JUDGE), the answer
-    metrics as feedback (source: ragexp, CODE) and the expected answer as an expectation."""
+def assessments(question: dict, trace_id: str, only: Collection[str] | None = None, answer_metrics: bool = False) -> list:
+    """The judge's scores (numbers, under the judge's names) with its reasoning, and `hallucination`
+    (yes/no, or the share of the judge's repeats that found one) as feedback (source: the judge,
+    LLM_JUDGE), those named in `only` when given; with `answer_metrics` the answer metrics too
+    (source: ragexp, CODE); the expected answer as an expectation."""
     from mlflow.entities import AssessmentSource, Expectation, Feedback
+
+    def number(value):
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
     out = []
     judge = AssessmentSource(source_type="LLM_JUDGE", source_id=question.get("judge") or "judge")
     for name, value in (question.get("judge_scores") or {}).items():
-        out.append(Feedback(name=name, value=value, rationale=question.get("reasoning") or None, source=judge,
-                            trace_id=trace_id))
-    if question.get("hallucination") is not None:
-        out.append(Feedback(name="hallucination", value=question["hallucination"], source=judge, trace_id=trace_id))
+        if value is not None and (only is None or name in only):
+            out.append(Feedback(name=name, value=number(value), rationale=question.get("reasoning") or None,
+                                source=judge, trace_id=trace_id))
+    if question.get("hallucination") is not None and (only is None or "hallucination" in only):
+        out.append(Feedback(name="hallucination", value=number(question["hallucination"]), source=judge, trace_id=trace_id))
     metrics = AssessmentSource(source_type="CODE", source_id="ragexp")
-    for name, value in (question.get("answer_metrics") or {}).items():
-        out.append(Feedback(name=name, value=value, source=metrics, trace_id=trace_id))
+    for name, value in (question.get("answer_metrics") or {}).items() if answer_metrics else ():
+        if value is not None:
+            out.append(Feedback(name=name, value=number(value), source=metrics, trace_id=trace_id))
     expected = question.get("expected_answers") or []
     if expected:
         dataset = AssessmentSource(source_type="HUMAN", source_id=question.get("source") or "dataset")

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ragexp.base.redact import has_credentials, scrub_url
 from ragexp.store.dead_runs import end_killed_sweeps, process_tags
@@ -18,7 +18,7 @@ from ragexp.store.mlflow_client import experiment_client
 from ragexp.store.provenance import git_commit
 from ragexp.store.run_config import flatten, write_config
 from ragexp.store.tracker_contract import Opened
-from ragexp.store.ui_links import SHARED_VIEW, runs_view, runs_view_link
+from ragexp.store.ui_links import RANK, SHARED_VIEW, VERDICT, runs_view, runs_view_link
 from ragexp.types import RunResult
 
 
@@ -45,7 +45,7 @@ class NoTracker:
     def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         return ""
 
-    def share_view(self, metrics: list[str], params: list[str]) -> str | None:
+    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None) -> str | None:
         return None
 
     logs_traces = False  # tracing=on: the run folder's traces.jsonl becomes MLflow traces
@@ -90,14 +90,19 @@ class MlflowTracker(NoTracker):
     """One MLflow run per job (nested under the sweep's parent run in a multirun).
     `tracking_uri: null` keeps MLflow's own default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db.
     `question_records`: every question as a light trace of its run (its scores, the judge's
-    rationale, the retrieved chunks), for MLflow's evaluation views; tracing=on logs full spans instead."""
+    rationale, the retrieved chunks), for MLflow's evaluation views; tracing=on logs full spans instead.
+    `feedback`: the scores on each question's trace: `main` (those the overall score weighs, and
+    hallucination: the columns MLflow's per-question view shows), `judge` (all the judge's) or `all`
+    (also the answer metrics): ragexp.store.trace_store.scores_on_traces."""
 
     logs_traces = True
 
-    def __init__(self, experiment: str, tracking_uri: str | None, question_records: bool):
+    def __init__(self, experiment: str, tracking_uri: str | None, question_records: bool,
+                 feedback: Literal["main", "judge", "all"]):
         self.experiment = experiment
         self.tracking_uri = tracking_uri
         self.question_records = bool(question_records)
+        self.feedback = feedback
 
     def client(self):
         """The MLflow client of this tracker's store, and its experiment (made if new). A process opens
@@ -129,7 +134,8 @@ class MlflowTracker(NoTracker):
         """A helper logs as this class does; a subclass may log otherwise, so it logs itself."""
         if type(self) is not MlflowTracker:
             return None
-        return {"experiment": self.experiment, "tracking_uri": self.tracking_uri, "question_records": self.question_records}
+        return {"experiment": self.experiment, "tracking_uri": self.tracking_uri, "question_records": self.question_records,
+                "feedback": self.feedback}
 
     def imported(self) -> None:
         import mlflow
@@ -156,14 +162,20 @@ class MlflowTracker(NoTracker):
         experiment_id = getattr(self, "_experiment_id", None)
         return runs_view_link(mlflow.get_tracking_uri(), experiment_id, run_id, view) if experiment_id else ""
 
-    def share_view(self, metrics: list[str], params: list[str]) -> str | None:
+    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None) -> str | None:
         """The runs table with these metric and param columns (`runs_view`) kept as a shared view of the
         experiment (an experiment tag, as MLflow's Share button keeps one); returns its key, named after
-        its content (the same columns, the same key)."""
+        its content (the same columns, the same key). `sweep`: the view shows only that sweep's runs,
+        best first by their leaderboard rank, with its interval and verdict (ragexp.compare.report.log_places)."""
         experiment_id = getattr(self, "_experiment_id", None)
         if experiment_id is None:
             return None
-        view = runs_view(metrics, params)
+        if sweep:
+            objective = metrics[0] if metrics else ""
+            view = runs_view([objective, f"{objective}_ci_low", f"{objective}_ci_high", *metrics[1:]] if objective else [],
+                             params, sweep, RANK, (VERDICT,))
+        else:
+            view = runs_view(metrics, params)
         key = "ragexp-" + hashlib.sha256(view.encode()).hexdigest()[:16]
         self.client().set_experiment_tag(experiment_id, SHARED_VIEW + key, view)
         return key
@@ -246,7 +258,7 @@ class MlflowTracker(NoTracker):
         import mlflow
 
         client = self.client()
-        run_id = log_folder(client, self._experiment_id, folder, parent_id, self.question_records)
+        run_id = log_folder(client, self._experiment_id, folder, parent_id, self.question_records, self.feedback)
         record_logged(folder, run_id, self._experiment_id, mlflow.get_tracking_uri())
         return run_id
 

@@ -127,7 +127,7 @@ def store_leaderboard(tracker, parent_id: str, sweep_dir: Path) -> str | None:
         if board.selection.incomplete:
             print(f"INCOMPLETE sweep: {board.selection.incomplete}\n" + "\n".join(
                 f"  failed: {job}" for job in board.selection.failed_jobs))
-        return tracker.share_view(*view_columns(board))
+        return tracker.share_view(*view_columns(board), sweep=parent_id)
     except Exception as err:  # noqa: BLE001 - the report must never lose the sweep
         log.warning("no leaderboard for this sweep (%s: %s); make it with: python -m ragexp.compare %s",
                     type(err).__name__, err, parent_id)
@@ -139,8 +139,9 @@ KEY_METRICS = ("hallucination_rate", "avg_faithfulness", "mrr")  # beside the ob
 
 def view_columns(board) -> tuple[list[str], list[str]]:
     """The runs-table columns the sweep's printed link opens with: its objective and the key metrics it
-    has; the params that tell its runs apart (a swept component as its class, `retriever._target_`)."""
+    has; the params that tell its runs apart (a swept component as its option, `retriever`: bm25, where
+    the runs logged it, else as its class, `retriever._target_`)."""
     metrics = [board.objective] + [m for m in KEY_METRICS if m in board.metrics and m != board.objective][:2]
     logged = {key for entry in board.entries for key in entry.run.params}
-    params = [f"{c}._target_" if f"{c}._target_" in logged else c for c in board.param_columns]
+    params = [c if c in logged else f"{c}._target_" for c in board.param_columns]
     return metrics, [p for p in params if p in logged]
