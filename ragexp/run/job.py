@@ -203,7 +203,8 @@ class Job:
         """The run folder, results.json last (ragexp.store.run_folder.seal): the files the tracker
         logs, the labels wanted, the embedding map, the config that re-runs it and the store it is
         meant for. Returns the path of results.json."""
-        write_run_files(result, folder, self.started, failure, self.tags)
+        write_run_files(result, folder, self.started, failure, self.tags,
+                        {str(k): str(v) for k, v in self.choices.items() if v is not None})
         write_wanted(result, folder)  # judge=cascade with people's labels: the drawn questions left to label
         if pictures.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
             mode = self.cfg.get("embedding_map", EMBEDDING_MAP)

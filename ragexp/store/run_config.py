@@ -38,15 +38,17 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
 
 def options(folder: Path) -> dict[str, str]:
     """The option chosen in each config group of a run (`chunker: recursive`, `scoring_embedder: minilm`
-    for `embedder@scoring_embedder`), as Hydra recorded them in the run folder (.hydra/hydra.yaml),
-    masked: short params beside the `_target_`s, which MLflow's runs table shows whole. Empty for a
-    folder without that file (a run started from Python); Hydra's own groups and nested ones are left out."""
+    for `embedder@scoring_embedder`), as the job recorded them in run.json (`options`: Hydra's runtime
+    choices, whichever door composed the config), else as Hydra recorded them (.hydra/hydra.yaml, a
+    folder written before run.json held them), masked: short params beside the `_target_`s, which
+    MLflow's runs table shows whole. Hydra's own groups and nested ones are left out."""
+    meta = Path(folder) / "run.json"
+    choices = json.loads(meta.read_text()).get("options") if meta.is_file() else None
     path = Path(folder) / ".hydra" / "hydra.yaml"
-    if not path.is_file():
-        return {}
-    from ragexp.base.yaml_text import read_yaml
+    if choices is None and path.is_file():
+        from ragexp.base.yaml_text import read_yaml
 
-    choices = ((read_yaml(path.read_text()) or {}).get("hydra") or {}).get("runtime", {}).get("choices") or {}
-    chosen = {str(group).partition("@")[2] or str(group): str(option) for group, option in choices.items()
+        choices = ((read_yaml(path.read_text()) or {}).get("hydra") or {}).get("runtime", {}).get("choices")
+    chosen = {str(group).partition("@")[2] or str(group): str(option) for group, option in (choices or {}).items()
               if option is not None and "/" not in str(group)}
     return masked(chosen)

@@ -61,12 +61,12 @@ def write_results(result: RunResult, folder: Path, started: float | None = None,
 
 
 def write_run_files(result: RunResult, folder: Path, started: float | None = None, failure: str | None = None,
-                    tags: dict[str, str] | None = None) -> None:
+                    tags: dict[str, str] | None = None, options: dict[str, str] | None = None) -> None:
     """Everything of the run folder but results.json: aggregates.json, the audit trail
     (`write_audit`), the per-question table (`questions.json`, as MLflow stores a table) and
     `run.json` (what a tracker logs besides: tags, work and time counts; `started`: when the job
     began, time.time(); `failure`: why the run failed as a whole; `tags`: the sweep's own tags for
-    the job). Everything a tracker logs is then in the folder, so it can be logged later
+    the job; `options`: the option chosen in each config group, Hydra's runtime choices). Everything a tracker logs is then in the folder, so it can be logged later
     (`python -m ragexp.track FOLDER`). An OSError (a full disk) is raised as it comes: the
     folder then has no results.json, which `seal` writes last."""
 
@@ -89,7 +89,7 @@ def write_run_files(result: RunResult, folder: Path, started: float | None = Non
             "work": result.counters, "timings_s": result.timings, "failure": failure,
             "started": started, "job_time_s": round(time.time() - started, 2) if started else None,
             "process": this_process(),  # the job's (a helper may log the folder: ragexp.store.log_ahead)
-            **({"tags": tags} if tags else {})}
+            **({"tags": tags} if tags else {}), **({"options": options} if options else {})}
     (folder / RUN_META).write_text(json.dumps(meta, indent=2) + "\n")
 
 
