@@ -331,8 +331,10 @@ def test_mlflows_quality_criteria_parser_and_builder_make_the_tag_ragexp_writes(
     same rules, and MLflow's builder makes of them the tag ragexp wrote (but for its random revision)."""
     import json
 
+    from conftest import needs_mlflow_318
     from ragexp.store.quality_criteria import NOT_MAPPED, QUALITY_CRITERIA, Criteria, Rule, gate_criteria
 
+    needs_mlflow_318()
     try:
         from mlflow.genai.evaluation.quality_criteria import build_quality_criteria_tag, parse_quality_criteria
         from mlflow.genai.scorers import scorer
@@ -379,6 +381,9 @@ def test_mlflows_compare_evaluations_is_the_experimental_api_ragexp_documents():
     import dataclasses
 
     import mlflow
+    from conftest import needs_mlflow_318
+
+    needs_mlflow_318()
 
     compare = getattr(mlflow.genai, "compare_evaluations", None)
     contract("mlflow", "mlflow.genai.compare_evaluations", compare is not None, "not found")

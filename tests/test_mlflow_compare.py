@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from conftest import HASH, compose
+from conftest import HASH, compose, needs_mlflow_318
 
 
 @pytest.fixture
@@ -24,9 +24,9 @@ def judged(tmp_path, monkeypatch):
 
 
 def logged(result, name: str, uri: str) -> str:
-    from ragexp.store.trackers import MlflowTracker
+    from ragexp.config.build import from_yaml
 
-    return MlflowTracker("compare", uri).log_run(dataclasses.replace(result, name=name),
+    return from_yaml("tracker/mlflow", experiment="compare", tracking_uri=uri).log_run(dataclasses.replace(result, name=name),
                                                  {"judge": {"_target_": "ragexp.judges.offline.OfflineJudge"}})
 
 
@@ -42,6 +42,7 @@ def with_faithfulness(result, values: list[float]):
 
 
 def test_compare_evaluations_pairs_two_ragexp_runs_on_their_questions(judged, tmp_path):
+    needs_mlflow_318()
     import mlflow
 
     from ragexp.compare import make
@@ -78,6 +79,7 @@ def test_compare_evaluations_pairs_two_ragexp_runs_on_their_questions(judged, tm
 
 
 def test_on_a_few_large_drops_among_many_small_gains_the_two_tests_disagree(judged, tmp_path):
+    needs_mlflow_318()
     """34 answers gain 1 point of faithfulness, 6 lose 7: the mean falls by 0.2. MLflow's signed-rank
     test finds the candidate significantly different (most differences are gains), while its own
     mean difference is negative, and `assert_improved` refuses it; ragexp's test of the mean sees no

@@ -26,7 +26,7 @@ def test_a_gated_run_is_logged_with_its_quality_criteria(tmp_path, monkeypatch):
 
     from ragexp.run.pipeline import run as run_pipeline
     from ragexp.store.quality_criteria import NOT_MAPPED, QUALITY_CRITERIA
-    from ragexp.store.trackers import MlflowTracker
+    from ragexp.config.build import from_yaml
 
     monkeypatch.chdir(tmp_path)
     cfg = compose(*HASH, "retriever=bm25", "dataset.limit=6", "gate=production", "~gate.thresholds.answer_relevance",
@@ -35,7 +35,7 @@ def test_a_gated_run_is_logged_with_its_quality_criteria(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     from omegaconf import OmegaConf
 
-    run_id = MlflowTracker("gated", uri).log_run(result, OmegaConf.to_container(cfg, resolve=True))
+    run_id = from_yaml("tracker/mlflow", experiment="gated", tracking_uri=uri).log_run(result, OmegaConf.to_container(cfg, resolve=True))
     run = mlflow.MlflowClient(uri).get_run(run_id)
     criteria = json.loads(run.data.tags[QUALITY_CRITERIA])
     assert criteria["schemaVersion"] == 1 and criteria["revision"]
@@ -54,14 +54,14 @@ def test_an_ungated_run_has_no_quality_criteria(tmp_path, monkeypatch):
 
     from ragexp.run.pipeline import run as run_pipeline
     from ragexp.store.quality_criteria import NOT_MAPPED, QUALITY_CRITERIA
-    from ragexp.store.trackers import MlflowTracker
+    from ragexp.config.build import from_yaml
 
     monkeypatch.chdir(tmp_path)
     cfg = compose(*HASH, "retriever=bm25", "dataset.limit=3", f"cache.dir={tmp_path / 'cache'}")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     from omegaconf import OmegaConf
 
-    run_id = MlflowTracker("plain", uri).log_run(run_pipeline(cfg, "plain"), OmegaConf.to_container(cfg, resolve=True))
+    run_id = from_yaml("tracker/mlflow", experiment="plain", tracking_uri=uri).log_run(run_pipeline(cfg, "plain"), OmegaConf.to_container(cfg, resolve=True))
     run = mlflow.MlflowClient(uri).get_run(run_id)
     assert QUALITY_CRITERIA not in run.data.tags and NOT_MAPPED not in run.data.tags
     assert not any(key.endswith("/mean") for key in run.data.metrics)

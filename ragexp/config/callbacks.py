@@ -81,8 +81,10 @@ class WritableFolder(Callback):
 
 def unwritable(folder: Path) -> str | None:
     """Why `folder` cannot be made or written (a file in its path, no permission, a full disk or
-    file size limit: a byte written and removed again), or None."""
+    file size limit: a byte written and removed again), or None. The folders it made to find out
+    are removed again: a sweep refused later (a bad grid point) leaves no folder behind."""
     probe = folder / f".ragexp-probe-{os.getpid()}"
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with probe.open("wb") as out:
@@ -92,6 +94,8 @@ def unwritable(folder: Path) -> str | None:
     finally:
         try:
             probe.unlink(missing_ok=True)
+            for path in made:  # deepest first
+                path.rmdir()
         except OSError:
             pass
     return None
