@@ -233,7 +233,8 @@ class Job:
         it (a server gone away), TrackingFailed saying where the results are and the command that
         logs them later."""
         try:
-            with working(f"logging the run to {self.tracker.where()}"):  # a line when it takes long
+            with working("logging the run"):  # a line when it takes long (not naming the store: asking a
+                # tracker that logs ahead where it logs would import MLflow in the job's process)
                 return self.tracker.log_folder(outcome.folder, self.parent_id)
         except Exception as err:  # noqa: BLE001 - any failure of the store: the results are safe on disk
             raise TrackingFailed(not_logged(self.tracker.where(), type(err).__name__, str(err), outcome.folder)) from None
