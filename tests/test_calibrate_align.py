@@ -53,11 +53,16 @@ def planted(tmp_path):
     return path, variants, tuning, held
 
 
+def aligned(server, tmp_path, variants, path, shots: str, resamples: str):
+    """`calibrate --outputs PATH --align` with the scripted judge, the report in tmp_path/report."""
+    server.chat = scripted
+    return calibrate("--outputs", str(path), *judge_args(server), "--align", "--variants", str(variants), "--shots", shots,
+                     "--out", "report", "--resamples", resamples, cwd=tmp_path, env={TEST_KEY_ENV: "sk-test"})
+
+
 def test_the_choice_reads_the_tuning_part_only_and_the_held_out_part_says_how_it_does(server, tmp_path, planted):
     path, variants, tuning, held = planted
-    server.chat = scripted
-    proc = calibrate("--outputs", str(path), *judge_args(server), "--align", "--variants", str(variants), "--shots", "0,2",
-                     "--out", "report", "--resamples", "200", cwd=tmp_path, env={TEST_KEY_ENV: "sk-test"})
+    proc = aligned(server, tmp_path, variants, path, "0,2", "200")
     assert proc.returncode == 0, proc.stderr
     found = json.loads((tmp_path / "report" / "align.json").read_text())
     assert found["tuning"] == tuning and found["held_out"] == held and len(held) == 6
@@ -76,10 +81,8 @@ def test_the_choice_reads_the_tuning_part_only_and_the_held_out_part_says_how_it
 
 
 def test_the_written_judge_runs_again_to_the_same_judgements(server, tmp_path, planted):
-    path, variants, tuning, held = planted
-    server.chat = scripted
-    proc = calibrate("--outputs", str(path), *judge_args(server), "--align", "--variants", str(variants), "--shots", "0",
-                     "--out", "report", "--resamples", "50", cwd=tmp_path, env={TEST_KEY_ENV: "sk-test"})
+    path, variants, _, _ = planted
+    proc = aligned(server, tmp_path, variants, path, "0", "50")
     assert proc.returncode == 0, proc.stderr
     written = tmp_path / "report" / "judge" / "aligned.yaml"
     assert "VARIANT-B" in written.read_text() and "sk-test" not in written.read_text()

@@ -71,14 +71,19 @@ def test_hydras_basic_sweeper_splits_a_grid_as_ragexp_expects():
         f"it returned {batches}")
 
 
-def test_the_default_sweeper_is_the_one_ragexp_checks_grids_for():
-    from ragexp.sweep.callbacks import BASIC_SWEEPER
-
+def with_hydras_node():
+    """The packaged config with Hydra's own node (its sweeper, its launcher), as the command composes it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", return_hydra_config=True)
+        return hydra_compose(config_name="config", return_hydra_config=True)
+
+
+def test_the_default_sweeper_is_the_one_ragexp_checks_grids_for():
+    from ragexp.sweep.callbacks import BASIC_SWEEPER
+
+    cfg = with_hydras_node()
     contract("hydra-core", "the basic sweeper's _target_", cfg.hydra.sweeper._target_ == BASIC_SWEEPER,
              f"it is {cfg.hydra.sweeper._target_}")
 
@@ -169,13 +174,9 @@ def test_hydra_shows_a_callback_the_task_function_as_a_job_starts():
 
 
 def test_the_basic_launcher_is_the_one_ragexp_keeps_compositions_for():
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
     from ragexp.sweep.composed import BASIC_LAUNCHER
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", return_hydra_config=True)
+    cfg = with_hydras_node()
     contract("hydra-core", "the basic launcher's _target_", cfg.hydra.launcher._target_ == BASIC_LAUNCHER,
              f"it is {cfg.hydra.launcher._target_}")
 

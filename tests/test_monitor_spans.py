@@ -8,12 +8,11 @@ gives the records of the same traces written directly as the monitor's JSONL."""
 import base64
 import json
 import struct
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from conftest import call_in
+from otlp_receiver import Receiver
 from ragexp.errors import RagexpError
 from ragexp.monitor.columns import Malformed
 from ragexp.monitor.spans import export_spans
@@ -37,30 +36,11 @@ TRACES = [
 ]
 
 
-class Receiver(BaseHTTPRequestHandler):
-    """An OTLP/HTTP endpoint: keeps each POST /v1/traces body (an ExportTraceServiceRequest)."""
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.bodies.append(body)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def receiver():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    server.bodies = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    """An OTLP/HTTP endpoint that keeps each POST /v1/traces body (an ExportTraceServiceRequest)."""
+    with Receiver() as server:
+        yield server
 
 
 def documents(prefix, contexts):
@@ -79,7 +59,7 @@ def send(receiver) -> list[dict]:
 
     provider = TracerProvider(resource=Resource({"service.name": "rag-service"}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(
-        endpoint=f"http://127.0.0.1:{receiver.server_port}/v1/traces")))
+        endpoint=receiver.url)))
     tracer = provider.get_tracer("rag")
     expected = []
     for t in TRACES:
@@ -275,7 +255,7 @@ def test_a_trace_without_an_answer_is_counted_and_named_never_guessed(receiver, 
     send(receiver)
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(
-        endpoint=f"http://127.0.0.1:{receiver.server_port}/v1/traces")))
+        endpoint=receiver.url)))
     silent = provider.get_tracer("rag").start_span("rag", attributes={"openinference.span.kind": "CHAIN",
                                                                       "input.value": "Anyone there?"})
     silent.end()
