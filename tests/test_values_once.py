@@ -108,3 +108,15 @@ def test_a_signature_has_no_default_for_a_setting_its_yaml_sets(path):
              if node["_target_"] in written and (twice := defaulted(node["_target_"], node))}
     assert found == {}, (f"the YAML sets these settings and the signature defaults them too (say a value once, "
                          f"in the YAML): {found}")
+
+
+def test_from_yaml_merges_a_mapping_into_its_component_and_replaces_it_with_another_component():
+    """from_yaml("embedder/ray", inner=...): the YAML's inner embedder is MiniLM; a mapping of settings
+    changes that embedder, a mapping naming another `_target_` replaces it whole (MiniLM's model_path
+    is not handed to the hashed embedder)."""
+    from ragexp.config.build import from_yaml
+
+    hashed = {"_target_": "ragexp.components.embedders.HashEmbedder", "dimension": 64, "name": "hash", "batch_size": 8}
+    assert dict(from_yaml("embedder/ray", inner=hashed).inner) == hashed
+    tuned = from_yaml("embedder/ray", inner={"batch_size": 4}).inner
+    assert tuned["_target_"].endswith("SentenceTransformerEmbedder") and tuned["batch_size"] == 4 and "model_path" in tuned

@@ -57,7 +57,8 @@ def from_yaml(option: str, **settings: Any):
     such as `${scoring_embedder}`), `settings` given over its values. A class's signature has no
     default for a setting its YAML sets (the YAML holds it, once), so Python code builds a component
     through here, or passes every setting. A mapping given for a nested component is merged into its
-    node (`endpoint={"base_url": url}`); any other value replaces the YAML's; an object (an embedder,
+    node (`endpoint={"base_url": url}`); a mapping naming another `_target_` (another component, all
+    its settings given) and any other value replace the YAML's; an object (an embedder,
     an endpoint already built, a mapping of them) is handed to the class as it is. `_target_=cls`
     builds `cls` (a subclass of the option's class, such as a test's instrumented one) with them."""
     kind = settings.pop("_target_", None)
@@ -69,7 +70,8 @@ def from_yaml(option: str, **settings: Any):
         if not plain(value):
             objects[key] = value
             node.pop(key, None)
-        elif isinstance(value, dict) and OmegaConf.is_dict(node.get(key)) and "_target_" in node[key]:
+        elif (isinstance(value, dict) and OmegaConf.is_dict(node.get(key))
+              and node[key].get("_target_") is not None and value.get("_target_", node[key]._target_) == node[key]._target_):
             node[key] = OmegaConf.merge(node[key], value)
         else:
             node[key] = value
