@@ -314,3 +314,60 @@ def test_each_module_of_the_store_does_one_job_in_at_most_300_lines():
         if len(text.splitlines()) > 300 and path.name not in OVER_300_LINES:
             long[path.name] = len(text.splitlines())
     assert long == {}
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_stop_while_a_run_is_logged_is_raised_between_two_writes_and_ends_the_run_killed(tmp_path, monkeypatch, signame):
+    """A stop that comes while MLflow writes is held until that write is done (raised inside it, it left
+    the write's SQLite transaction open in the process, and ending the run KILLED then waited 20 s on
+    its lock: the run stayed RUNNING); it is raised before the next write, and the run ends KILLED."""
+    import signal
+    import threading
+
+    import mlflow
+
+    from ragexp.base.stops import Interrupted
+    from ragexp.store.dead_runs import ended_if_stopped
+
+    assert threading.current_thread() is threading.main_thread()  # signal handlers are the main thread's
+    monkeypatch.chdir(tmp_path)
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("stops")
+    number = getattr(signal, signame)
+    before = signal.getsignal(number)
+
+    def stopped_as_it_writes(run_id, key, value):
+        signal.raise_signal(number)  # arrives in the middle of this write
+        client.log_param(run_id, key, value)
+
+    with pytest.raises(Interrupted) as stop:
+        with ended_if_stopped(client) as run:
+            run_id = client.create_run(experiment).info.run_id
+            run.opened(run_id)
+            write = run.checked(lambda call, *args: call(*args))
+            write(stopped_as_it_writes, run_id, "first", "1")
+            write(client.log_param, run_id, "second", "2")
+    assert stop.value.signum == number
+    logged = client.get_run(run_id)
+    assert logged.info.status == "KILLED" and logged.data.params == {"first": "1"}  # that write done, the next not made
+    assert signal.getsignal(number) is before
+
+
+def test_a_stop_after_the_last_write_leaves_the_run_whole_and_is_raised_as_the_logging_ends(tmp_path, monkeypatch):
+    import signal
+
+    import mlflow
+
+    from ragexp.base.stops import Interrupted
+    from ragexp.store.dead_runs import ended_if_stopped
+
+    monkeypatch.chdir(tmp_path)
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("stops")
+    with pytest.raises(Interrupted):
+        with ended_if_stopped(client) as run:
+            run_id = client.create_run(experiment).info.run_id
+            run.opened(run_id)
+            run.checked(lambda call, *args: call(*args))(client.set_terminated, run_id, "FINISHED")
+            signal.raise_signal(signal.SIGTERM)
+    assert client.get_run(run_id).info.status == "FINISHED"

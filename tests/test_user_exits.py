@@ -191,9 +191,6 @@ def statuses_of(store: Path, pid: int) -> list[str]:
                                              "WHERE tags.key = 'ragexp.job_pid' AND tags.value = ?", (str(pid),))]
 
 
-@pytest.mark.xfail(strict=False, reason="known defect (issue 53 item 7, open): on an idle machine the logging helper, "
-                   "told to stop while it logs, finishes the run (FINISHED) instead of ending it KILLED; 8 of 8 "
-                   "attempts at load 2 after the hooks and exits merge, it passed under load")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_and_ctrl_c_while_a_run_is_logged_end_it_killed_without_a_traceback(tmp_path, signum):
     """SIGTERM to the command, or Ctrl-C (SIGINT to its process group, as a terminal sends it) while its

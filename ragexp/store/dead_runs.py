@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 from contextlib import contextmanager
+from typing import Callable
 
 from ragexp.base.processes import alive, this_process
 from ragexp.base.stops import Interrupted
@@ -37,28 +38,64 @@ def logger_of(tags: dict[str, str]) -> dict | None:
     return {"host": tags["ragexp.host"], "pid": int(pid), "started": int(started)}  # type: ignore[arg-type]
 
 
+class RunBeingLogged:
+    """The run `ended_if_stopped` watches. A stop (SIGTERM, SIGINT) is held while MLflow writes: raised
+    in the middle of a write, it would leave that write's SQLite transaction open in this process,
+    and ending the run KILLED would then wait on its lock (20 s, then fail: the run stays RUNNING).
+    It is raised between writes (`check`)."""
+
+    def __init__(self):
+        self.run_id: str | None = None
+        self.held: int | None = None  # the stop that came
+
+    def opened(self, run_id: str) -> None:
+        """The run is created: from here a stop ends it KILLED."""
+        self.run_id = run_id
+        self.check()
+
+    def check(self) -> None:
+        """Between two writes: a stop that came is raised here."""
+        if self.held is not None:
+            raise Interrupted(self.held)
+
+    def checked(self, write: Callable) -> Callable:
+        """`write(call, *args)` (a function that makes the MLflow write `call`) with a check before each."""
+        def call(*args, **kwargs):
+            self.check()
+            return write(*args, **kwargs)
+        return call
+
+    def stop(self, signum, frame) -> None:
+        """The handler of SIGTERM and SIGINT."""
+        self.held = signum
+
+
 @contextmanager
-def ended_if_stopped(client, run_id: str):
-    """While a run is being logged: SIGTERM stops the process (Interrupted, in the main thread), and
-    a stop (SystemExit, KeyboardInterrupt, Interrupted) ends the run KILLED, an error FAILED, so that
-    no run is left RUNNING by a process that can still act."""
+def ended_if_stopped(client):
+    """While a run is created and logged (`with ended_if_stopped(client) as run:`, then
+    `run.opened(run_id)` once created and `run.check()` between writes): SIGTERM and SIGINT stop the
+    process (Interrupted, in the main thread, at the next check), and a stop (SystemExit,
+    KeyboardInterrupt, Interrupted) ends the run KILLED, an error FAILED, so that no run is left
+    RUNNING by a process that can still act. A stop that comes after the last check (the run's
+    end status written) is raised as the block ends."""
+    run = RunBeingLogged()
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, stopped) if main else None
+    previous = {s: signal.signal(s, run.stop) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
     try:
-        yield
+        yield run
     except Exception:
-        client.set_terminated(run_id, "FAILED")
+        if run.run_id is not None:
+            client.set_terminated(run.run_id, "FAILED")
         raise
     except BaseException:
-        client.set_terminated(run_id, "KILLED")
+        if run.run_id is not None:
+            client.set_terminated(run.run_id, "KILLED")
         raise
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def stopped(signum, frame):
-    raise Interrupted(signum)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if run.held is not None:
+        raise Interrupted(run.held)
 
 
 def close_dead_runs(client, experiment_id: str) -> None:

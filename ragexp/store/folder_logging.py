@@ -55,29 +55,31 @@ def log_folder(client, experiment_id: str, folder: Path, parent_id: str | None =
     start_ms = int(meta["started"] * 1000) if meta.get("started") else None
     changed_since(client, experiment_id, name, meta["dataset_fingerprint"])
     left = read_record(folder).get("partial_run_id")  # a run an earlier attempt made but could not finish
-    run_id = client.create_run(experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
-    write_record(folder, {**read_record(folder), "partial_run_id": run_id})  # until it is whole: never logged twice
-    with ended_if_stopped(client, run_id):
+    with ended_if_stopped(client) as run:  # from its creation to its end status: a stop in between ends it KILLED
+        run_id = client.create_run(experiment_id, run_name=name, tags=tags, start_time=start_ms).info.run_id
+        run.opened(run_id)
+        write_record(folder, {**read_record(folder), "partial_run_id": run_id})  # until it is whole: never logged twice
+        write = run.checked(lambda call, *args, **kwargs: call(*args, **kwargs))  # a stop is raised between two writes
         # the options chosen (`chunker=recursive`) beside the settings they make (`chunker._target_`, ...)
         params = [Param(k[:250], v[:6000]) for k, v in {**options(folder), **flatten(config)}.items()]
         now = int(time.time() * 1000)
         criteria, criteria_metrics = folder_criteria(folder, config, values, meta, run_id, feedback)
         metrics = [Metric(k, float(v), now, 0) for k, v in {**folder_metrics(values, meta), **criteria_metrics}.items()]
         for batch_params, batch_metrics in batches(params, metrics):
-            client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
+            write(client.log_batch, run_id, params=batch_params, metrics=batch_metrics)
         if criteria:
-            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in criteria.items()])
-        client.log_inputs(run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
+            write(client.log_batch, run_id, tags=[RunTag(k, v) for k, v in criteria.items()])
+        write(client.log_inputs, run_id, datasets=[dataset_input(config, meta["dataset_fingerprint"])])
         files = [folder / f for f in (CONFIG, "results.json", AGGREGATES, *AUDIT_FILES, ".hydra/overrides.yaml",
                                       *MAP_FILES) if (folder / f).exists()]
         with staged(files + ([table] if MLFLOW_LOGGED_ARTIFACTS in tags else [])) as together:
-            client.log_artifacts(run_id, str(together))  # one call: MLflow looks the run up once
-        log_traces(client, folder, experiment_id, run_id, meta["judge"], retry_locked,
+            write(client.log_artifacts, run_id, str(together))  # one call: MLflow looks the run up once
+        log_traces(client, folder, experiment_id, run_id, meta["judge"], run.checked(retry_locked),
                    light=question_records, started=meta.get("started"), feedback=feedback)
-    client.set_terminated(run_id, "FAILED" if failure else "FINISHED")
-    if left and left != run_id:
-        deleted(client, left)
-    write_record(folder, {k: v for k, v in read_record(folder).items() if k != "partial_run_id"})
+        write(client.set_terminated, run_id, "FAILED" if failure else "FINISHED")
+        if left and left != run_id:
+            deleted(client, left)
+        write_record(folder, {k: v for k, v in read_record(folder).items() if k != "partial_run_id"})
     return run_id
 
 

@@ -105,17 +105,22 @@ class LoggedAhead:
         child, self.child = self.child, None
         if child is None:
             return None
-        try:
-            reply, _ = child.process.communicate(json.dumps(request) + "\n")
-            return json.loads(reply.strip().splitlines()[-1])
-        except (OSError, ValueError, IndexError) as err:
+        try:  # one line each way; not Popen.communicate, which on Ctrl-C or SIGTERM (Interrupted, a KeyboardInterrupt)
+            # waits 0.25 s for the helper to end before raising: enough for it to finish logging the run
+            child.process.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
+            child.process.stdin.flush()  # type: ignore[union-attr]
+            for line in child.process.stdout:  # type: ignore[union-attr]
+                if line.startswith("{") and "call" in (answer := json.loads(line)):  # not a line a library printed
+                    return answer
+            raise EOFError("it ended without an answer")
+        except (OSError, ValueError, EOFError) as err:
             log.debug("logging ahead: the helper gave no answer (%s); the job logs its folder itself", err)
             return None
         except BaseException:  # SIGTERM or Ctrl-C as it logs: told with SIGTERM, the run it opened ends KILLED (dead_runs.ended_if_stopped)
             child.stop(grace_s=10.0)
             raise
         finally:
-            child.stop()  # (it has ended: forgotten)
+            child.stop()  # answered: its input closed, it ends
 
     def where(self) -> str:
         return self.answer.get("where") or self.tracker.where()
