@@ -32,9 +32,9 @@ def reworded(sentence: str) -> str:
     return re.sub(r"\b\w+\b", lambda m: REWORDED.get(m.group(0), m.group(0)), sentence)
 
 
-def rows() -> list[dict]:
+def rows(count: int = ROWS) -> list[dict]:
     out = []
-    for line in HOTPOT.read_text().splitlines()[:ROWS]:
+    for line in HOTPOT.read_text().splitlines()[:count]:
         q = json.loads(line)
         contexts = [{"text": c["paragraph_text"], "doc_id": c["title"]} for c in q["contexts"][:5]]
         supporting = [c for c in q["contexts"] if c.get("is_supporting")] or q["contexts"]

@@ -37,7 +37,7 @@ def judge_requests(n: int):
     cfg, _ = compose(["judge=local", "judge.endpoint.model_path=smollm2"])
     judge = build(cfg.judge)
     requests = []
-    for row in hotpot_rows()[:n]:
+    for row in hotpot_rows(n):  # a request per row (HotpotQA dev500: up to 500)
         question = Question(row["id"], row["question"], tuple(row["reference"]))
         hits = [Hit(Chunk(f"{row['id']}-{i}", c["doc_id"], c["text"]), 1.0 / (i + 1), i + 1)
                 for i, c in enumerate(row["contexts"][:3])]
