@@ -109,7 +109,7 @@ def test_a_folder_that_cannot_be_written_as_the_run_ends_exits_4_without_results
     assert not (tmp_path / "run" / "results.json").exists() and (tmp_path / "run" / "questions.jsonl").exists()
 
 
-def test_a_log_file_that_cannot_be_written_is_said_once(tmp_path, capsys):
+def test_a_log_file_that_cannot_be_written_is_said_once(tmp_path, capsys, monkeypatch):
     """Hydra's ragexp.log on a full disk: one line, not Python's traceback for every log line lost."""
     import logging
 
@@ -118,14 +118,19 @@ def test_a_log_file_that_cannot_be_written_is_said_once(tmp_path, capsys):
     handler = logging.FileHandler(tmp_path / "ragexp.log")
     handler.stream.close()
     handler.stream = (tmp_path / "ragexp.log").open("r")  # a stream every write to fails, as on a full disk
-    root = logging.getLogger()
-    root.addHandler(handler)
+    # the job's handlers alone: a console handler an earlier in-process run of this worker left on the root
+    # logger writes to a stream pytest has closed since, and would print its own "Logging error"
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])
+    lines = logging.getLogger("ragexp.test")
+    monkeypatch.setattr(lines, "propagate", True)
+    for name in ("ragexp.test", "ragexp"):
+        monkeypatch.setattr(logging.getLogger(name), "handlers", [])
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
     try:
         log_file_errors_said_once()
-        logging.getLogger("ragexp.test").warning("one")
-        logging.getLogger("ragexp.test").warning("two")
+        lines.warning("one")
+        lines.warning("two")
     finally:
-        root.removeHandler(handler)
         handler.close()
     err = capsys.readouterr().err
     assert err.count(f"ragexp: warning: cannot write the log {tmp_path / 'ragexp.log'} (") == 1, err
