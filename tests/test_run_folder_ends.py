@@ -123,15 +123,18 @@ def test_a_log_file_that_cannot_be_written_is_said_once(tmp_path, capsys, monkey
     monkeypatch.setattr(logging.getLogger(), "handlers", [handler])
     lines = logging.getLogger("ragexp.test")
     monkeypatch.setattr(lines, "propagate", True)
-    for name in ("ragexp.test", "ragexp"):
+    levels = {name: logging.getLogger(name).level for name in ("ragexp.test", "ragexp")}
+    for name in levels:
         monkeypatch.setattr(logging.getLogger(name), "handlers", [])
-        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+        logging.getLogger(name).setLevel(logging.NOTSET)
     try:
         log_file_errors_said_once()
         lines.warning("one")
         lines.warning("two")
     finally:
         handler.close()
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
     err = capsys.readouterr().err
     assert err.count(f"ragexp: warning: cannot write the log {tmp_path / 'ragexp.log'} (") == 1, err
     assert "Traceback" not in err and "Logging error" not in err
