@@ -16,9 +16,9 @@ false-alarm rate (share of the supported items flagged) of the hallucination fla
   path or the reply parser lost or garbled a verdict on real texts, not anything about an LLM.
 
 The sets are read from the public repositories at the commits named in SOURCES, from a folder
-holding their git snapshots (`--sources`, default $RAGEXP_AGREEMENT_SOURCES or /work/.mirror,
-laid out as <owner>+<name>/repo), or from the copy shipped in bench/data/judge_agreement/ where
-the licence allows. A set that cannot be read is reported as missing, with where to get it.
+holding their git snapshots, which must be given (`--sources DIR` or RAGEXP_AGREEMENT_SOURCES=DIR,
+laid out as DIR/<owner>+<name>/repo; without it, one line says what to fetch), or from the copy
+shipped in bench/data/judge_agreement/ where the licence allows. A set that cannot be read is reported as missing, with where to get it.
 Each item goes to the tuning or the held-out part by a hash of its group (the question or the
 source document, so both parts never share one): TUNE_SHARE of the groups tune.
 
@@ -681,8 +681,22 @@ def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
     return verifier.to_json(), {"chosen_C": c, "cross_validation": {str(k): v for k, v in seen.items()}}
 
 
+def where_to_get() -> str:
+    """The repositories and commits the sets are read from, as one phrase."""
+    repos = dict.fromkeys((s.repo, s.commit) for s in SOURCES.values())
+    return ", ".join(f"github.com/{repo} at {commit}" for repo, commit in repos)
+
+
 def sources_dir_of(args) -> Path:
-    return Path(getattr(args, "sources", None) or os.environ.get("RAGEXP_AGREEMENT_SOURCES") or "/work/.mirror")
+    """The folder of the sets' git snapshots: `--sources`, else $RAGEXP_AGREEMENT_SOURCES; neither
+    given, or not a folder: one line saying how to get them, exit 2."""
+    given = getattr(args, "sources", None) or os.environ.get("RAGEXP_AGREEMENT_SOURCES")
+    if not given or not Path(given).is_dir():
+        print(f"judge_agreement: {'no folder ' + str(given) if given else 'no labelled sets given'}: clone "
+              f"{where_to_get()} as DIR/<owner>+<name>/repo (git clone --bare), then pass --sources DIR or set "
+              "RAGEXP_AGREEMENT_SOURCES=DIR", file=sys.stderr)
+        raise SystemExit(2)
+    return Path(given)
 
 
 def measure(work_dir: Path, args) -> dict:
@@ -745,7 +759,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("figures", "tune", "learn", "ship", "table"))
     parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
-    parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
+    parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo); "
+                        "default: $RAGEXP_AGREEMENT_SOURCES, one of them required")
     parser.add_argument("--no-llm", action="store_true", help="figures: no LLM judge (scripted server)")
     parser.add_argument("--no-learned", action="store_true", help="figures: no judge=offline_learned")
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")
