@@ -496,10 +496,14 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
 
 
 # the grids the offline judge's defaults were chosen from, on the tuning part only: first the faithfulness score's
-# settings, then (with those) the hallucination flag's
-SCORE_GRID = {"pair_weight": (0.0, 0.25, 0.5, 0.75, 1.0), "number_penalty": (0.0, 0.2, 0.35, 0.5, 0.8)}
+# settings, then (with those) the hallucination flag's. The score's grid runs from the words found alone (0, 0: the
+# overlap baseline's reading but for verbatim text and short answers) through small corrections by word pairs and
+# numbers to large ones, so the criterion can prefer a score that leans on the words found where pairs and numbers
+# do not reliably tell more.
+SCORE_GRID = {"pair_weight": (0.0, 0.02, 0.05, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0),
+              "number_penalty": (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.8)}
 FLAG_GRID = {"support_threshold": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
-TUNE_RESAMPLES = 400
+TUNE_RESAMPLES = BOOTSTRAP  # the goal's own interval: with fewer, percentile noise decides between settings
 
 
 def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = None) -> dict:
