@@ -16,9 +16,9 @@ false-alarm rate (share of the supported items flagged) of the hallucination fla
   path or the reply parser lost or garbled a verdict on real texts, not anything about an LLM.
 
 The sets are read from the public repositories at the commits named in SOURCES, from a folder
-holding their git snapshots (`--sources`, default $RAGEXP_AGREEMENT_SOURCES or /work/.mirror,
-laid out as <owner>+<name>/repo), or from the copy shipped in bench/data/judge_agreement/ where
-the licence allows. A set that cannot be read is reported as missing, with where to get it.
+holding their git snapshots, which must be given (`--sources DIR` or RAGEXP_AGREEMENT_SOURCES=DIR,
+laid out as DIR/<owner>+<name>/repo; without it, one line says what to fetch), or from the copy
+shipped in bench/data/judge_agreement/ where the licence allows. A set that cannot be read is reported as missing, with where to get it.
 Each item goes to the tuning or the held-out part by a hash of its group (the question or the
 source document, so both parts never share one): TUNE_SHARE of the groups tune.
 
@@ -496,10 +496,14 @@ def agreement(sources_dir: Path, work_dir: Path, llm: bool = True, part: str = "
 
 
 # the grids the offline judge's defaults were chosen from, on the tuning part only: first the faithfulness score's
-# settings, then (with those) the hallucination flag's
-SCORE_GRID = {"pair_weight": (0.0, 0.25, 0.5, 0.75, 1.0), "number_penalty": (0.0, 0.2, 0.35, 0.5, 0.8)}
+# settings, then (with those) the hallucination flag's. The score's grid runs from the words found alone (0, 0: the
+# overlap baseline's reading but for verbatim text and short answers) through small corrections by word pairs and
+# numbers to large ones, so the criterion can prefer a score that leans on the words found where pairs and numbers
+# do not reliably tell more.
+SCORE_GRID = {"pair_weight": (0.0, 0.02, 0.05, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0),
+              "number_penalty": (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.8)}
 FLAG_GRID = {"support_threshold": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), "hallucination_share": (0.0, 0.2, 0.34, 0.5)}
-TUNE_RESAMPLES = 400
+TUNE_RESAMPLES = BOOTSTRAP  # the goal's own interval: with fewer, percentile noise decides between settings
 
 
 def tune(sources_dir: Path, limit: int | None = None, vectors: Path | None = None) -> dict:
@@ -681,8 +685,22 @@ def learn(table: dict, folds: int = 5) -> tuple[dict, dict]:
     return verifier.to_json(), {"chosen_C": c, "cross_validation": {str(k): v for k, v in seen.items()}}
 
 
+def where_to_get() -> str:
+    """The repositories and commits the sets are read from, as one phrase."""
+    repos = dict.fromkeys((s.repo, s.commit) for s in SOURCES.values())
+    return ", ".join(f"github.com/{repo} at {commit}" for repo, commit in repos)
+
+
 def sources_dir_of(args) -> Path:
-    return Path(getattr(args, "sources", None) or os.environ.get("RAGEXP_AGREEMENT_SOURCES") or "/work/.mirror")
+    """The folder of the sets' git snapshots: `--sources`, else $RAGEXP_AGREEMENT_SOURCES; neither
+    given, or not a folder: one line saying how to get them, exit 2."""
+    given = getattr(args, "sources", None) or os.environ.get("RAGEXP_AGREEMENT_SOURCES")
+    if not given or not Path(given).is_dir():
+        print(f"judge_agreement: {'no folder ' + str(given) if given else 'no labelled sets given'}: clone "
+              f"{where_to_get()} as DIR/<owner>+<name>/repo (git clone --bare), then pass --sources DIR or set "
+              "RAGEXP_AGREEMENT_SOURCES=DIR", file=sys.stderr)
+        raise SystemExit(2)
+    return Path(given)
 
 
 def measure(work_dir: Path, args) -> dict:
@@ -745,7 +763,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("figures", "tune", "learn", "ship", "table"))
     parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
-    parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo)")
+    parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo); "
+                        "default: $RAGEXP_AGREEMENT_SOURCES, one of them required")
     parser.add_argument("--no-llm", action="store_true", help="figures: no LLM judge (scripted server)")
     parser.add_argument("--no-learned", action="store_true", help="figures: no judge=offline_learned")
     parser.add_argument("--part", choices=("heldout", "tune"), default="heldout")

@@ -406,9 +406,12 @@ def main() -> None:
         return
     if not HOTPOT.exists():
         raise SystemExit(f"bench: {HOTPOT} not found (the benchmark reads ../shared/data)")
+    chosen = [g for g in args.groups if g != "triad"] or list(GROUPS)
+    if "judge_agreement" in chosen:  # its labelled sets must be given: say so before any group runs
+        __import__("judge_agreement").sources_dir_of(args)
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     results.update(machine=f"{os.cpu_count()} cores", date=time.strftime("%Y-%m-%d %H:%M"))
-    for name in [g for g in args.groups if g != "triad"] or list(GROUPS):
+    for name in chosen:
         work_dir = Path(tempfile.mkdtemp(prefix="ragexp-bench-"))
         load = os.getloadavg()[0]
         results[name] = {**GROUPS[name](work_dir, args), "load_1min_before": round(load, 1)}

@@ -127,3 +127,18 @@ def test_the_paired_bootstrap_interval_holds_the_difference_and_draws_groups_who
     same = ja.paired_bootstrap(better, better, items, resamples=50)
     assert same == {"difference": 0.0, "interval": [0.0, 0.0]}  # paired: a score against itself differs by nothing
     assert found == ja.paired_bootstrap(better, worse, items, resamples=300)  # the same resamples every time
+
+
+def test_the_labelled_sets_must_be_given_and_one_line_says_how_to_get_them(monkeypatch, tmp_path, capsys):
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("RAGEXP_AGREEMENT_SOURCES", raising=False)
+    for given in (None, tmp_path / "absent"):
+        with pytest.raises(SystemExit) as stopped:
+            ja.sources_dir_of(SimpleNamespace(sources=given))
+        assert stopped.value.code == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert all(f"{s.repo} at {s.commit}" in line for s in ja.SOURCES.values()) and "--sources" in line
+    assert ja.sources_dir_of(SimpleNamespace(sources=tmp_path)) == tmp_path
+    monkeypatch.setenv("RAGEXP_AGREEMENT_SOURCES", str(tmp_path))
+    assert ja.sources_dir_of(SimpleNamespace(sources=None)) == tmp_path
