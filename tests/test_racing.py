@@ -376,6 +376,12 @@ def check_places(stdout: str, client, parent, children: list, state: dict, sweep
             assert run.data.tags["ragexp.racing.round"] == "1" and run.info.run_name in {r.info.run_name for r in ranked}
             assert "ragexp.verdict" not in run.data.tags and "leaderboard_rank" not in run.data.metrics
         assert run.data.params["retriever"] in ("bm25", "dense")  # the option chosen, beside retriever._target_
+    # `python -m ragexp.compare PARENT` compares what the race's final leaderboard does: the last round's runs
+    from ragexp.store.reader import select
+
+    selection = select([parent.info.run_id], f"sqlite:///{sweep_dir.parents[2] / 'mlflow.db'}")
+    assert sorted(r.run_id for r in selection.runs) == sorted(r.info.run_id for r in ranked)
+    assert any(f"{len(children) - len(ranked)} runs of its earlier rounds" in note for note in selection.notes)
 
 
 def test_one_configuration_left_runs_on_every_question_and_ends_with_its_leaderboard(tmp_path):
