@@ -376,12 +376,17 @@ def check_places(stdout: str, client, parent, children: list, state: dict, sweep
             assert run.data.tags["ragexp.racing.round"] == "1" and run.info.run_name in {r.info.run_name for r in ranked}
             assert "ragexp.verdict" not in run.data.tags and "leaderboard_rank" not in run.data.metrics
         assert run.data.params["retriever"] in ("bm25", "dense")  # the option chosen, beside retriever._target_
-    # `python -m ragexp.compare PARENT` compares what the race's final leaderboard does: the last round's runs
-    from ragexp.store.reader import select
+    # `python -m ragexp.compare PARENT` compares what the race's final leaderboard does, the last round's runs, and
+    # writes their places again, the same
+    from ragexp.compare import make
 
-    selection = select([parent.info.run_id], f"sqlite:///{sweep_dir.parents[2] / 'mlflow.db'}")
-    assert sorted(r.run_id for r in selection.runs) == sorted(r.info.run_id for r in ranked)
-    assert any(f"{len(children) - len(ranked)} runs of its earlier rounds" in note for note in selection.notes)
+    board, _, _ = make([parent.info.run_id], f"sqlite:///{sweep_dir.parents[2] / 'mlflow.db'}", resamples=2000,
+                       out_dir=sweep_dir / "compared", plots=False)
+    assert [e.run.run_id for e in board.entries] == [r.info.run_id for r in ranked]
+    assert any(f"{len(children) - len(ranked)} runs of its earlier rounds" in note for note in board.selection.notes)
+    again = client.search_runs([parent.info.experiment_id], view["searchFilter"])
+    assert sorted((r.info.run_id, r.data.metrics.get("leaderboard_rank"), r.data.tags["ragexp.verdict"]) for r in again) == \
+        sorted((r.info.run_id, r.data.metrics.get("leaderboard_rank"), r.data.tags["ragexp.verdict"]) for r in shown)
 
 
 def test_one_configuration_left_runs_on_every_question_and_ends_with_its_leaderboard(tmp_path):

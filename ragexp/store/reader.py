@@ -153,8 +153,6 @@ def select(targets: list[str], uri: str | None = None, all_runs: bool = False) -
     notes: list[str] = []
     failed_jobs, incomplete = sweep_state(parent, found) if parent is not None else ([], "")
     runs = finished(found, notes if parent is None else [])
-    if parent is not None:
-        runs = on_every_question(runs, notes)
     if all_runs:
         runs = latest_per_configuration(runs, notes)
     anchor = parent or (found[0] if found else None)
@@ -220,23 +218,6 @@ def finished(found: list, notes: list[str]) -> list[Run]:
         else:
             runs.append(to_run(info))
     return runs
-
-
-RACE_QUESTIONS = "ragexp.racing.questions"  # a racing sweep's job: the questions of its round
-
-
-def on_every_question(runs: list[Run], notes: list[str]) -> list[Run]:
-    """A racing sweep's runs of its last round (the survivors, on every question), as its own final
-    leaderboard compares them: its earlier rounds' runs, on fewer questions, are left out and said
-    in a note (the race's report has every round). Any other sweep's runs as they are."""
-    sizes = {int(run.tags[RACE_QUESTIONS]) for run in runs if str(run.tags.get(RACE_QUESTIONS, "")).isdigit()}
-    if not sizes:
-        return runs
-    kept = [run for run in runs if run.tags.get(RACE_QUESTIONS) == str(max(sizes))]
-    notes.append(f"a racing sweep: its {len(kept)} runs on {max(sizes)} questions (its last round) are compared; "
-                 f"{len(runs) - len(kept)} runs of its earlier rounds, on fewer questions, are left out "
-                 "(its report/race.md has every round)")
-    return kept
 
 
 def latest_per_configuration(runs: list[Run], notes: list[str]) -> list[Run]:
