@@ -137,7 +137,7 @@ def track_sweep(sweep_dir: Path, given: str | None, experiment: str | None) -> N
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
     print(f"{sweep_dir}: sweep run {parent} ended {'FAILED' if failures else 'FINISHED'} in {tracker.where()}"
           + (f" ({len(failures)} jobs failed)" if failures else ""))
-    view = ending.store_leaderboard(tracker, parent, sweep_dir)
+    view = ending.sweep_leaderboard(tracker, parent, sweep_dir)
     if tracker.ui_link():
         print(tracker.ui_link(view=view))
 

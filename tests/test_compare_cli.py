@@ -164,13 +164,11 @@ def test_rerun_of_a_sweep_parent_says_to_give_a_job(small_sweep, capsys):
 
 
 def test_a_failing_report_does_not_fail_the_sweep(tmp_path, caplog):
-    from ragexp.sweep.callbacks import SweepTracking
+    from ragexp.sweep.ending import sweep_leaderboard
 
-    callback = SweepTracking()
-    callback.tracker = from_yaml("tracker/mlflow", tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")
-    callback.parent_id = "0" * 32
+    tracker = from_yaml("tracker/mlflow", tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")
     with caplog.at_level(logging.WARNING, logger="ragexp"):
-        callback.leaderboard(tmp_path)  # no exception
+        assert sweep_leaderboard(tracker, "0" * 32, tmp_path) is None  # no exception
     assert "no leaderboard for this sweep (RagexpError: no MLflow store at" in caplog.text
     assert f"python -m ragexp.compare {'0' * 32}" in caplog.text
 

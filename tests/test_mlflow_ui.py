@@ -160,6 +160,40 @@ def test_the_readmes_own_sweep_opens_ranked_in_the_runs_table(tmp_path, page):
         assert all(child.data.params[key] in text.split() for key in swept)
     print(f"screenshot: {tmp_path / 'mlflow-ui-runs.png'}")
 
+def test_a_races_link_opens_one_row_per_configuration_the_dropped_said_so(tmp_path, page):
+    """A racing sweep's printed link opens, at 1600x900, one row per configuration (the last run of
+    each, not every round's): the survivors ranked with their verdicts and intervals, the one dropped
+    after round 1 saying so, with the short settings. Screenshot: mlflow-ui-race.png."""
+    from conftest import HASH, run_app
+
+    proc = run_app("-m", "hydra/sweeper=racing", *HASH, "retriever=bm25,dense", "retriever.top_k=1,10",
+                   "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _, parent, children_by_id = logged_sweep(uri)
+    placed = [c for c in children_by_id.values() if "ragexp.verdict" in c.data.tags]
+    dropped = [c for c in placed if c.data.tags["ragexp.verdict"].startswith("dropped after round 1")]
+    assert len(placed) == 4 < len(children_by_id) and dropped  # every round's runs logged, one placed per configuration
+    [printed] = [line.rsplit("http://127.0.0.1:5000/", 1)[1] for line in proc.stdout.splitlines()
+                 if line.startswith("MLflow UI: ")]
+    with mlflow_server(uri, tmp_path / "server", artifacts=False) as url:
+        page.set_viewport_size({"width": 1600, "height": 900})
+        page.goto(f"{url}/{printed}")
+        page.locator(".ag-row", has_text="dropped after round 1").first.wait_for()
+        for column in ("leaderboard_rank", "ragexp.verdict", "overall_score_ci_low", "retriever", "retriever.top_k"):
+            page.locator(".ag-header-cell", has_text=column).first.wait_for()
+        page.get_by_text("4 matching runs").wait_for()
+        texts = row_texts(page)
+        page.screenshot(path=str(tmp_path / "mlflow-ui-race.png"))
+    assert len(texts) == 4 and not any(parent.info.run_name in t for t in texts.values())
+    ranked = sorted((c for c in placed if c not in dropped), key=lambda c: c.data.metrics["leaderboard_rank"])
+    rows = [texts[str(i)] for i in range(len(texts))]  # sorted by rank: the ranked first, best first
+    for row, child in zip(rows, ranked):
+        assert child.data.tags["ragexp.verdict"] in row and child.data.params["retriever"] in row.split()
+    assert all("dropped after round 1" in row for row in rows[len(ranked):])
+    print(f"screenshot: {tmp_path / 'mlflow-ui-race.png'}")
+
+
 def test_two_runs_of_a_sweep_compare_question_by_question(ui_server, page, small_sweep, tmp_path):
     """MLflow's evaluation view comparing two of the sweep's runs pairs their per-question records
     (by the question, the records' request): one row per question, each run's trace and answer in it."""

@@ -334,6 +334,59 @@ def test_a_race_with_the_basic_launcher(tmp_path):
     assert sorted(v["racing_status"] for v in merged.values()).count("dropped in round 1") == len(dropped)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/race.md" in artifacts
+    check_places(proc.stdout, client, parent, children, state, sweep_dir)
+
+
+def check_places(stdout: str, client, parent, children: list, state: dict, sweep_dir: Path) -> None:
+    """A race's places on its runs, as a basic sweep's (ragexp.compare.report.log_places): the survivors'
+    last runs ranked as the race's final leaderboard ranks them, with its verdicts and the objective's
+    interval; a dropped configuration's last run says where it was dropped and has no rank; the earlier
+    rounds' runs of a survivor have no place; the printed link opens one row per configuration, with
+    the swept settings as short values."""
+    last = stdout.rstrip().splitlines()[-1]
+    assert "viewStateShareKey=" in last
+    tags = client.get_experiment(parent.info.experiment_id).tags
+    view = json.loads(tags["mlflow.sharedViewState." + last.rsplit("viewStateShareKey=", 1)[1]])
+    assert {"params.`retriever`", "params.`retriever.top_k`", "tags.`ragexp.verdict`",
+            "metrics.`overall_score_ci_low`"} <= set(view["selectedColumns"])
+    assert view["orderByKey"] == "metrics.`leaderboard_rank`"
+    shown = client.search_runs([parent.info.experiment_id], view["searchFilter"])
+    configurations = len(state["definition"]["points"])
+    assert len(shown) == configurations and len({r.data.tags["ragexp.racing.configuration"] for r in shown}) == configurations
+    final = json.loads((sweep_dir / "report" / "leaderboard.json").read_text())["entries"]
+    ranked = sorted((r for r in shown if "leaderboard_rank" in r.data.metrics), key=lambda r: r.data.metrics["leaderboard_rank"])
+    assert [r.info.run_name for r in ranked] == [e["label"] for e in final]  # the race's final leaderboard
+    assert [r.data.metrics["leaderboard_rank"] for r in ranked] == list(range(1, len(final) + 1))
+    assert [r.data.tags["ragexp.verdict"] for r in ranked] == [e["verdict"] for e in final]
+    total = state["total"]
+    for run in ranked:
+        assert run.data.tags["ragexp.racing.questions"] == str(total)
+        low, high = run.data.metrics["overall_score_ci_low"], run.data.metrics["overall_score_ci_high"]
+        assert low <= run.data.metrics["overall_score"] <= high
+    decisions = {d["name"]: d for d in state["rounds"][0]["decisions"]}
+    dropped = [r for r in shown if "leaderboard_rank" not in r.data.metrics]
+    assert sorted(r.info.run_name for r in dropped) == sorted(n for n, d in decisions.items() if d["verdict"] == "dropped")
+    for run in dropped:
+        assert run.data.tags["ragexp.verdict"].startswith(
+            f"dropped after round 1 ({state['sizes'][0]} of {total} questions): worse than {decisions[run.info.run_name]['against']}, p (Holm) ")
+        assert not {"overall_score_ci_low", "overall_score_ci_high"} & set(run.data.metrics)
+    shown_ids = {r.info.run_id for r in shown}
+    for run in children:
+        if run.info.run_id not in shown_ids:  # a survivor's round 1: no place
+            assert run.data.tags["ragexp.racing.round"] == "1" and run.info.run_name in {r.info.run_name for r in ranked}
+            assert "ragexp.verdict" not in run.data.tags and "leaderboard_rank" not in run.data.metrics
+        assert run.data.params["retriever"] in ("bm25", "dense")  # the option chosen, beside retriever._target_
+    # `python -m ragexp.compare PARENT` compares what the race's final leaderboard does, the last round's runs, and
+    # writes their places again, the same
+    from ragexp.compare import make
+
+    board, _, _ = make([parent.info.run_id], f"sqlite:///{sweep_dir.parents[2] / 'mlflow.db'}", resamples=2000,
+                       out_dir=sweep_dir / "compared", plots=False)
+    assert [e.run.run_id for e in board.entries] == [r.info.run_id for r in ranked]
+    assert any(f"{len(children) - len(ranked)} runs of its earlier rounds" in note for note in board.selection.notes)
+    again = client.search_runs([parent.info.experiment_id], view["searchFilter"])
+    assert sorted((r.info.run_id, r.data.metrics.get("leaderboard_rank"), r.data.tags["ragexp.verdict"]) for r in again) == \
+        sorted((r.info.run_id, r.data.metrics.get("leaderboard_rank"), r.data.tags["ragexp.verdict"]) for r in shown)
 
 
 def test_one_configuration_left_runs_on_every_question_and_ends_with_its_leaderboard(tmp_path):
@@ -380,14 +433,15 @@ def test_bad_input_exits_2_before_any_job(tmp_path, args, message):
 
 def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
     """A configuration whose judge refuses the key fails in round 1: listed as failed (race.md,
-    racing.json, its child run), not as dropped, not raced further; the sweep exits 4."""
+    racing.json, its child run, whose verdict says so), not as dropped, not raced further; the sweep
+    exits 4."""
     from openai_server import auto_reply
 
     server.chat = lambda body: {"status": 401} if body.get("model") == "revoked" else auto_reply(body)
     args = [a for a in llm_args(server, generator=False) if not a.startswith("judge.endpoint.model=")]
     proc = run_app("-m", "hydra/sweeper=racing", *args, "judge.endpoint.max_retries=0",
                    "judge.endpoint.model=ok-model,revoked", "retriever.top_k=1,3",
-                   "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10", "tracker=none",
+                   "hydra.sweeper.rounds=[0.5,1.0]", "hydra.sweeper.min_questions=10",
                    cwd=tmp_path, env={"RAGEXP_TEST_LLM_KEY": "test-key"})
     assert proc.returncode == 4, proc.stderr[-3000:]
     [sweep_dir] = tmp_path.glob("multirun/*/*")
@@ -403,6 +457,13 @@ def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
     assert "## Failed jobs" in race and "refused the key" in race.split("## Failed jobs")[1]
     jobs = sum(len(r["jobs"]) for r in state["rounds"])
     assert f"2 of {jobs} jobs failed" in proc.stderr
+    _, runs = mlflow_runs(tmp_path)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    verdicts = {r.info.run_name: r.data.tags.get("ragexp.verdict") for r in children if r.info.status == "FAILED"}
+    assert verdicts == {j["name"]: "failed in round 1 (20 of 40 questions)" for j in failed}
+    assert not any("leaderboard_rank" in r.data.metrics for r in children if r.info.status == "FAILED")
+    assert sorted(r.data.metrics.get("leaderboard_rank") for r in children if r.info.status == "FINISHED"
+                  and r.data.tags["ragexp.racing.round"] == "2") == [1.0, 2.0]
 
 
 def test_a_race_of_cascades_tests_only_on_enough_expensive_judgements(tmp_path, server):

@@ -31,6 +31,24 @@ def free_folder(folder: Path) -> Path:
     return candidate
 
 
+RACE_QUESTIONS = "ragexp.racing.questions"  # a racing sweep's job: the questions of its round
+
+
+def on_every_question(selection: reader.Selection) -> reader.Selection:
+    """A racing sweep's runs of its last round (the survivors, on every question), as its own final
+    leaderboard compares them: its earlier rounds' runs, on fewer questions, are left out and said
+    in a note (the race's report has every round). Any other selection as it is."""
+    runs = selection.runs
+    sizes = {int(run.tags[RACE_QUESTIONS]) for run in runs if str(run.tags.get(RACE_QUESTIONS, "")).isdigit()}
+    if selection.parent is None or not sizes:
+        return selection
+    selection.runs = [run for run in runs if run.tags.get(RACE_QUESTIONS) == str(max(sizes))]
+    selection.notes.append(f"a racing sweep: its {len(selection.runs)} runs on {max(sizes)} questions (its last round) "
+                           f"are compared; {len(runs) - len(selection.runs)} runs of its earlier rounds, on fewer "
+                           "questions, are left out (its report/race.md has every round)")
+    return selection
+
+
 def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, all_runs: bool = False,
          objective: str | None = None, maximize: bool = True, level: float = 0.95, alpha: float = 0.05,
          resamples: int = 10_000, seed: int = 0, out_dir: Path | None = None, plots: bool = True,
@@ -43,7 +61,7 @@ def make(targets: list[str] | None = None, tracking_uri: str | None = None, *, a
     folder beside it (report-2, report-3, ...), and is logged under that name."""
     from ragexp.compare import leaderboard, report
 
-    selection = reader.select(list(targets or []), tracking_uri, all_runs=all_runs)
+    selection = on_every_question(reader.select(list(targets or []), tracking_uri, all_runs=all_runs))
     board = leaderboard.build(selection, objective, maximize, level, alpha, resamples, seed)
     if labels is not None:
         from ragexp.compare import corrected

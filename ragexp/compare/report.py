@@ -413,24 +413,30 @@ def log_to_parent(board: Leaderboard, folder: Path) -> str | None:
     return parent.run_id
 
 
-def log_places(client, board: Leaderboard) -> None:
+def log_places(client, board: Leaderboard | None, out: dict[str, str] | None = None) -> None:
     """Each configuration's place on the leaderboard, on its own run, so that MLflow's runs table sorts
     and filters the sweep's runs by it: the metrics `leaderboard_rank` (1: the best) and the
     objective's interval (`<objective>_ci_low`, `<objective>_ci_high`), and the tag `ragexp.verdict`
-    (best, ≈ best, worse, ...: the report's words). A later comparison writes its own over them."""
+    (best, ≈ best, worse, ...: the report's words). A later comparison writes its own over them.
+    `out`: runs of the sweep with no place on the board (run id -> the verdict that says why: a racing
+    sweep's configurations dropped or failed before its last round), tagged with that verdict only,
+    never ranked."""
     from mlflow.entities import Metric, RunTag
 
     from ragexp.base.redact import masked
     from ragexp.store.ui_links import RANK, VERDICT
 
     now = int(time.time() * 1000)
-    for rank, entry in enumerate(board.entries, start=1):
+    entries, objective = (board.entries, board.objective) if board is not None else ([], "")
+    for rank, entry in enumerate(entries, start=1):
         metrics = [Metric(RANK, float(rank), now, 0)]
-        interval = entry.values.get(board.objective)
+        interval = entry.values.get(objective)
         if interval is not None and math.isfinite(interval.low) and math.isfinite(interval.high):
-            metrics += [Metric(f"{board.objective}_ci_low", round(float(interval.low), 4), now, 0),
-                        Metric(f"{board.objective}_ci_high", round(float(interval.high), 4), now, 0)]
+            metrics += [Metric(f"{objective}_ci_low", round(float(interval.low), 4), now, 0),
+                        Metric(f"{objective}_ci_high", round(float(interval.high), 4), now, 0)]
         client.log_batch(entry.run.run_id, metrics=metrics, tags=[RunTag(VERDICT, masked(entry.verdict or "not tested"))])
+    for run_id, verdict in (out or {}).items():
+        client.set_tag(run_id, VERDICT, masked(verdict))
 
 
 def artifact_dir(folder: Path) -> str:

@@ -44,9 +44,10 @@ class Tracker(Protocol):
     def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         """How to open a run (or the experiment's runs table) in MLflow's UI; "" for none."""
 
-    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None) -> str | None:
+    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None,
+                   placed_only: bool = False) -> str | None:
         """The key of a shared runs-table view with these columns (of the runs of `sweep` only, when
-        given), or None."""
+        given; with `placed_only`, those of them with a verdict), or None."""
 
     def imported(self) -> None:
         """The modules this tracker logs with, imported now (a sweep imports them before its grid)."""

@@ -45,7 +45,8 @@ class NoTracker:
     def ui_link(self, run_id: str | None = None, view: str | None = None) -> str:
         return ""
 
-    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None) -> str | None:
+    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None,
+                   placed_only: bool = False) -> str | None:
         return None
 
     logs_traces = False  # tracing=on: the run folder's traces.jsonl becomes MLflow traces
@@ -162,18 +163,20 @@ class MlflowTracker(NoTracker):
         experiment_id = getattr(self, "_experiment_id", None)
         return runs_view_link(mlflow.get_tracking_uri(), experiment_id, run_id, view) if experiment_id else ""
 
-    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None) -> str | None:
+    def share_view(self, metrics: list[str], params: list[str], sweep: str | None = None,
+                   placed_only: bool = False) -> str | None:
         """The runs table with these metric and param columns (`runs_view`) kept as a shared view of the
         experiment (an experiment tag, as MLflow's Share button keeps one); returns its key, named after
         its content (the same columns, the same key). `sweep`: the view shows only that sweep's runs,
-        best first by their leaderboard rank, with its interval and verdict (ragexp.compare.report.log_places)."""
+        best first by their leaderboard rank, with its interval and verdict (ragexp.compare.report.log_places);
+        `placed_only`: only those with a verdict (a racing sweep's last run of each configuration)."""
         experiment_id = getattr(self, "_experiment_id", None)
         if experiment_id is None:
             return None
         if sweep:
             objective = metrics[0] if metrics else ""
             view = runs_view([objective, f"{objective}_ci_low", f"{objective}_ci_high", *metrics[1:]] if objective else [],
-                             params, sweep, RANK, (VERDICT,))
+                             params, sweep, RANK, (VERDICT,), placed_only)
         else:
             view = runs_view(metrics, params)
         key = "ragexp-" + hashlib.sha256(view.encode()).hexdigest()[:16]

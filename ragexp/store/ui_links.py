@@ -31,9 +31,10 @@ def page(experiment_id: str, run_id: str | None = None, view: str | None = None,
     return f"#/experiments/{experiment_id}/runs?workflowType=machine_learning{query}"
 
 
-def sweep_filter(parent_id: str) -> str:
-    """The runs-table search that keeps the runs of one sweep: its jobs (nested under its parent run)."""
-    return f"tags.mlflow.parentRunId = '{parent_id}'"
+def sweep_filter(parent_id: str, placed_only: bool = False) -> str:
+    """The runs-table search that keeps the runs of one sweep: its jobs (nested under its parent run);
+    `placed_only`: those with a verdict only (a racing sweep's: one run per configuration, its last)."""
+    return f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and tags.{VERDICT} LIKE '%'" if placed_only else "")
 
 
 def ui_address(tracking_uri: str, path: str) -> str:
@@ -53,13 +54,13 @@ SHARED_VIEW = "mlflow.sharedViewState."  # + the key: the experiment tag holding
 
 
 def runs_view(metrics: list[str], params: list[str], sweep: str | None = None, rank: str | None = None,
-              tags: tuple[str, ...] = ()) -> str:
+              tags: tuple[str, ...] = (), placed_only: bool = False) -> str:
     """A runs-table view as MLflow's UI reads a shared one: the columns `rank`, `tags`, the first
     metric, the params, then the other metrics, in that order; sorted by `rank` (ascending) when
     given, else by the first metric, best first (sorting by a metric also lists a sweep's child runs
-    as rows of their own); `sweep`: only that sweep's runs (`sweep_filter`)."""
+    as rows of their own); `sweep`: only that sweep's runs (`sweep_filter`, with `placed_only`)."""
     columns = ([f"metrics.`{rank}`"] if rank else []) + [f"tags.`{t}`" for t in tags] + \
         [f"metrics.`{m}`" for m in metrics[:1]] + [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in metrics[1:]]
     order = f"metrics.`{rank}`" if rank else f"metrics.`{metrics[0]}`" if metrics else "attributes.start_time"
     return json.dumps({"selectedColumns": columns, "columnOrder": columns, "orderByAsc": bool(rank),
-                       "searchFilter": sweep_filter(sweep) if sweep else "", "orderByKey": order}, sort_keys=True)
+                       "searchFilter": sweep_filter(sweep, placed_only) if sweep else "", "orderByKey": order}, sort_keys=True)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 import sys
 import traceback
 from contextlib import contextmanager
@@ -23,11 +22,10 @@ from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
 from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
 from ragexp.sweep.ending import (close_parent, counts_of, folder_leaderboard, job_name, merged_results, not_logged,
-                                 record_end, store_leaderboard)
+                                 record_end, sweep_leaderboard)
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
-log = logging.getLogger("ragexp")
 
 
 @contextmanager
@@ -201,14 +199,15 @@ class SweepTracking(Callback):
                 print(f"ragexp: error: the sweep's run {parent_id} could not be ended in {self.where()} ({why}); the next "
                       f"command against that store ends it FAILED, tagged with the jobs not logged; `python -m ragexp.track "
                       f"{sweep_dir.resolve()}` logs them under it and ends it as this sweep would have", file=sys.stderr)
-            if closed and not unlogged and race is None:
-                view = self.leaderboard(sweep_dir)
+        if race is not None:  # its summary (the sweeper made its report from the run folders)
+            self.race_summary(sweep_dir)
+        if parent_id:
+            if closed and not unlogged:
+                view = sweep_leaderboard(self.tracker, parent_id, sweep_dir)
                 if self.tracker.ui_link():
                     print(self.tracker.ui_link(view=view))
             elif race is None:  # the store does not hold every job: the leaderboard of the run folders
                 folder_leaderboard(sweep_dir, failures)
-        if race is not None:
-            self.race_report(sweep_dir)
         if failures or unlogged or (parent_id and not closed):
             if failures:
                 print(f"\nfailed jobs ({len(failures)} of {jobs}):\n" + "\n".join(
@@ -234,27 +233,15 @@ class SweepTracking(Callback):
             record = {"name": job["name"], "job": job["job"], "reason": reason, "exit_code": RUN_FAILED, "not_logged": True}
             (folder / FAILURE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
-    def race_report(self, sweep_dir: Path) -> None:
+    def race_summary(self, sweep_dir: Path) -> None:
         """A racing sweep's report (made by the sweeper: the race and the survivors' leaderboard, from
-        the run folders; a leaderboard of the parent's child runs would mix the rounds), logged to the
-        parent run; its summary is printed (the cost and the final leaderboard)."""
+        the run folders; a leaderboard of the parent's child runs would mix the rounds) in the console:
+        its summary (the cost and the final leaderboard)."""
         from ragexp.sweep.racing.report import summary
 
-        report = sweep_dir / "report"
-        race = report / "race.md"
+        race = sweep_dir / "report" / "race.md"
         if race.exists():
             print("\n" + summary(race.read_text(encoding="utf-8"), race))
-        if not getattr(self, "parent_id", None):
-            return
-        try:
-            self.tracker.log_report(self.parent_id, report)
-        except Exception as err:  # noqa: BLE001 - the report is on disk
-            log.warning("the race report was not logged to the sweep's run (%s: %s); it is in %s",
-                        type(err).__name__, err, report)
-
-    def leaderboard(self, sweep_dir: Path) -> str | None:
-        """The sweep's comparison report from the store, printed; the key of the view its link opens."""
-        return store_leaderboard(self.tracker, self.parent_id, sweep_dir)
 
 
 REGRESSION = "regression_p_"  # a job's one-sided p-value of a metric against the gate's baseline (ragexp.metrics.gate)

@@ -109,6 +109,70 @@ def failed_itself(folder: Path) -> bool:
     return path.is_file() and not json.loads(path.read_text()).get("not_logged")
 
 
+def sweep_leaderboard(tracker, parent_id: str, sweep_dir: Path) -> str | None:
+    """The sweep's leaderboard on its runs, once every job is logged and its parent run ended (the sweep's
+    own end, or `python -m ragexp.track` later): a racing sweep's from its race (`race_places`), any
+    other's from the store (`store_leaderboard`). Returns the key of the runs-table view its printed
+    link opens (None when it could not be made)."""
+    from ragexp.sweep.racing.report import read_state
+
+    race = read_state(sweep_dir)
+    return race_places(tracker, parent_id, sweep_dir, race) if race is not None else \
+        store_leaderboard(tracker, parent_id, sweep_dir)
+
+
+def race_places(tracker, parent_id: str, sweep_dir: Path, race: dict) -> str | None:
+    """A racing sweep's report logged to its parent run (the sweeper made it), and its places on the
+    runs as a basic sweep's (`ragexp.compare.report.log_places`): the survivors' last runs ranked, with
+    the interval and verdict, by the race's final leaderboard (every question); each configuration
+    dropped or failed before the end tagged with a verdict that says so (`dropped after round 1 (20 of
+    40 questions): ...`), never ranked; a configuration's earlier rounds' runs get none. Returns the key
+    of the view of one row per configuration (its runs with a verdict)."""
+    try:
+        from ragexp.compare.report import log_places
+        from ragexp.sweep.racing.report import final_board, final_runs, out_of_the_race
+
+        tracker.log_report(parent_id, sweep_dir / "report")
+        opened = tracker.opened()
+        if opened is None:
+            return None
+        logged = race_run_ids(opened.client, parent_id)
+
+        def run_id(job: dict) -> str | None:
+            return logged.get((str(job["config"]), str(job["round"])))
+
+        out = {found: verdict for job, verdict in out_of_the_race(race) if (found := run_id(job))}
+        runs = final_runs(race, run_id)
+        board = final_board(runs, race["definition"]["settings"]) if runs else None
+        log_places(opened.client, board, out)
+        return tracker.share_view(*view_columns(board), sweep=parent_id, placed_only=True) if board else None
+    except Exception as err:  # noqa: BLE001 - the race and its report are on disk
+        log.warning("the race's places were not logged to its runs (%s: %s); its report is in %s",
+                    type(err).__name__, err, sweep_dir / "report")
+        return None
+
+
+def race_run_ids(client, parent_id: str) -> dict[tuple[str, str], str]:
+    """(configuration, round) -> the id of a race's child run of that job (its `ragexp.racing.*` tags;
+    a failed job's run too; of a job run again, as a resumed race does after a kill, the latest)."""
+    from mlflow.entities import ViewType
+
+    from ragexp.store.ui_links import sweep_filter
+
+    experiment = client.get_run(parent_id).info.experiment_id
+    ids, token = {}, None
+    while True:
+        page = client.search_runs([experiment], sweep_filter(parent_id), ViewType.ACTIVE_ONLY, 1000,
+                                  ["attributes.start_time ASC"], page_token=token)
+        for run in page:
+            tags = run.data.tags
+            if "ragexp.racing.round" in tags:
+                ids[(tags.get("ragexp.racing.configuration", ""), tags["ragexp.racing.round"])] = run.info.run_id
+        token = page.token
+        if not token:
+            return ids
+
+
 def store_leaderboard(tracker, parent_id: str, sweep_dir: Path) -> str | None:
     """The sweep's comparison report from the store (`python -m ragexp.compare`, in the sweep folder's
     report/ and logged to the parent run), printed, and the key of the runs-table view its printed

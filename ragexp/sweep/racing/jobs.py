@@ -9,7 +9,7 @@ from pathlib import Path
 from ragexp.store.question_tables import read_table
 from ragexp.store.reader import Run
 from ragexp.store.run_folder import AGGREGATES, FAILURE_FILE, TABLE
-from ragexp.store.run_config import CONFIG, flatten
+from ragexp.store.run_config import CONFIG, flatten, options
 
 
 @dataclass
@@ -96,7 +96,8 @@ def read_outcome(job: Job) -> None:
 
 
 def read_run(folder: Path, run_id: str) -> Run:
-    """A job's run folder as the comparison reads an MLflow run (ragexp.store.reader.Run)."""
+    """A job's run folder as the comparison reads an MLflow run (ragexp.store.reader.Run): its params
+    as the run's are logged (`ragexp.store.folder_logging`), the options chosen beside the settings."""
     from ragexp.base.yaml_text import read_yaml
 
     [(name, values)] = json.loads((folder / "results.json").read_text()).items()
@@ -105,6 +106,6 @@ def read_run(folder: Path, run_id: str) -> Run:
     overrides_file = folder / ".hydra" / "overrides.yaml"
     overrides = list(read_yaml(overrides_file.read_text()) or []) if overrides_file.exists() else []
     aggregation = json.loads((folder / AGGREGATES).read_text())["aggregates"] if (folder / AGGREGATES).exists() else None
-    return Run(run_id=run_id, name=name, experiment_id="", start_time=0, params=flatten(config or {}), metrics=metrics,
-               tags={"judge": str(values.get("judge", ""))}, overrides=overrides, table=read_table(folder / TABLE),
-               aggregation=aggregation, folder=folder)
+    return Run(run_id=run_id, name=name, experiment_id="", start_time=0, params={**options(folder), **flatten(config or {})},
+               metrics=metrics, tags={"judge": str(values.get("judge", ""))}, overrides=overrides,
+               table=read_table(folder / TABLE), aggregation=aggregation, folder=folder)

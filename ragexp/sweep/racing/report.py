@@ -179,11 +179,13 @@ def partial_score(job: dict, state: dict) -> str:
         return "—"
 
 
-def final_runs(state: dict) -> list:
-    """The last round's finished runs (the survivors on every question)."""
+def final_runs(state: dict, run_id=lambda job: str(job["job"])) -> list:
+    """The last round's finished runs (the survivors on every question), each with the id `run_id`
+    gives its job (its number; a job without one is left out)."""
     if not state["rounds"] or state["rounds"][-1]["questions"] != state["total"]:
         return []
-    return [read_run(Path(j["folder"]), str(j["job"])) for j in state["rounds"][-1]["jobs"] if j["status"] == "ok"]
+    return [read_run(Path(j["folder"]), run_id(j)) for j in state["rounds"][-1]["jobs"]
+            if j["status"] == "ok" and run_id(j)]
 
 
 def write_report(sweep_dir: Path) -> dict[str, Path]:
@@ -246,13 +248,42 @@ def round_level_text(state: dict) -> str:
             f"with Holm's correction inside each round)")
 
 
-def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]) -> dict[str, Path]:
-    """The survivors compared on every question (ragexp.compare: CIs, paired tests with Holm)."""
-    from ragexp.compare import leaderboard, report
+def final_board(runs: list, settings: dict):
+    """The survivors compared on every question (ragexp.compare: CIs, paired tests with Holm): the
+    report's final leaderboard, and the places on the survivors' runs (`ragexp.sweep.ending`)."""
+    from ragexp.compare import leaderboard
 
     selection = Selection(tracking_uri="", experiment="racing", runs=runs)
-    board = leaderboard.build(selection, settings["objective"], settings["maximize"], alpha=settings["alpha"],
-                              resamples=settings["resamples"], seed=settings["seed"])
+    return leaderboard.build(selection, settings["objective"], settings["maximize"], alpha=settings["alpha"],
+                             resamples=settings["resamples"], seed=settings["seed"])
+
+
+def out_of_the_race(state: dict) -> list[tuple[dict, str]]:
+    """Each configuration that did not run to the end: its last job, with the verdict that says so
+    (`dropped after round 1 (20 of 40 questions): worse than NAME, p (Holm) 0.003`, or `failed in
+    round 2 (40 of 40 questions)`). It has no place on the final leaderboard: it was not compared on
+    every question."""
+    last: dict[int, tuple[dict, dict]] = {}
+    for r in state["rounds"]:
+        for job in r["jobs"]:
+            last[job["config"]] = (r, job)
+    out = []
+    for r, job in last.values():
+        of = f"({r['questions']} of {state['total']} questions)"
+        decision = next((d for d in r["decisions"] if d["config"] == job["config"]), None)
+        if job["status"] == "failed":
+            out.append((job, f"failed in round {r['round']} {of}"))
+        elif decision is not None and decision["verdict"] == "dropped":
+            out.append((job, f"dropped after round {r['round']} {of}: worse than {decision['against']}, "
+                             f"p (Holm) {fmt_p(decision['p_holm'])}"))
+    return out
+
+
+def final_leaderboard(runs: list, settings: dict, folder: Path, lines: list[str]) -> dict[str, Path]:
+    """The survivors compared on every question, in the report."""
+    from ragexp.compare import report
+
+    board = final_board(runs, settings)
     written = report.write(board, folder, with_plots=True)
     who = f"the {len(runs)} survivors" if len(runs) > 1 else "the one survivor"
     lines += ["", f"## Final leaderboard: {who} on every question ({board.level:.0%} CIs)", "",
