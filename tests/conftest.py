@@ -311,6 +311,16 @@ def logged_sweep(uri: str, experiment: str = "ragexp"):
 
 
 @pytest.fixture(autouse=True)
+def no_progress_lines(monkeypatch):
+    """Runs in a test's process say no progress line: when one is due (a task past 10 s) depends on
+    the machine's load, and a test that reads a run's one line on stderr would read two at load 9.
+    tests/test_progress.py checks the lines by a clock of its own."""
+    from ragexp.base import progress
+
+    monkeypatch.setattr(progress.BOARD, "quiet", float("inf"))
+
+
+@pytest.fixture(autouse=True)
 def no_state_between_tests():
     """A tracking URI or active experiment one test sets (mlflow_runs, ragexp.compare,
     mlflow.set_experiment) is not the next test's."""
