@@ -28,6 +28,8 @@ source document, so both parts never share one): TUNE_SHARE of the groups tune.
     python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
     python bench/judge_agreement.py figures --no-llm --no-learned   # judge=offline and overlap only
     python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
+    python bench/judge_agreement.py logprobs --work DIR [--limit N] [--until HH:MM]   # the test model's AUC with
+                                                 # and without log-probability scores (bench/judge_logprobs.py)
 """
 from __future__ import annotations
 
