@@ -157,10 +157,14 @@ def set_figures(items: Sequence[Item], done: dict[tuple[str, str], dict]) -> dic
             "weighted_read": sum(r["weighted"] for _, r in judged),
             "distinct_scores": {"weighted": len(set(weighted)), "sampled": len(set(sampled))},
             "roc_auc": {"weighted": auc(weighted), "sampled": auc(sampled), "overlap": auc(baseline)},
+            "roc_auc_no_hallucination": {  # 1 - the hallucination verdict: its probability, and as written
+                "weighted": auc([1 - float(r["hallucination"] or 0) for _, r in judged]),
+                "sampled": auc([1 - float(r["hallucination_sampled"] or 0) for _, r in judged])},
             "weighted_minus_sampled": paired_bootstrap(weighted, sampled, kept) if both else None,
             "weighted_minus_overlap": paired_bootstrap(weighted, baseline, kept) if both else None,
             "wall_s": round(sum(r["wall_s"] for r in rows), 1), "cpu_s": round(cpu, 1),
-            "cpu_s_per_item": round(cpu / max(len(rows), 1), 2)}
+            "wall_s_per_item": round(sum(r["wall_s"] for r in rows) / max(len(rows), 1), 1),
+            "cpu_s_per_item": round(cpu / max(len(rows), 1), 1)}
 
 
 def measure(sources_dir: Path, work_dir: Path, limit: int | None = None, until: float | None = None,
@@ -186,7 +190,9 @@ def measure(sources_dir: Path, work_dir: Path, limit: int | None = None, until: 
     for name, items in reported.items():
         out[name].update(set_figures(items, done))
     return {"judge": " ".join(LOCAL_JUDGE), "part": "heldout", "tune_share": TUNE_SHARE, "limit": limit,
-            "per_set": max(map(len, reported.values()), default=0),
+            "per_set": max(map(len, reported.values()), default=0), "in_journal": len(done),
+            "wall_s": round(sum(r["wall_s"] for r in done.values()), 1),
+            "cpu_s": round(sum(r["cpu_s"] for r in done.values()), 1),
             "subsample": any(len(reported[n]) < out[n]["heldout"] for n in reported),
             "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load_1min_start": round(load, 1),
             "load_1min_end": round(os.getloadavg()[0], 1), "sets": out}
@@ -196,7 +202,7 @@ def markdown(figures: dict) -> str:
     """The figures as a Markdown table, one row per set."""
     lines = ["| set | judged of held-out (supported) | failed | AUC with log-probabilities | AUC sampled value "
              "| with - sampled [95% paired bootstrap] | overlap AUC (same items) | distinct scores (with / sampled) "
-             "| CPU s per item |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| wall / CPU s per item |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, f in figures["sets"].items():
         if "missing" in f:
             lines.append(f"| {name} | missing: {f['missing']} | | | | | | | |")
@@ -206,5 +212,5 @@ def markdown(figures: dict) -> str:
         auc = f["roc_auc"]
         lines.append(f"| {name} | {f['judged']} of {f['heldout']} ({f['supported']}) | {f['failed']} | {auc['weighted']} "
                      f"| {auc['sampled']} | {interval} | {auc['overlap']} | {f['distinct_scores']['weighted']} / "
-                     f"{f['distinct_scores']['sampled']} | {f['cpu_s_per_item']} |")
+                     f"{f['distinct_scores']['sampled']} | {f['wall_s_per_item']} / {f['cpu_s_per_item']} |")
     return "\n".join(lines) + "\n"

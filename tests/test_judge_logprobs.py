@@ -109,6 +109,7 @@ def test_a_stopped_run_goes_on_from_its_journal_and_the_figures_read_weighted_an
     assert got["roc_auc"]["weighted"] == 1.0 and got["roc_auc"]["sampled"] == 0.5  # the written 5s all tie
     assert got["weighted_minus_sampled"]["difference"] == 0.5
     assert got["distinct_scores"] == {"weighted": 2, "sampled": 1}
+    assert got["roc_auc_no_hallucination"] == {"weighted": 1.0, "sampled": 1.0}  # written as the label, certain
     assert list(got["failures"].values()) == [1]
 
 
