@@ -28,6 +28,8 @@ source document, so both parts never share one): TUNE_SHARE of the groups tune.
     python bench/judge_agreement.py figures      # the figures as JSON (PYTHONPATH=another checkout: its judge)
     python bench/judge_agreement.py figures --no-llm --no-learned   # judge=offline and overlap only
     python bench/judge_agreement.py table AFTER.json [BEFORE.json]   # as a Markdown table
+    python bench/judge_agreement.py logprobs --work DIR [--limit N] [--until HH:MM]   # the test model's AUC with
+                                                 # and without log-probability scores (bench/judge_logprobs.py)
 """
 from __future__ import annotations
 
@@ -761,7 +763,7 @@ def main() -> None:
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("figures", "tune", "learn", "ship", "table"))
+    parser.add_argument("command", choices=("figures", "tune", "learn", "ship", "table", "logprobs"))
     parser.add_argument("files", nargs="*", type=Path, help="table: the figures' JSON (after, then before)")
     parser.add_argument("--sources", type=Path, help="folder of the sets' git snapshots (<owner>+<name>/repo); "
                         "default: $RAGEXP_AGREEMENT_SOURCES, one of them required")
@@ -774,8 +776,13 @@ def main() -> None:
                         "default: all), e.g. to measure a set the verifier never saw")
     parser.add_argument("--weights", type=Path, help="learn: where to write the verifier (default: the shipped file); "
                         "figures: the verifier judge=offline_learned reads (default: the shipped file)")
+    parser.add_argument("--work", type=Path, help="logprobs: the folder of its journal and reply cache (a run goes on from it)")
+    parser.add_argument("--until", help="logprobs: start no item after this UTC time (HH:MM); report the items judged")
+    parser.add_argument("--out", type=Path, help="logprobs: a results JSON whose `logprobs` key gets the figures")
     args = parser.parse_args()
-    if args.command == "tune":
+    if args.command == "logprobs":
+        logprobs_command(args)
+    elif args.command == "tune":
         print(json.dumps(tune(sources_dir_of(args), args.limit, args.vectors), indent=1))
     elif args.command == "learn":
         from ragexp.judges.verifier import SHIPPED
@@ -798,6 +805,27 @@ def main() -> None:
         print(json.dumps(agreement(sources_dir_of(args), Path(tempfile.mkdtemp(prefix="ragexp-agreement-")),
                                    llm=not args.no_llm, part=args.part, limit=args.limit, vectors=args.vectors,
                                    weights=args.weights, learned_too=not args.no_learned), indent=1))
+
+
+def logprobs_command(args) -> None:
+    """`logprobs`: the test model's AUC with and without log-probability scores (bench/judge_logprobs.py)."""
+    import judge_logprobs
+
+    if args.work is None:
+        raise SystemExit("judge_agreement logprobs: --work FOLDER is needed (its journal lets a stopped run go on)")
+    until = None
+    if args.until:
+        hour, _, minute = args.until.partition(":")
+        import calendar
+
+        until = float(calendar.timegm((*time.gmtime()[:3], int(hour), int(minute or 0), 0)))
+    found = judge_logprobs.measure(sources_dir_of(args), args.work, args.limit, until)
+    if args.out:
+        results = json.loads(args.out.read_text()) if args.out.exists() else {}
+        results["logprobs"] = found
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(found, indent=1))
+    print(judge_logprobs.markdown(found), end="")
 
 
 if __name__ == "__main__":
