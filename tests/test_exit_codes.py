@@ -1,6 +1,7 @@
 """The exit status a CI can trust (docs/concepts/failures.md), through the real entry point
-(`ragexp.__main__.main`, in this process): 0 success, 2 bad input or config (Hydra's own config
-errors included, and a secret on the command line), 3 quality gate failed, 4 run failed."""
+(`ragexp.__main__.main`, in this process): 0 success, 1 a bug with its traceback (in a Hydra
+callback too, never a warning), 2 bad input or config (Hydra's own config errors included, and a
+secret on the command line), 3 quality gate failed, 4 run failed."""
 import sys
 
 import pytest
@@ -74,3 +75,22 @@ def test_more_than_max_failed_share_failed_is_4(monkeypatch, tmp_path, capsys, s
     assert ragexp(monkeypatch, tmp_path, *FAST, *args, f"max_failed_share={share}") == code
     err = capsys.readouterr().err
     assert ("3 of 4 questions failed, more than max_failed_share=0.5" in err) == (code == 4)
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["run", "sweep"])
+@pytest.mark.parametrize("broken", ["secrets_in_config", "unwritable"])  # RefuseSecrets', WritableFolder's check
+def test_a_bug_in_a_callback_is_1_with_its_traceback_never_a_warning(monkeypatch, tmp_path, capsys, recwarn, broken, sweep):
+    """Hydra turns an exception raised in a callback into a UserWarning and goes on (the command
+    would exit 0); every hook of ragexp's callbacks makes it the command's end instead
+    (ragexp.config.callbacks.not_a_warning): a bug, exit 1 with its traceback, nothing run."""
+    from ragexp.config import callbacks
+
+    def bug(*args, **kwargs):
+        raise RuntimeError(f"a bug in {broken}")
+
+    monkeypatch.setattr(callbacks, broken, bug)
+    assert ragexp(monkeypatch, tmp_path, *(["-m"] if sweep else []), *FAST) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1] == f"RuntimeError: a bug in {broken}", err
+    assert not [w for w in recwarn if "Callback" in str(w.message)]
+    assert not list(tmp_path.rglob("results.json"))

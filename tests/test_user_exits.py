@@ -1,5 +1,5 @@
 """Ends a run cannot pass through (docs/concepts/failures.md): os._exit() and sys.exit() in code the
-run calls (a system=python function in threads or worker processes, a component), a run folder that
+run calls (a system=python function in threads or worker processes, a component, a judge), a run folder that
 cannot be written, a disk that fills as the run writes its folder, SIGTERM and Ctrl-C. Each ends
 the command with one line and the right status, never a pass or a traceback; what no code can see
 (a kill) is named by the next command in the same outputs folder and by `python -m ragexp.track`.
@@ -83,6 +83,44 @@ def test_a_component_that_exits_ends_the_command_with_4_naming_it(tmp_path, call
     line = the_line(proc)
     said = "os._exit(3) was called" if call.startswith("os") else "SystemExit(3) was raised"
     assert line.startswith(f"ragexp: error: {said} in generate() at ") and "leaving_generator.py:11" in line, line
+
+
+CRITERION = """import os, sys
+
+
+def check(question, contexts, answer, reference, row):
+    if 'port' in question:
+        {call}
+    return True
+"""
+EXITS_RUBRIC = """_target_: ragexp.judges.rubric.Rubric
+name: null
+mode: single_call
+criteria:
+  exits:
+    type: python
+    instructions: Ends the process on one question.
+    function: leaving_check:check
+"""
+ANSWERING = "def answer(question, params):\n    return {'answer': 'ok', 'contexts': ['c']}\n"
+
+
+@pytest.mark.parametrize("call", ["os._exit(0)", "sys.exit(0)"])
+@pytest.mark.parametrize("workers", ["threads", "processes"])
+def test_a_judge_that_exits_ends_the_command_with_4_naming_it(tmp_path, call, workers):
+    """The judge a user writes: a rubric's python criterion (docs/how-to/rubrics.md); it runs in the
+    command's process whichever way the system's questions are answered."""
+    (tmp_path / "leaving_check.py").write_text(CRITERION.format(call=call))
+    (tmp_path / "answering_rag.py").write_text(ANSWERING)
+    (tmp_path / "conf" / "rubric").mkdir(parents=True)
+    (tmp_path / "conf" / "rubric" / "exits.yaml").write_text(EXITS_RUBRIC)
+    proc = run_cli("--config-dir", str(tmp_path / "conf"), *FUNCTION_ARGS, "system.function=answering_rag:answer",
+                   f"system.workers={workers}", "judge=rubric", "rubric=exits", "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    line = the_line(proc)
+    said = "os._exit(0) was called" if call.startswith("os") else "SystemExit(0) was raised"
+    assert line.startswith(f"ragexp: error: {said} in check() at ") and "leaving_check.py:6" in line, line
+    assert not (tmp_path / "run" / "results.json").exists()
 
 
 def test_os_exit_in_a_process_forked_under_the_guard_is_the_real_one():

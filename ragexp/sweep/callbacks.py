@@ -4,8 +4,6 @@ from __future__ import annotations
 import gc
 import json
 import sys
-import traceback
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp.store.sweep_logging import SweepLogging
 from ragexp.base.processes import this_process
 from ragexp.base.redact import scrub_url
-from ragexp.errors import BAD_INPUT, GATE_FAILED, RUN_FAILED, RagexpError, StoreUnreachable
+from ragexp.config.callbacks import not_a_warning
+from ragexp.errors import GATE_FAILED, RUN_FAILED, RagexpError
 from ragexp.store.logged_record import not_logged as not_logged_reason
 from ragexp.run.app import Jobs
 from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
@@ -26,24 +25,6 @@ from ragexp.sweep.ending import (close_parent, counts_of, folder_leaderboard, jo
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
-
-
-@contextmanager
-def not_a_warning():
-    """An exception of a sweep callback ends the sweep with its exit status and one line (Hydra would
-    turn it into a warning and the sweep would exit 0): a store that does not answer 4, a setting 2,
-    anything else a bug, with its traceback, 1."""
-    try:
-        yield
-    except StoreUnreachable as err:
-        print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
-        sys.exit(RUN_FAILED)
-    except RagexpError as err:
-        print(f"ragexp: error: {scrub_url(str(err))}", file=sys.stderr)
-        sys.exit(BAD_INPUT)
-    except Exception:  # noqa: BLE001 - a bug: shown whole, and the sweep fails
-        traceback.print_exc()
-        sys.exit(1)
 
 
 class SweepTracking(Callback):
@@ -59,7 +40,7 @@ class SweepTracking(Callback):
     quality-gate threshold (`gate_passed` = 0). The parent run ends with the job counts. Jobs not
     logged (a store gone away) or a parent that cannot be ended: the leaderboard of the run folders,
     exit 4, and the end recorded for later (ragexp.sweep.ending). No exception of a callback is
-    left to Hydra, which would only warn (`not_a_warning`).
+    left to Hydra, which would only warn (`not_a_warning`, ragexp.config.callbacks).
 
     Hydra makes this callback from the config, and calls the task function with a config only: the
     sweep's jobs in this process are handed its logging helper in `on_job_start`, where Hydra
@@ -79,6 +60,7 @@ class SweepTracking(Callback):
             self.close()
             raise
 
+    @not_a_warning()
     def on_job_start(self, config: DictConfig, *, task_function: Any = None, **kwargs: Any) -> None:
         """A job of this sweep starting in this process (any job, with Hydra's basic launcher) is
         handed the sweep's logging helper and how to end the sweep (`Jobs.in_sweep`)."""
@@ -136,6 +118,7 @@ class SweepTracking(Callback):
         info = {"parent_run_id": self.parent_id, "swept": swept_keys(config), "tracking_uri": store}
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
+    @not_a_warning()
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         """A finished job's two configs are let go: Hydra keeps every job's JobReturn to the sweep's
         end (about 0.3 MB a job), and only its status and return value are read after the job."""
