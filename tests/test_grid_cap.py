@@ -70,6 +70,23 @@ def test_a_grid_over_the_cap_is_refused_with_its_size_and_the_ways_out(sweep_con
     refuse_oversized(cfg, size, counts)  # raced: every point on a few questions first, so no cap
 
 
+def test_the_bench_reads_a_grids_first_lines_and_a_run_without_one_has_no_median():
+    """bench/input_caps.py: seconds to the size and progress lines as `lines_until` gives them, medians of 3."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from input_caps import line_times, medians
+
+    size, progress = "ragexp: a grid of 1,000 points; checking each", "ragexp: checked 17 of 1,000 grid points in 1 s"
+    first = line_times([(0.9, size), (1.2, "[hydra] something else"), (2.0, progress)])
+    assert first == {"size_line_s": 0.9, "progress_line_s": 2.0, "progress_line": progress}
+    silent = line_times([(0.4, size)])
+    assert silent["size_line_s"] == 0.4 and silent["progress_line_s"] is None
+    runs = [{**first, "load_1min": 3.1}, {**line_times([(0.5, size), (3.0, progress)]), "load_1min": 3.0}]
+    said = medians([*runs, {**first, "load_1min": 2.0}], "size_line_s", "progress_line_s", load_at_end=2.5)
+    assert (said["size_line_s"], said["progress_line_s"], said["load_1min"]) == (0.9, 2.0, [3.1, 2.5])
+    unsaid = medians([*runs, {**silent, "load_1min": 2.0}], "size_line_s", "progress_line_s", load_at_end=2.5)
+    assert unsaid["progress_line_s"] is None  # a run that never said it: no median that hides it
+
+
 def test_the_benchs_process_tree_counts_a_child_sharing_its_parents_memory_once():
     """bench/grids.py's tree peak: a child between vfork and exec (the same virtual and resident sizes
     as its parent) is its parent's memory, not more; a child with memory of its own adds it."""
