@@ -66,18 +66,20 @@ ALONE = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:])
 
 class TreePeak:
     """The largest sum of resident memory of a process's descendants (the sweep, joblib's workers),
-    sampled every 0.1 s from /proc while it runs (Linux)."""
+    sampled every 0.1 s from /proc while it runs (Linux; see `resident_mb`); `with_root`: the process
+    itself counted too."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, with_root: bool = False):
         import threading
 
         self.pid, self.peak_mb, self.done = pid, 0, threading.Event()
+        self.first = 0 if with_root else 1
         self.thread = threading.Thread(target=self.sample, daemon=True)
         self.thread.start()
 
     def sample(self) -> None:
-        while not self.done.wait(0.1):  # the sweep's processes: the small parent (ALONE) left out
-            self.peak_mb = max(self.peak_mb, sum(rss_mb(p) for p in tree_of(self.pid)[1:]))
+        while not self.done.wait(0.1):  # by default the sweep's processes: the small parent (ALONE) left out
+            self.peak_mb = max(self.peak_mb, resident_mb(memory_of(tree_of(self.pid)[self.first:])))
 
     def stop(self) -> None:
         self.done.set()
@@ -100,14 +102,29 @@ def tree_of(root: int) -> list[int]:
     return found
 
 
-def rss_mb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return 0
+def memory_of(pids: list[int]) -> dict[int, tuple[int, int, int]]:
+    """pid -> (its parent, its virtual size in bytes, its resident pages), from /proc/PID/stat; a
+    process gone meanwhile is left out."""
+    memory = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            memory[pid] = (int(fields[1]), int(fields[20]), int(fields[21]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return memory
+
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_mb(memory: dict[int, tuple[int, int, int]], page_bytes: int = PAGE_BYTES) -> int:
+    """The MB resident in the processes of `memory` (see `memory_of`), a child whose virtual and resident
+    sizes are its parent's counted once: between fork or vfork and exec it is its parent's memory, not
+    more of it (Python's subprocess vforks: a `git` that ragexp runs was read as a second copy of ragexp)."""
+    pages = sum(resident for pid, (parent, virtual, resident) in memory.items()
+                if memory.get(parent, (None, None, None))[1:] != (virtual, resident))
+    return pages * page_bytes // 2**20
 
 
 def compare_later(work_dir: Path, sweep_dir: Path) -> dict:

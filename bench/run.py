@@ -53,6 +53,9 @@ in groups that also run alone (`python bench/run.py GROUP [GROUP ...]`):
 - local_model (bench/local_model.py): the test model served by ragexp on one thread: start to first token,
   judgements/s with 1 and 2 parallel slots, tokens/s, the server's peak RSS;
 - million (bench/million.py): BM25 (both impls), embedder=static (Qdrant local mode and dense_exact) and MiniLM on 10^6 chunks, time and peak RSS.
+- input_caps (bench/input_caps.py): recorded outputs with a 50 MB answer or context, refused and skipped, and a
+  10,000-point grid refused, through the whole command: wall and peak RSS (goals: < 10 s and < 300 MB; < 5 s);
+  a 1,000-point grid's size and first progress lines (goal: < 5 s); medians of 3, the load at start and end.
 """
 from __future__ import annotations
 
@@ -370,7 +373,9 @@ GROUPS = {  # figure group -> how it is measured (each runs alone: `python bench
     "million": lambda work_dir, args: __import__("million").measure(work_dir, args),
     "mlflow_genai": lambda work_dir, args: __import__("mlflow_genai").measure(work_dir, args),
     "local_model": lambda work_dir, args: __import__("local_model").measure(work_dir, args),
+    "input_caps": lambda work_dir, args: __import__("input_caps").measure(work_dir, args),
 }
+OWN_INPUT = {"input_caps"}  # groups that write all they read (the others may read ../shared/data)
 
 
 def racing_figures(work_dir: Path, args) -> dict:
@@ -404,9 +409,9 @@ def main() -> None:
     if args.groups == ["triad"]:
         print(json.dumps(triad_throughput(Path(tempfile.mkdtemp(prefix="ragexp-bench-"))), indent=2))
         return
-    if not HOTPOT.exists():
-        raise SystemExit(f"bench: {HOTPOT} not found (the benchmark reads ../shared/data)")
     chosen = [g for g in args.groups if g != "triad"] or list(GROUPS)
+    if not HOTPOT.exists() and set(chosen) - OWN_INPUT:
+        raise SystemExit(f"bench: {HOTPOT} not found (the benchmark reads ../shared/data)")
     if "judge_agreement" in chosen:  # its labelled sets must be given: say so before any group runs
         __import__("judge_agreement").sources_dir_of(args)
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -492,6 +497,14 @@ def kept(results: Path, group: str) -> dict:
     return json.loads(results.read_text()).get(group, {}) if results.exists() else {}
 
 
+def oversized_row_figures(c: dict, outcome: str) -> str:
+    """An input_caps row: wall and peak RSS of the 50 MB answer's and context's commands, and the ordinary row alone's."""
+    answer, context, alone = c[f"answer_50mb_{outcome}"], c[f"context_50mb_{outcome}"], c["ordinary_row_alone"]
+    return (f"answer {answer['wall_s']} s, {answer['peak_rss_mb']} MB; context {context['wall_s']} s, "
+            f"{context['peak_rss_mb']} MB (the ordinary row alone {alone['wall_s']} s, {alone['peak_rss_mb']} MB; "
+            f"load {answer['load_1min'][0]} -> {context['load_1min'][1]})")
+
+
 def grid_figures(g: dict) -> str:
     """A grids bench row: the ratio, then the phases and the peak."""
     return (f"{g['wall_over_jobs']}x ({g['wall_s']} / {g['jobs_own_s']} s); {g['before_first_job_s']} s; "
@@ -566,6 +579,16 @@ ROWS: list[tuple[str, Callable[[dict], str | None], str]] = [
     ("monitor A/B power: largest gap between the share decided and the planner's promise", get("decisions", "ab", "power",
      show=lambda rows: f"{max(abs(r['gap_points']) for r in rows):.1f} points over {len(rows)} (effect, records) cells"),
      "<= 5 points"),
+    ("recorded outputs with a 50 MB answer / context, refused (on_error=stop), whole command: wall, peak RSS (medians of 3)",
+     get("input_caps", show=lambda c: oversized_row_figures(c, "refused")), "< 10 s, < 300 MB"),
+    ("the same, counted and skipped (on_error=skip; the ordinary row judged)",
+     get("input_caps", show=lambda c: oversized_row_figures(c, "skipped")), "< 10 s, < 300 MB"),
+    ("a 10,000-point -m grid: refused (exit 2) after; left in its folder (median of 3)", get("input_caps", "grid_10000_refused",
+     show=lambda g: f"{g['wall_s']} s; {', '.join(g['left_behind']) or 'nothing'} (load {g['load_1min'][0]} -> {g['load_1min'][1]})"),
+     "< 5 s; nothing"),
+    ("a 1,000-point -m grid: its size line / its first progress line after (median of 3)", get(
+        "input_caps", "grid_1000_first_lines", show=lambda g: (f"{g['size_line_s']} s / {g['progress_line_s']} s (load "
+                                                              f"{g['load_1min'][0]} -> {g['load_1min'][1]})")), "< 5 s each"),
     ("tracing=on: 200-question run (BM25, offline judge, MLflow), off / on", get("tracing", show=lambda t: (
         f"{t['off_s']} s / {t['on_s']} s ({t['overhead']:+.1%}; traces written in {t['traces_written_s']} s; "
         f"load {t['load_1min']})")), "<= +10%"),

@@ -6,11 +6,12 @@ import selectors
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from omegaconf import open_dict
 
-from conftest import CONF, cli_env
+from conftest import CONF, ROOT, cli_env
 
 # a guard against a grid that says nothing, not the goal's 5 s: that is a bench figure (a test's clock fails on a
 # loaded machine, where Python and Hydra alone start in 3-5 s); the lines must come before any job all the same
@@ -67,6 +68,40 @@ def test_a_grid_over_the_cap_is_refused_with_its_size_and_the_ways_out(sweep_con
         cfg.max_grid_points = 5000
         cfg.hydra.sweeper._target_ = "hydra_plugins.ragexp_racing.RacingSweeper"
     refuse_oversized(cfg, size, counts)  # raced: every point on a few questions first, so no cap
+
+
+def test_the_bench_reads_a_grids_first_lines_and_a_run_without_one_has_no_median():
+    """bench/input_caps.py: seconds to the size and progress lines as `lines_until` gives them, medians of 3."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from input_caps import line_times, medians
+
+    size, progress = "ragexp: a grid of 1,000 points; checking each", "ragexp: checked 17 of 1,000 grid points in 1 s"
+    first = line_times([(0.9, size), (1.2, "[hydra] something else"), (2.0, progress)])
+    assert first == {"size_line_s": 0.9, "progress_line_s": 2.0, "progress_line": progress}
+    silent = line_times([(0.4, size)])
+    assert silent["size_line_s"] == 0.4 and silent["progress_line_s"] is None
+    runs = [{**first, "load_1min": 3.1}, {**line_times([(0.5, size), (3.0, progress)]), "load_1min": 3.0}]
+    said = medians([*runs, {**first, "load_1min": 2.0}], "size_line_s", "progress_line_s", load_at_end=2.5)
+    assert (said["size_line_s"], said["progress_line_s"], said["load_1min"]) == (0.9, 2.0, [3.1, 2.5])
+    unsaid = medians([*runs, {**silent, "load_1min": 2.0}], "size_line_s", "progress_line_s", load_at_end=2.5)
+    assert unsaid["progress_line_s"] is None  # a run that never said it: no median that hides it
+
+
+def test_the_benchs_process_tree_counts_a_child_sharing_its_parents_memory_once():
+    """bench/grids.py's tree peak: a child between vfork and exec (the same virtual and resident sizes
+    as its parent) is its parent's memory, not more; a child with memory of its own adds it."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from grids import memory_of, resident_mb
+
+    ragexp, vforked_git, worker = (1, 900, 230), (10, 900, 230), (10, 500, 80)  # (parent, virtual, resident)
+    assert resident_mb({10: ragexp, 11: vforked_git}, page_bytes=2**20) == 230
+    assert resident_mb({10: ragexp, 11: vforked_git, 12: worker}, page_bytes=2**20) == 310
+    assert resident_mb({11: vforked_git, 12: worker}, page_bytes=2**20) == 310  # its parent left out: counted
+    [(parent, virtual, resident)] = memory_of([os.getpid()]).values()
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    assert parent == os.getppid()
+    assert abs(virtual - int(status["VmSize"].split()[0]) * 1024) < 2**26  # the fields read are the sizes
+    assert abs(resident * os.sysconf("SC_PAGE_SIZE") - int(status["VmRSS"].split()[0]) * 1024) < 2**26
 
 
 def lines_until(proc: subprocess.Popen, wanted: str, within_s: float) -> tuple[list[tuple[float, str]], bool]:

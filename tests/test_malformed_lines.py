@@ -2,10 +2,11 @@
 recorded outputs count and skip each malformed line with on_error=skip, or refuse it in one line
 naming file:line without it; a byte-order mark opening the file is accepted."""
 import json
+import sys
 
 import pytest
 
-from conftest import CONF, call_in, compose, run_app
+from conftest import CONF, ROOT, call_in, compose, run_app
 from ragexp.base.json_lines import MalformedLine, json_record
 from ragexp.errors import RagexpError
 from ragexp.monitor.records import Columns, LogReader, Malformed
@@ -112,6 +113,22 @@ def test_rows_given_in_memory_keep_the_same_rule():
     assert len(data.questions) == 1 and len(data.skipped_rows) == 2
     assert "row 2: " in data.skipped_rows[0] and "lone surrogate" in data.skipped_rows[0]
     assert "row 3: answer: 1,001 bytes" in data.skipped_rows[1] and "dataset.max_field_bytes" in data.skipped_rows[1]
+
+
+@pytest.mark.parametrize("field", ["answer", "contexts"])
+def test_the_benchs_oversized_row_holds_the_bytes_asked_in_its_field_after_an_ordinary_row(tmp_path, field):
+    """bench/input_caps.py writes its 50 MB rows in pieces; here at the tests' cap, and over two pieces."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from input_caps import recorded_outputs
+
+    ordinary, over = recorded_outputs(tmp_path / "over.jsonl", field, CAP + 1).read_bytes().splitlines()
+    assert json_record(ordinary, 1, CAP)["answer"] == "Port 7070."
+    with pytest.raises(MalformedLine, match=f"^{field}: 1,001 bytes, over the cap of 1,000"):
+        json_record(over, 2, CAP)
+    _, long = recorded_outputs(tmp_path / "long.jsonl", field, 2_000_001).read_bytes().splitlines()
+    value = json_record(long, 2, 2_000_001)[field]
+    assert (value if field == "answer" else value[0]) == "x" * 2_000_001 and len(value) == (2_000_001 if field == "answer" else 1)
+    assert recorded_outputs(tmp_path / "alone.jsonl", None, 0).read_bytes().splitlines() == [ordinary]
 
 
 def test_the_cap_is_a_setting_of_ten_million_bytes():
