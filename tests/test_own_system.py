@@ -300,6 +300,8 @@ def test_evaluate_gives_the_same_aggregates_as_the_command_line(tmp_path):
     assert from_rows.aggregates == from_frame.aggregates == cli
     table = from_frame.table
     assert list(table["question_id"]) == [r["id"] for r in rows] and (table["status"] == "judged").all()
+    assert list(table["answer"]) == [r["answer"] for r in rows]  # the answer under the input's name
+    assert table["generated_answer"].equals(table["answer"])  # the run folder's name, an alias for one release
     assert table["faithfulness"].notna().all() and table["answer_similarity"].notna().sum() == cli["n_answer_similarity"]
 
 
