@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import call_in, cli_env, logged_sweep
+from conftest import HASH, call_in, cli_env, logged_sweep, run_app
 from ragexp.config.build import from_yaml
 
 AGGREGATES = ("overall_score", "avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate")
@@ -215,6 +215,23 @@ def test_compare_help_is_quick_and_light(tmp_path):
             "print('HEAVY', sorted(m for m in ('mlflow', 'matplotlib', 'pandas', 'torch') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert "HEAVY []" in proc.stdout and "--rerun RUN_ID" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_compare_prints_the_artifact_folder_it_logged_the_report_to(tmp_path):
+    """Beside the sweep's own report/, a later comparison is written to report-2/ and logged to the
+    parent run as report-2/: the line it prints says report-2/ (it said report/). A sweep of its own,
+    as logging changes the parent run's report tag, which the shared sweep's tests read."""
+    swept = run_app("-m", "retriever=dense,bm25", "dataset.limit=3", *HASH, cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    assert (sweep_dir / "report" / "report.html").is_file()
+    proc = compare_cli("--no-plots", "--resamples", "200", cwd=tmp_path)  # the latest sweep of the store here
+    assert proc.returncode == 0, proc.stderr
+    client, parent, _ = logged_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert f"logged to run {parent.info.run_id} as artifacts report-2/" in proc.stdout.splitlines()
+    assert (sweep_dir / "report-2" / "report.html").is_file()
+    assert "report-2/report.html" in {a.path for a in client.list_artifacts(parent.info.run_id, "report-2")}
+    assert parent.data.tags["ragexp.report"] == "report-2/report.html"
 
 
 def test_the_artifact_folder_a_report_is_logged_as_is_the_one_printed():
