@@ -16,6 +16,9 @@ row without one by its question's text). It never passes silently: with no margi
 questions detect only drops above a tenth of its scale fails as "too few questions to tell" unless
 `accept_low_power=True`. A failure's message lists the checks, each metric's difference with its
 CI and the drop it detects, and the worst questions, so pytest's report and its JUnit XML carry them.
+The notes of the runs (what the command line prints as `note:`, such as the metrics not judged
+because the system gave no contexts) end pytest's report once each, under "ragexp notes", and are
+the tests' `ragexp_note` properties in the JUnit XML.
 
 pytest loads this module in every session of an environment where ragexp is installed: it imports
 the standard library and pytest only; ragexp, hydra and mlflow are imported when a test evaluates.
@@ -28,6 +31,7 @@ from typing import Any
 import pytest
 
 WORST = 3  # questions named in a failure message
+NOTE = "ragexp_note"  # the user property that carries a run's note to pytest's summary and JUnit XML
 
 _options: dict[str, Any] = {"baseline": None}
 
@@ -55,9 +59,29 @@ def ragexp_evaluate(request, tmp_path):
 
         settings.setdefault("output_dir", tmp_path / f"ragexp-run-{next(calls)}")
         settings.setdefault("track", bool(request.config.getoption("ragexp_track")))
-        return ragexp.evaluate(data, **settings)
+        evaluation = ragexp.evaluate(data, **settings)
+        request.node.user_properties.extend((NOTE, note) for note in evaluation.result.notes)
+        return evaluation
 
     return evaluate
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The notes of the runs the tests made (what the command line prints as `note:`, e.g. the
+    metrics not judged because the system gave no contexts), each once with the tests that gave it.
+    They travel as the tests' user properties, so pytest-xdist's workers hand them over and the
+    JUnit XML carries them too."""
+    tests: dict[str, list[str]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for name, note in getattr(report, "user_properties", ()):
+                if name == NOTE and report.nodeid not in tests.setdefault(note, []):
+                    tests[note].append(report.nodeid)
+    if tests:
+        terminalreporter.section("ragexp notes")
+        for note, nodeids in tests.items():
+            more = f" and {len(nodeids) - 1} more" if len(nodeids) > 1 else ""
+            terminalreporter.write_line(f"{note} ({nodeids[0]}{more})")
 
 
 def assert_passed(evaluation) -> None:

@@ -2,13 +2,14 @@
 callback makes, the re-run command, and the one-line errors."""
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import call_in, cli_env, logged_sweep
+from conftest import HASH, call_in, cli_env, logged_sweep, run_app
 from ragexp.config.build import from_yaml
 
 AGGREGATES = ("overall_score", "avg_context_relevance", "avg_answer_similarity", "avg_faithfulness", "hallucination_rate")
@@ -28,10 +29,45 @@ def test_the_sweep_ends_with_a_report_in_its_folder_and_its_parent_run(small_swe
         assert (report / name).stat().st_size > 0, name
     assert "leaderboard (overall_score, 95% CIs; report:" in small_sweep.proc.stdout
     assert "| 1 | retriever=" in small_sweep.proc.stdout
+    the_console_says_why_the_winner_wins(small_sweep.proc.stdout, json.loads((report / "leaderboard.json").read_text()))
     client, parent, _ = logged_sweep(small_sweep.uri)
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report/report.md", "report/report.html", "report/leaderboard.json", "report/plots"} <= logged
     assert parent.data.tags["ragexp.report"] == "report/report.html"
+
+
+INTERVAL = r"(\S+) \[(\S+), (\S+)\]"  # an estimate and its interval, as the console prints them
+
+
+def the_console_says_why_the_winner_wins(stdout: str, board: dict) -> None:
+    """Right after the leaderboard's table: the winner with its interval, those tied with it (the
+    entries the report rates ≈ best), and the scores that separate it from the next, with both
+    intervals, the numbers those of the report's leaderboard.json."""
+    def matches(printed: tuple[str, ...], interval: list) -> bool:
+        return all(float(p) == pytest.approx(v, rel=1e-3, abs=1e-3) for p, v in zip(printed, interval, strict=True))
+
+    best, following = board["entries"]
+    ending = stdout.splitlines()
+    table_end = max(i for i, line in enumerate(ending) if line.startswith("| 2 | retriever="))
+    winner = re.fullmatch(rf"winner: (\S+), overall_score {INTERVAL}", ending[table_end + 1])
+    assert winner and winner[1] == best["label"], ending[table_end + 1]
+    assert matches(winner.groups()[1:], best["values"]["overall_score"])
+    tied = "tied with it: none (every other configuration is worse, or worse before Holm)" \
+        if following["verdict"] != "≈ best" else f"tied with it (≈ best, these questions cannot tell them apart): {following['label']}"
+    assert ending[table_end + 2] == tied
+    assert ending[table_end + 3] == f"what separates it from {following['label']} (next, {following['verdict']}):"
+    separating = []
+    for line in ending[table_end + 4:]:
+        score = re.match(rf"  (\w+): {INTERVAL} vs {INTERVAL}", line)
+        if not score:
+            break
+        separating.append(score[1])
+        assert matches(score.groups()[1:4], best["values"][score[1]]), line
+        assert matches(score.groups()[4:], following["values"][score[1]]), line
+    assert separating[:1] == ["overall_score"] and 2 <= len(separating) <= 3, ending[table_end:]
+    assert not {"total_questions", "job_time_s", "time_own_s"} & set(separating)  # scores only
+    if best["values"]["overall_score"][0] > following["values"]["overall_score"][0]:
+        assert ending[table_end + 4].endswith(" (the winner leads)")
 
 
 def test_leaderboard_reads_the_logged_numbers_from_another_folder(small_sweep, tmp_path):
@@ -179,6 +215,23 @@ def test_compare_help_is_quick_and_light(tmp_path):
             "print('HEAVY', sorted(m for m in ('mlflow', 'matplotlib', 'pandas', 'torch') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert "HEAVY []" in proc.stdout and "--rerun RUN_ID" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_compare_prints_the_artifact_folder_it_logged_the_report_to(tmp_path):
+    """Beside the sweep's own report/, a later comparison is written to report-2/ and logged to the
+    parent run as report-2/: the line it prints says report-2/ (it said report/). A sweep of its own,
+    as logging changes the parent run's report tag, which the shared sweep's tests read."""
+    swept = run_app("-m", "retriever=dense,bm25", "dataset.limit=3", *HASH, cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    assert (sweep_dir / "report" / "report.html").is_file()
+    proc = compare_cli("--no-plots", "--resamples", "200", cwd=tmp_path)  # the latest sweep of the store here
+    assert proc.returncode == 0, proc.stderr
+    client, parent, _ = logged_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert f"logged to run {parent.info.run_id} as artifacts report-2/" in proc.stdout.splitlines()
+    assert (sweep_dir / "report-2" / "report.html").is_file()
+    assert "report-2/report.html" in {a.path for a in client.list_artifacts(parent.info.run_id, "report-2")}
+    assert parent.data.tags["ragexp.report"] == "report-2/report.html"
 
 
 def test_the_artifact_folder_a_report_is_logged_as_is_the_one_printed():

@@ -3,6 +3,7 @@ ships (ragexp/models/all-MiniLM-L6-v2), no PyTorch. Its vectors are sentence-tra
 0.999, where the torch extra is installed to compare); the components that run on PyTorch give one
 line naming the `torch` extra where it is not installed."""
 import json
+import os
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from conftest import ROOT, compose
+from conftest import ROOT, cli_env, compose
 from ragexp.base import extras
 from ragexp.config.build import from_yaml
 from ragexp.components.embedders import EmbeddingCache, SentenceTransformerEmbedder
@@ -71,6 +72,51 @@ def test_a_run_without_torch_embeds_with_the_default_embedder():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "(2, 384)"
+
+
+WITHOUT_TORCH = f"""\
+# As an install without the torch extra: Python's path finder finds none of these modules, so
+# importing one fails as for a package never installed and importlib.util.find_spec says None.
+import sys
+from importlib.machinery import PathFinder
+
+NOT_INSTALLED = {set(extras.TORCH)!r}
+
+
+class WithoutTorch(PathFinder):
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname.partition(".")[0] in NOT_INSTALLED:
+            return None
+        return super().find_spec(fullname, path, target)
+
+
+sys.meta_path[:] = [WithoutTorch if finder is PathFinder else finder for finder in sys.meta_path]
+"""
+
+
+@pytest.mark.process
+def test_the_default_run_ends_with_its_scores_where_torch_is_not_installed(tmp_path):
+    """`python -m ragexp` as `make run` starts it (the default settings, logged to sqlite:///mlflow.db
+    in the working folder), on 5 questions, in a process (and its children: the sitecustomize is on
+    PYTHONPATH) where torch, sentence-transformers and transformers cannot be found."""
+    (tmp_path / "blocker").mkdir()
+    (tmp_path / "blocker" / "sitecustomize.py").write_text(WITHOUT_TORCH)
+    env = cli_env({"PYTHONPATH": os.pathsep.join((str(tmp_path / "blocker"), str(ROOT)))})
+    (tmp_path / "run").mkdir()
+    blocked = subprocess.run([sys.executable, "-c", "import torch"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "ModuleNotFoundError: No module named 'torch'" in blocked.stderr  # the blocker holds in a new process
+    proc = subprocess.run([sys.executable, "-m", "ragexp", "dataset.limit=5"], cwd=tmp_path / "run", env=env,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "ragexp run 'sample-recursive-minilm-dense-extractive': scores by judge 'offline-minilm'" in proc.stdout
+    [folder] = [p.parent for p in (tmp_path / "run" / "outputs").glob("*/*/results.json")]
+    [results] = json.loads((folder / "results.json").read_text()).values()
+    assert results["total_questions"] == 5 and results["failed_questions"] == 0
+    for metric in ("avg_context_relevance", "avg_answer_similarity", "overall_score", "mrr"):
+        assert f"  {metric} " in proc.stdout and 0 <= results[metric] <= 10, metric
+    assert results["avg_context_relevance"] > 1 and results["mrr"] > 0  # a model's vectors ranked the documents
+    assert (tmp_path / "run" / "mlflow.db").is_file() and "MLflow UI: python -m ragexp.ui" in proc.stdout
 
 
 def torch_minilm_or_skip() -> SentenceTransformerEmbedder:

@@ -218,7 +218,8 @@ def test_an_http_sweep_is_one_child_run_per_point_and_a_comparison(tmp_path):
 
 class Faulty(BaseHTTPRequestHandler):
     """A service that fails per question: 500 once then answers (`flaky`), 500 always (`down`), a
-    reply without the answer field (`nofield`), a reply that is not JSON (`html`)."""
+    reply without the answer field (`nofield`), a reply that is not JSON (`html`); a question that
+    starts with `nocontexts` gets an answer without contexts."""
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
@@ -229,7 +230,7 @@ class Faulty(BaseHTTPRequestHandler):
             status, reply = 500, {"error": "boom"}
         elif question == "nofield":
             reply = {"text": "no answer field"}
-        elif question == "nocontexts":
+        elif question.startswith("nocontexts"):
             reply = {"answer": "fine"}
         data = b"<html>" if question == "html" else json.dumps(reply).encode()
         self.send_response(status)
@@ -299,6 +300,8 @@ def test_evaluate_gives_the_same_aggregates_as_the_command_line(tmp_path):
     assert from_rows.aggregates == from_frame.aggregates == cli
     table = from_frame.table
     assert list(table["question_id"]) == [r["id"] for r in rows] and (table["status"] == "judged").all()
+    assert list(table["answer"]) == [r["answer"] for r in rows]  # the answer under the input's name
+    assert table["generated_answer"].equals(table["answer"])  # the run folder's name, an alias for one release
     assert table["faithfulness"].notna().all() and table["answer_similarity"].notna().sum() == cli["n_answer_similarity"]
 
 
