@@ -34,11 +34,72 @@ ENGINE_OPTIONS = {"+cluster=ray": "ray", "+search=optuna": "optuna"}  # conf/ op
 
 def needs_shared(*parts: str):
     """A mark that skips a test when `../shared/data/<parts>` is absent, as in a user's clone. On CI
-    such a skip is a failure (the data is laid beside the checkout there), except in the run from a
-    copy of the clone with nothing beside it (RAGEXP_NO_SHARED=1), which checks that a user's clone
-    passes."""
+    such a skip is a failure (the data is laid beside the checkout there); a test that reads the data
+    without this mark fails everywhere (`SharedDataReads`)."""
     path = SHARED_DATA.joinpath(*parts)
     return pytest.mark.skipif(not path.exists(), reason=f"{NO_SHARED}/{'/'.join(parts)}, which a user's clone has not")
+
+
+def marked_needs_shared(item) -> bool:
+    """Whether `item` carries the `needs_shared` mark (on the test, its class or its module)."""
+    return any(str(mark.kwargs.get("reason", "")).startswith(NO_SHARED) for mark in item.iter_markers("skipif"))
+
+
+class SharedDataReads:
+    """What each test reads of ../shared/data, seen by an audit hook (sys.addaudithook): a file opened or
+    a folder listed under it in the test's process, or a child process started with it or a dataset
+    option that defaults to it on its command line. A test that does so without `needs_shared` fails
+    (`pytest_runtest_setup/call/teardown` below): on a user's clone it would fail rather than skip.
+    This is how CI checks a user's clone passes without running the fast tier a second time from a
+    copy with nothing beside it (`.ci/run`)."""
+
+    EVENTS = {"open", "os.listdir", "os.scandir", "glob.glob"}
+    OPTIONS = ("dataset=hotpotqa", "dataset=autorag_msmarco")  # conf/dataset options whose path is ../shared/data
+
+    def __init__(self, root: Path):
+        self.root = os.path.abspath(root) + os.sep
+        self.seen: list[str] = []
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event in self.EVENTS and args and isinstance(args[0], (str, Path)):
+            path = os.path.abspath(args[0])
+            if path.startswith(self.root) or path + os.sep == self.root:
+                self.seen.append(f"{event} {path}")
+        elif event == "subprocess.Popen" and len(args) > 1:
+            words = [os.fspath(a) for a in (args[1] if isinstance(args[1], (list, tuple)) else [args[1]])
+                     if isinstance(a, (str, Path))]
+            if any(self.root.rstrip(os.sep) in w or w.startswith(self.OPTIONS) for w in words):
+                self.seen.append(f"a child process: {' '.join(words)[:200]}")
+
+
+SHARED_READS = SharedDataReads(SHARED_DATA)
+sys.addaudithook(SHARED_READS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from unmarked_shared_reads(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from unmarked_shared_reads(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    return (yield from unmarked_shared_reads(item))
+
+
+def unmarked_shared_reads(item):
+    """A phase of `item`: it fails if it read ../shared/data without the `needs_shared` mark."""
+    SHARED_READS.seen.clear()
+    result = yield
+    if SHARED_READS.seen and not marked_needs_shared(item):
+        seen, SHARED_READS.seen[:] = list(SHARED_READS.seen), []
+        pytest.fail(f"this test reads ../shared/data without @needs_shared (a user's clone has none): {seen[0]}"
+                    + (f" and {len(seen) - 1} more" if len(seen) > 1 else ""), pytrace=False)
+    return result
 
 
 def require_engine(name: str):
@@ -79,15 +140,14 @@ def engine_option(option: str):
 def pytest_runtest_makereport(item, call):
     """On CI ($CI set, as .ci/run runs), a skipped test is a failure: every test of a tier CI runs
     must run there. A skip whose reason starts with "CI cannot" (a condition stated in the test
-    that the CI machine cannot meet) stays a skip, and so does one for want of ../shared/data in
-    the run that checks a user's clone (RAGEXP_NO_SHARED=1: `needs_shared`)."""
+    that the CI machine cannot meet) stays a skip."""
     outcome = yield
     report = outcome.get_result()
     if not (os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail")):
         return
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     reason = reason.removeprefix("Skipped: ")
-    if not (reason.startswith("CI cannot") or (reason.startswith(NO_SHARED) and os.environ.get("RAGEXP_NO_SHARED"))):
+    if not reason.startswith("CI cannot"):
         report.outcome = "failed"
         report.longrepr = f"skipped on CI, where every test must run ({reason}); fix the test or its setup"
 

@@ -226,3 +226,18 @@ def test_the_scan_finds_each_kind_of_timing(tmp_path):
     assert {f.function for f in found} == {"test_sleeps", "helper", "test_deadline", "test_bound", "test_wait",
                                            "test_until", "test_thread", "test_code"}
     assert sum(f.function == "test_deadline" for f in found) == 2
+
+
+def test_reads_of_the_shared_data_are_seen_in_the_process_and_on_a_childs_command_line(tmp_path):
+    from conftest import SharedDataReads
+
+    shared = tmp_path / "shared" / "data"
+    reads = SharedDataReads(shared)
+    reads("open", (str(shared / "hotpotqa" / "dev.jsonl"), "r", 0))
+    reads("os.listdir", (shared,))
+    reads("open", (str(tmp_path / "shared" / "database.db"), "r", 0))  # beside it, not in it
+    reads("open", (3, "r", 0))  # a file descriptor names no path
+    reads("subprocess.Popen", ("python", ["python", "-m", "ragexp", "dataset=hotpotqa"], None, None))
+    reads("subprocess.Popen", ("python", ["python", "-m", "ragexp", f"dataset.path={shared}/x"], None, None))
+    reads("subprocess.Popen", ("python", ["python", "-m", "ragexp", "dataset=sample"], None, None))
+    assert [seen.split(" ")[0] for seen in reads.seen] == ["open", "os.listdir", "a", "a"]
