@@ -469,6 +469,21 @@ def small_sweep(tmp_path_factory):
     return SimpleNamespace(cwd=cwd, proc=proc, sweep_dir=sweep_dir, uri=f"sqlite:///{cwd / 'mlflow.db'}")
 
 
+COLLECTED: dict = {}  # this process's collection before -m/-k select from it (test_docs: the tiers' test counts)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Records each collected test's markers, and whether the whole test suite was collected (not a
+    file or a test named on the command line), before the markers and -k choose what runs."""
+    COLLECTED["markers"] = markers_of(items)
+    COLLECTED["whole"] = all(Path(arg).resolve() in (ROOT, ROOT / "tests") for arg in config.args)
+
+
+def markers_of(items) -> list[list[str]]:
+    return [sorted({mark.name for mark in item.iter_markers()}) for item in items]
+
+
 def pytest_terminal_summary(terminalreporter):
     """The documentation's blocks: how many run as printed, how many say why they cannot (test_docs)."""
     docs = sys.modules.get("test_docs")

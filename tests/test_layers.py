@@ -170,6 +170,31 @@ def test_no_module_outside_judges_imports_a_concrete_judge_class():
     assert found == [], "ask the judge through the contract (ragexp.judges.contract.Judge) instead"
 
 
+# What code outside ragexp.judges may import from it besides the contract and the one judging service:
+# where judges are built (config.build puts a rubric beside a judge) and where a logged run's records are
+# read (calibrate: a rubric's scales, the marker of a drawn question people have not labelled).
+JUDGES_OPEN_TO = {"ragexp.judges.contract": None, "ragexp.judges.judging": None,
+                  "ragexp.judges.rubric.beside": {"ragexp.config.build"},
+                  "ragexp.judges.rubric.scales": {"ragexp.calibrate.source"},
+                  "ragexp.judges.people": {"ragexp.calibrate.__main__"}}
+
+
+def test_no_module_outside_judges_imports_from_a_concrete_judges_module():
+    """Not only its class: a concrete judge's function called by the job (people's `write_wanted` was)
+    is a special case in run/; what a judge needs around a run is a method of the contract."""
+    found = []
+    for name, tree in outside_judges().items():
+        for node in ast.walk(tree):
+            modules = [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for module in modules:
+                if module.startswith(JUDGES + ".") and module not in JUDGES_OPEN_TO:
+                    found.append(f"{name}:{node.lineno}: {module}")
+                elif JUDGES_OPEN_TO.get(module) is not None and name not in JUDGES_OPEN_TO[module]:
+                    found.append(f"{name}:{node.lineno}: {module}")
+    assert found == [], "ask the judge through the contract (ragexp.judges.contract.Judge) or ragexp.judges.judging"
+
+
 def test_no_module_outside_judges_probes_a_judge_with_getattr_or_isinstance():
     found = []
     for name, tree in outside_judges().items():

@@ -178,6 +178,17 @@ def ui_lines(proc: subprocess.Popen, until: str, seen: list[str]) -> str:
             return line
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs, that still exist (Linux's /proc)."""
+    import os
+
+    try:
+        found = [int(p) for p in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+    return [p for child in found for p in [child, *descendants(child)] if os.path.exists(f"/proc/{p}")]
+
+
 def test_ragexp_ui_starts_mlflow_light_on_the_store_and_prints_the_last_runs_link(tmp_path):
     """`python -m ragexp.ui` over a local store: `mlflow server` with one worker and no job runner,
     the link to the last run's questions, served until Ctrl-C; over a tracking server it prints that
@@ -202,7 +213,8 @@ def test_ragexp_ui_starts_mlflow_light_on_the_store_and_prints_the_last_runs_lin
     try:
         link = ui_lines(ui, "MLflow UI: ", seen)
         assert link == f"MLflow UI: {address}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}/traces"
-        [server] = [int(p) for p in open(f"/proc/{ui.pid}/task/{ui.pid}/children").read().split()]
+        tree = descendants(ui.pid)  # its keeper (ragexp.base.children), mlflow server and the server's own
+        [server] = [p for p in tree if open(f"/proc/{p}/cmdline").read().split("\0")[1:4] == ["-m", "mlflow", "server"]]
         command = open(f"/proc/{server}/cmdline").read().split("\0")
         environ = open(f"/proc/{server}/environ").read().split("\0")
         assert command[command.index("--workers") + 1] == "1" and uri in command
@@ -216,7 +228,7 @@ def test_ragexp_ui_starts_mlflow_light_on_the_store_and_prints_the_last_runs_lin
     finally:
         os.killpg(ui.pid, signal.SIGINT)
         ui.wait(timeout=60)
-    assert ui.returncode == 0 and not os.path.exists(f"/proc/{server}"), seen
+    assert ui.returncode == 0 and not [p for p in tree if os.path.exists(f"/proc/{p}")], seen
 
 
 def test_ragexp_ui_opens_the_last_sweep_in_the_view_it_printed(small_sweep):

@@ -1,9 +1,13 @@
 """What users read comes out whole and stands on its own: the README, docs/, conf/'s comments, every
 command's --help and the generated reference pages cite no document users do not have (the
-specification ragexp was built from), name only files the repository has, and the one-line
-summaries the help and the reference show are whole sentences."""
+specification ragexp was built from), name only files the repository has and only modules and
+names ragexp has (so do ragexp's own docstrings and comments), and the one-line summaries the help
+and the reference show are whole sentences."""
+import ast
+import functools
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +56,85 @@ def test_every_file_a_text_names_is_in_the_repository(where):
     missing = sorted(name for name in set(FILE_NAMED.findall(TEXTS[where]))
                      if not (ROOT / name).exists() and not re.search(r"my_|/mine\.|YOUR|PATH|\*", name))  # placeholders of yours
     assert not missing, f"{where} names files the repository lacks: {missing}"
+
+
+DOTTED = re.compile(r"(?<![\w./-])ragexp(?:\.[A-Za-z_]\w*)+")
+PLACEHOLDER = re.compile(r"\.(?:mine|my_\w*|[A-Z]+)(?:\.|$)")  # a recipe's module of yours, ragexp.score.NAME
+
+
+@functools.cache
+def ragexp_strings() -> tuple[set[str], set[str]]:
+    """The strings ragexp's code writes that start with "ragexp." (MLflow tags, span attributes, file
+    names: `ragexp.role`, `ragexp.log`): names, not code. Whole strings, and the heads of f-strings
+    (f"ragexp.score.{name}")."""
+    whole, heads = set(), set()
+    for path in (ROOT / "ragexp").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.fullmatch(node.value):
+                whole.add(node.value)
+            elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant) \
+                    and re.fullmatch(r"ragexp(?:\.\w+)+\.", str(node.values[0].value)):
+                heads.add(str(node.values[0].value))
+    return whole, heads
+
+
+@functools.cache
+def defined(path: Path) -> dict[str, set[str] | None]:
+    """A module's top-level names -> a class's own names (None: not a class)."""
+    names: dict[str, set[str] | None] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):
+            names[node.name] = {t.id for n in node.body for t in
+                                ([n.target] if isinstance(n, ast.AnnAssign) else n.targets if isinstance(n, ast.Assign) else [])
+                                if isinstance(t, ast.Name)} | {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = None
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in [node.target] if isinstance(node, ast.AnnAssign) else node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        names[name.id] = None
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update({(a.asname or a.name).split(".")[0]: None for a in node.names})
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            names.update(dict.fromkeys(ast.literal_eval(node.value)))  # given by the module's __getattr__ too
+    return names
+
+
+def resolves(dotted: str) -> bool:
+    """Whether `ragexp.a.b[.c]` names a module of ragexp, or a name a module defines (a class's own
+    name too), read from the source: nothing is imported. A moved module's old name (base/moved.py)
+    resolves where the module is now."""
+    from ragexp.base.moved import MOVED
+
+    old = next((o for o in MOVED if dotted == o or dotted.startswith(o + ".")), None)
+    parts = (MOVED[old] + dotted[len(old):] if old else dotted).split(".")
+    for end in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:end])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if not module.is_file():
+            continue
+        rest, names = parts[end:], defined(module)
+        if not rest:
+            return True
+        if rest[0] not in names:
+            return (base / rest[0]).is_dir() or (base / f"{rest[0]}.py").is_file()
+        members = names[rest[0]]
+        return len(rest) == 1 or members is None or rest[1] in members
+    return False
+
+
+def test_every_module_or_name_a_text_or_docstring_names_is_ragexps():
+    """`ragexp.run.judging.embed_ahead` stayed in a docstring after the module went: every dotted
+    `ragexp.…` name in the texts users read and in ragexp's own docstrings and comments resolves,
+    but the names ragexp writes (tags, attributes, files) and a recipe's placeholders."""
+    whole, heads = ragexp_strings()
+    texts = {**TEXTS, **{str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in (ROOT / "ragexp").rglob("*.py")}}
+    stale = sorted({f"{where}: {name}" for where, text in texts.items() for name in DOTTED.findall(text)
+                    if not (name in whole or any(w.startswith(name) for w in whole) or f"{name}.".startswith(tuple(heads))
+                            or PLACEHOLDER.search(name) or resolves(name))})
+    assert not stale, stale
+    assert resolves("ragexp.judges.contract.Judge.run_files") and not resolves("ragexp.run.judging.embed_ahead")
 
 
 def test_the_summaries_help_and_reference_show_are_whole_sentences():

@@ -139,6 +139,10 @@ class CascadeJudge(Judge):
     def roles(self) -> dict[str, Judge]:
         return {"judge": self.expensive, "cheap_judge": self.cheap}
 
+    def run_files(self, results: Sequence[QuestionResult]) -> dict[str, str]:
+        """Its judges' files (people's labels: the drawn questions left to label)."""
+        return {**self.cheap.run_files(results), **self.expensive.run_files(results)}
+
     def planned(self, questions: Sequence[Question]) -> dict[str, set[str]]:
         """For a dry run: the questions its expensive judge would be asked about, as many as its sample
         expects (the cheap judge does not run in a dry run, so those with the lowest shared uniform

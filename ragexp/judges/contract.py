@@ -54,6 +54,9 @@ class Judge:
     - `endpoint`: the LLM endpoint it asks (None: it asks none); `sends_requests`: whether it sends any;
       `estimable`: whether a dry run can count its requests (False: they go through another library);
       `roles()`: the judges that ask an LLM, by the role their requests are counted under;
+    - `run_files(results)`: the files it adds to the run folder, file name -> text, made from the run's
+      judged questions (a cascade with people's labels: the sheet of drawn questions left to label,
+      labels_wanted.csv); none by default. A judge made of others adds theirs;
     - `only_in_cascade`: None, or why this judge cannot judge a run alone and what to choose instead
       (people's labels judge a cascade's sample);
     - `scored_by`: the part judge whose scores a logged run's every question carries (a cascade's cheap
@@ -101,6 +104,10 @@ class Judge:
     def roles(self) -> dict[str, Judge]:
         """The judges whose LLM requests this judge makes, by the role they are counted under."""
         return {"judge": self}
+
+    def run_files(self, results: Sequence[QuestionResult]) -> dict[str, str]:
+        """The files it adds to the run folder (name -> text), from the run's judged questions."""
+        return {}
 
     def verdict_threshold(self, verdict: str) -> float | None:
         """The setting `verdict` compares its score with (`verdict_settings`), or None."""

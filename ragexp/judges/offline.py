@@ -535,8 +535,8 @@ class OfflineJudge(Judge):
                                                                                  self.question_fit_margin)))]
 
     def texts_to_embed(self, question: Question, hits: Sequence[Hit], answer: Answer) -> list[str]:
-        """What `judge` embeds for this answer (ragexp.run.judging.embed_ahead embeds it for many answers at
-        once): the answer's sentences (coherence), and for a short answer the context states, the answer
+        """What `judge` embeds for this answer (`judge_all` embeds it for many answers at once): the
+        answer's sentences (coherence), and for a short answer the context states, the answer
         said with its question and the context's sentences."""
         answer_sentences = split_sentences(answer.text)
         claims = [s for s in answer_sentences if not abstention_sentence(s)]

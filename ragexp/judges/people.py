@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ragexp.errors import QuestionFailed, RagexpError
 from ragexp.judges.contract import Judge, Run
-from ragexp.types import Answer, Hit, Judgement, Question, QuestionResult, RunResult
+from ragexp.types import Answer, Hit, Judgement, Question, QuestionResult
 
 FROM_MLFLOW = "mlflow"
 HALLUCINATION = "hallucination"
@@ -123,24 +123,23 @@ class PeopleJudge(Judge):
                      "corrects with the drawn questions only, whose chance of being drawn is known)")
         return out
 
+    def run_files(self, results: Sequence[QuestionResult]) -> dict[str, str]:
+        """The drawn questions people have not labelled yet as a sheet to fill in, `labels_wanted.csv`
+        in the run folder: what the judge saw and an empty column per metric of the cheap judge (a
+        labels file as `judge.expensive.labels` reads it); no file when every drawn question is labelled."""
+        import csv
+        import io
 
-def write_wanted(result: RunResult, folder: Path) -> Path | None:
-    """The drawn questions people have not labelled yet as a sheet to fill in, `labels_wanted.csv` in
-    the run folder: what the judge saw and an empty column per metric of the cheap judge (a labels
-    file as `judge.expensive.labels` reads it)."""
-    import csv
-
-    wanted = [r for r in result.questions if r.judgement is not None and r.judgement.details.get("judged_by") == WANTED]
-    if not wanted:
-        return None
-    metrics = [key[: -len("_cheap")] for key in wanted[0].judgement.scores if key.endswith("_cheap")]  # type: ignore[union-attr]
-    path = folder / WANTED_SHEET
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
+        wanted = [r for r in results if r.judgement is not None and r.judgement.details.get("judged_by") == WANTED]
+        if not wanted:
+            return {}
+        metrics = [key[: -len("_cheap")] for key in wanted[0].judgement.scores if key.endswith("_cheap")]  # type: ignore[union-attr]
+        sheet = io.StringIO()
+        writer = csv.writer(sheet)
         writer.writerow(["question_id", "annotator", "question", "context", "expected_answer", "generated_answer", *metrics])
         for r in wanted:
             context = "\n\n".join(f"[Doc {n}] {h.chunk.text}" for n, h in enumerate(r.hits, start=1))
             writer.writerow([r.question.qid, "", r.question.text, context, " | ".join(r.question.answers),
                              r.answer.text if r.answer else "", *[""] * len(metrics)])
-    return path
+        return {WANTED_SHEET: sheet.getvalue()}
 

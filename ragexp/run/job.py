@@ -23,7 +23,6 @@ from ragexp.base.stops import Interrupted
 from ragexp.errors import RagexpError, UserCodeStopped
 from ragexp.llm.estimate import Estimate
 from ragexp.run.embedding_map import draw
-from ragexp.judges.people import write_wanted
 from ragexp.run.pipeline import estimate, run
 from ragexp.run.settings import EMBEDDING_MAP, RunSettings
 from ragexp.store.run_folder import MAP_IMAGE, MAP_POINTS, seal, write_run_files
@@ -183,15 +182,15 @@ class Job:
             self.stop_early()  # a helper started with the command, not needed
             if self.sweep_logging is not None:  # a sweep's job in the sweep's process
                 self.tracker = self.sweep_logging.queued(self.tracker, self.name, self.number)
-        pictures: dict = {}
-        result = run(self.cfg, self.name, pictures)
+        for_folder: dict = {}
+        result = run(self.cfg, self.name, for_folder)
         exits = calls()
         if exits:  # os._exit whose ExitCalled was caught, or ended a thread nobody waited for: no pass
             raise stopped_by(exits[0])
         failure = run_failure(result, share)
         try:
             with working("writing the run folder"):
-                results_file = self.write(result, folder, failure, pictures)
+                results_file = self.write(result, folder, failure, for_folder)
         except OSError as err:
             raise FolderIncomplete(f"cannot write the run folder {folder} ({reason(err)}): it is left incomplete, "
                                    "without results.json, and nothing was logged; free space (or fix the folder) and run "
@@ -199,17 +198,20 @@ class Job:
         self.send_spans(folder, result.name)
         return Outcome(result, folder, results_file, failure)
 
-    def write(self, result: RunResult, folder: Path, failure: str | None, pictures: dict) -> Path:
+    def write(self, result: RunResult, folder: Path, failure: str | None, for_folder: dict) -> Path:
         """The run folder, results.json last (ragexp.store.run_folder.seal): the files the tracker
-        logs, the labels wanted, the embedding map, the config that re-runs it and the store it is
-        meant for. Returns the path of results.json."""
+        logs, the judge's own (Judge.run_files: a cascade with people's labels, the labels wanted),
+        the embedding map, the config that re-runs it and the store it is meant for. Returns the
+        path of results.json."""
         write_run_files(result, folder, self.started, failure, self.tags,
                         {str(k): str(v) for k, v in self.choices.items() if v is not None})
-        write_wanted(result, folder)  # judge=cascade with people's labels: the drawn questions left to label
-        if pictures.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
+        for file_name, text in for_folder.get("judge_files", {}).items():
+            with (folder / file_name).open("w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        if for_folder.get("embedding_map") is not None:  # drawn for a single run (auto), or for every job (true)
             mode = self.cfg.get("embedding_map", EMBEDDING_MAP)
             drawn = mode is True or (mode == "auto" and not self.swept)
-            write_map(pictures["embedding_map"], folder, drawn)
+            write_map(for_folder["embedding_map"], folder, drawn)
         write_config(folder, {**written_config(self.cfg), "run_name": result.name})
         record_store(folder, self.tracker.given_store())  # the store it is meant for, before it is logged
         return seal(result, folder)

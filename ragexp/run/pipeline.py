@@ -40,13 +40,14 @@ from ragexp.types import Answer, Dataset, Hit, Output, Question, QuestionResult,
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig, name: str = "run", drawn: dict | None = None) -> RunResult:
+def run(cfg: DictConfig, name: str = "run", for_folder: dict | None = None) -> RunResult:
     """The stages in order: load; the system under test answers each question (ragexp's own pipeline,
     or recorded outputs, your function or your service: see ragexp.components.systems); judge;
-    aggregate. A config with `dry_run=true` is for `estimate`. `drawn`, when given, receives what
-    the run's pictures are made of: `embedding_map`, the points of ragexp.run.embedding_map (kept out
-    of RunResult: ragexp.types is in every component's code identity, so its every edit is a miss)."""
-    outcome = stages(cfg, name, drawn)
+    aggregate. A config with `dry_run=true` is for `estimate`. `for_folder`, when given, receives what
+    the run folder gets beside the result: `embedding_map`, the points of ragexp.run.embedding_map, and
+    `judge_files`, the files the judge adds (Judge.run_files) (kept out of RunResult: ragexp.types is
+    in every component's code identity, so its every edit is a miss)."""
+    outcome = stages(cfg, name, for_folder)
     if isinstance(outcome, Estimate):
         raise RagexpError("dry_run=true makes no request and judges nothing: estimate(cfg) tells what the run "
                           "would ask (python -m ragexp ... dry_run=true prints it)")
@@ -67,7 +68,7 @@ def estimate(cfg: DictConfig, name: str = "run") -> Estimate:
     return outcome
 
 
-def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult | Estimate:
+def stages(cfg: DictConfig, name: str, for_folder: dict | None = None) -> RunResult | Estimate:
     """`run`'s stages; with `dry_run=true` they stop before any LLM request, with the Estimate."""
     work = Work(build(cfg.cache))
     with work.embeddings.building():  # the embedders built here share the run's embedding cache
@@ -97,8 +98,10 @@ def stages(cfg: DictConfig, name: str, drawn: dict | None = None) -> RunResult |
         notes += judged_notes
         labelled = any(not q.answerable for q in dataset.questions)  # else no abstention can be right or wrong
         results = [replace(r, generation=answer_scores(r, c.metric_set, c.judge, labelled)) for r in results]
-        if drawn is not None and cfg.get("embedding_map") is not False and c.system.own:
-            drawn["embedding_map"] = embedding_map.points(getattr(c.retriever, "embedder", None), results,
+        if for_folder is not None:
+            for_folder["judge_files"] = c.judge.run_files(results)
+        if for_folder is not None and cfg.get("embedding_map") is not False and c.system.own:
+            for_folder["embedding_map"] = embedding_map.points(getattr(c.retriever, "embedder", None), results,
                                                           c.judge.scales)
 
         spec, aggregates = run_aggregates(results, c.weights, c.llm.stats(), list(cfg.get("slices") or ()))

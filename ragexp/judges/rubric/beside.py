@@ -55,6 +55,9 @@ class RubricBeside(Judge):
         extra = iter(self.rubric.judge_all(judged, run.beside(self.settings, f"{run.label} (rubric)")))
         return [joined(j, next(extra), self.rubric) if isinstance(j, Judgement) else j for j in first]
 
+    def run_files(self, results: Sequence[QuestionResult]) -> dict[str, str]:
+        return {**self.judge_first.run_files(results), **self.rubric.run_files(results)}
+
 
 def joined(judgement: Judgement, extra: Judgement | QuestionFailed, rubric: Judge) -> Judgement:
     """The judge's judgement with a rubric's scores and details beside its own (in each repeat too);

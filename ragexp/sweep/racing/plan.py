@@ -10,7 +10,7 @@ from ragexp.errors import RagexpError
 from ragexp.config.overrides import point_name
 from ragexp.stats.ppi import FEWEST_EXPENSIVE
 
-# the per-question aggregates any run gives besides its judge's and metrics' (ragexp.scoring)
+# the per-question aggregates any run gives besides its judge's and metrics' (ragexp.metrics.scoring)
 ALWAYS = ("overall_score", "hallucination_rate")
 
 
