@@ -18,7 +18,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any, Callable
+from contextlib import contextmanager
+from typing import IO, Any, Callable, Iterator
 
 from ragexp.base.processes import alive, this_process
 
@@ -86,15 +87,35 @@ def start(argv: list[str], name: str, *, stdin: Any = subprocess.DEVNULL, stdout
     environment = {**(os.environ if env is None else env), PARENT: f"{me['host']} {me['pid']} {me['started']}"}
     if keeper:
         argv = [sys.executable, "-m", __name__, *argv]
-    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=environment, text=text,
-                               start_new_session=True)  # a Ctrl-C of the terminal reaches the parent, which stops it
-    child = Child(process, name)
-    with _LOCK:
-        if not _RUNNING and not _registered:
-            atexit.register(stop_all)
-            _registered.append(True)
-        _RUNNING.append(child)
+    with stops_held():  # a stop raised inside Popen, once the child runs, would leave it unknown to stop_all
+        process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=environment, text=text,
+                                   start_new_session=True)  # a Ctrl-C of the terminal reaches the parent, which stops it
+        child = Child(process, name)
+        with _LOCK:
+            if not _RUNNING and not _registered:
+                atexit.register(stop_all)
+                _registered.append(True)
+            _RUNNING.append(child)
     return child
+
+
+@contextmanager
+def stops_held() -> Iterator[None]:
+    """While the block runs in the main thread, SIGTERM and SIGINT wait: each is delivered to the
+    handler before the block once it ends (other threads cannot set handlers, and signals reach the
+    main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)  # None: one set outside Python
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
 
 
 _registered: list[bool] = []
