@@ -55,7 +55,7 @@ def page(tmp_path):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         context = browser.new_context(viewport={"width": 1800, "height": 1000})
         context.route("**/*", local_only)
-        # MLflow 3.18 opens its Assistant panel (380 px wide) on a browser's first visit to a server on this
+        # MLflow (3.17.2 and 3.18) opens its Assistant panel (380 px wide) on a browser's first visit to a server on this
         # machine, once; the tests are a user who closed it then (docs/how-to/tracing.md says so)
         context.add_init_script("localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
                                 "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');")
