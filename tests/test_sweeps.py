@@ -34,11 +34,12 @@ def test_a_parallel_sweep_loses_no_run(tmp_path):
 
 @pytest.mark.engines
 def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_path):
-    """+search=optuna (the [optuna] extra, installed by `make test-engines`)."""
+    """+search=optuna (the [optuna] extra, installed by `make test-engines`): a child run per trial,
+    named by its values, with its place on the sweep's leaderboard as a grid sweep's runs have it."""
     require_engine("optuna")
     proc = run_cli("-m", "+search=optuna", "hydra.sweeper.n_trials=3", "dataset.limit=3", *HASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    _, parent, children = logged_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client, parent, children = logged_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}")
     trials = list(children.values())
     assert len(trials) == 3
     best = max(t.data.metrics["overall_score"] for t in trials)
@@ -50,6 +51,23 @@ def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_pa
     searched = ["chunker.chunk_size", "chunker.chunk_overlap", "retriever.top_k", "retriever.weights.dense"]
     assert sorted(t.info.run_name for t in trials) == sorted(" · ".join(t.data.params[k] for k in searched) for t in trials)
     assert len({t.info.run_name for t in trials}) == 3
+    # and its place on the sweep's leaderboard, as a grid sweep's runs carry it (the runs table sorts by it):
+    # the rank and verdict of the sweep's own report, the objective's interval around its estimate
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    board = json.loads((sweep_dir / "report" / "leaderboard.json").read_text())["entries"]
+    ranked = sorted(trials, key=lambda t: t.data.metrics["leaderboard_rank"])
+    assert [t.data.metrics["leaderboard_rank"] for t in ranked] == [1, 2, 3]
+    assert [(t.info.run_name, t.data.tags["ragexp.verdict"]) for t in ranked] == [(e["label"], e["verdict"]) for e in board]
+    assert ranked[0].data.tags["ragexp.verdict"] == "best" and ranked[0].data.metrics["overall_score"] == pytest.approx(best)
+    for trial in ranked:
+        low, high = trial.data.metrics["overall_score_ci_low"], trial.data.metrics["overall_score_ci_high"]
+        assert low <= trial.data.metrics["overall_score"] <= high
+    # the link the sweep prints opens its trials only, sorted by that rank
+    last = proc.stdout.rstrip().splitlines()[-1]
+    view = json.loads(client.get_experiment(parent.info.experiment_id).tags[
+        "mlflow.sharedViewState." + last.rsplit("viewStateShareKey=", 1)[1]])
+    assert view["orderByKey"] == "metrics.`leaderboard_rank`" and view["orderByAsc"] is True
+    assert {r.info.run_id for r in client.search_runs([parent.info.experiment_id], view["searchFilter"])} == set(children)
 
 
 @pytest.fixture
