@@ -401,8 +401,8 @@ def test_one_configuration_left_runs_on_every_question_and_ends_with_its_leaderb
     state = json.loads((sweep_dir / "racing.json").read_text())
     check_race(state, [20, 30, 40])
     assert [(r["questions"], [j["name"] for j in r["jobs"]]) for r in state["rounds"]] == [
-        (20, ["embedder.dimension=384", "embedder.dimension=2"]), (40, ["embedder.dimension=384"])]
-    assert "one configuration left, embedder.dimension=384: it runs on all 40 questions" in proc.stdout
+        (20, ["384", "2"]), (40, ["384"])]
+    assert "one configuration left, 384: it runs on all 40 questions" in proc.stdout
     assert "round 2, the last, (40 questions): 1 ran" in proc.stdout
     race = (sweep_dir / "report" / "race.md").read_text()
     assert "## Final leaderboard: the one survivor on every question" in race
