@@ -261,7 +261,7 @@ def test_a_killed_sweep_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep" and r.info.status == "FINISHED"]
     assert dead.data.tags["ragexp.resumed_by"] == parent.info.run_id and "marked KILLED" in resumed.stdout
     jobs = {r.info.run_name: r.data.metrics for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
-    finished, interrupted = jobs["chunker=fixed"], jobs["chunker=recursive"]
+    finished, interrupted = jobs["fixed"], jobs["recursive"]
     assert finished["work_chunks_cached"] == 1 and finished["work_answers_cached"] == 6
     assert finished["work_judgements_cached"] == 6 and finished.get("work_embedded_texts", 0) == 0
     assert not any(finished.get(f"work_{stage}_computed") for stage in ("chunks", "hits", "answers", "judgements"))

@@ -53,11 +53,11 @@ def test_multirun_makes_one_parent_and_a_child_per_job(small_sweep):
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(parents) == 1 and len(children) == 2 and len(runs) == 3
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
-    assert {c.info.run_name for c in children} == {"retriever=dense", "retriever=bm25"}
+    assert {c.info.run_name for c in children} == {"dense", "bm25"}
     assert {c.data.params["retriever._target_"].rsplit(".", 1)[1] for c in children} == {"DenseRetriever", "BM25Retriever"}
     assert parents[0].info.status == "FINISHED"
     merged = json.loads((small_sweep.sweep_dir / "results.json").read_text())
-    assert set(merged) == {"retriever=dense", "retriever=bm25"}
+    assert set(merged) == {"dense", "bm25"}
 
 
 def test_unknown_option_lists_the_choices(tmp_path):

@@ -135,16 +135,16 @@ def test_rerun_prints_a_command_that_reruns_the_job(small_sweep, tmp_path, capsy
     from ragexp.compare.__main__ import main
 
     _, _, children = logged_sweep(small_sweep.uri)
-    [(run_id, run)] = [(i, r) for i, r in children.items() if r.info.run_name == "retriever=bm25"]
+    [(run_id, run)] = [(i, r) for i, r in children.items() if r.info.run_name == "bm25"]
     assert main(["--rerun", run_id, "--tracking-uri", small_sweep.uri]) == 0
     out = capsys.readouterr()
     command = out.out.strip()
     assert f"--run-id {run_id}" in command and "-m ragexp --config-path" in command
-    assert "re-runs 'retriever=bm25'" in out.err
+    assert "re-runs 'bm25'" in out.err
     proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     [job] = [d for d in small_sweep.sweep_dir.iterdir() if (d / "results.json").exists()
-             and "retriever=bm25" in json.loads((d / "results.json").read_text())]
+             and "bm25" in json.loads((d / "results.json").read_text())]
     again = json.loads(next(tmp_path.glob("outputs/*/*/results.json")).read_text())
     assert again == json.loads((job / "results.json").read_text())
 

@@ -55,7 +55,7 @@ def page(tmp_path):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         context = browser.new_context(viewport={"width": 1800, "height": 1000})
         context.route("**/*", local_only)
-        # MLflow 3.18 opens its Assistant panel (380 px wide) on a browser's first visit to a server on this
+        # MLflow (3.17.2 and 3.18) opens its Assistant panel (380 px wide) on a browser's first visit to a server on this
         # machine, once; the tests are a user who closed it then (docs/how-to/tracing.md says so)
         context.add_init_script("localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
                                 "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');")
@@ -75,6 +75,20 @@ def row_texts(page) -> dict[str, str]:
     for row in page.locator(".ag-row[row-index]").all():
         by_index.setdefault(row.get_attribute("row-index"), []).append(row.inner_text())
     return {index: "\n".join(parts) for index, parts in by_index.items()}
+
+
+def cut_off(page, text: str) -> list[list]:
+    """The boxes that clip `text` where the page shows it (a cell that ends it with "…"): each
+    [tag, the width its content needs, the width it has], from the element that holds the text up
+    to its table cell; [] when it is shown whole."""
+    return page.get_by_text(text, exact=True).first.evaluate("""(element) => {
+        const clipped = [];
+        for (let e = element; e; e = e.parentElement) {
+            if (e.clientWidth && e.scrollWidth > e.clientWidth) clipped.push([e.tagName, e.scrollWidth, e.clientWidth]);
+            if (e.classList.contains('ag-cell')) break;
+        }
+        return clipped;
+    }""")
 
 
 def test_experiment_page_lists_the_sweep_and_the_report_opens(ui_server, page, small_sweep, tmp_path):
@@ -131,7 +145,9 @@ README_SWEEP = "python -m ragexp -m "  # how the README's sweep command starts
 def test_the_readmes_own_sweep_opens_ranked_in_the_runs_table(tmp_path, page):
     """The sweep the README prints, run as printed (the bundled sample, MiniLM): the link it prints
     opens, at 1600x900, its runs only, ranked, each with its short settings, rank, verdict and
-    interval. Screenshot: mlflow-ui-runs.png (the README's, the tour's and compare.md's)."""
+    interval, and a name of its own shown whole (its swept values, `recursive · bm25`: the names
+    the override strings made were cut alike, `chunker=recursive,retrie…`). Screenshot:
+    mlflow-ui-runs.png (the README's, the tour's and compare.md's)."""
     import shlex
 
     from conftest import ROOT, run_app
@@ -154,6 +170,9 @@ def test_the_readmes_own_sweep_opens_ranked_in_the_runs_table(tmp_path, page):
             page.locator(".ag-header-cell", has_text=column).first.wait_for()
         texts = row_texts(page)
         page.screenshot(path=str(tmp_path / "mlflow-ui-runs.png"))
+        names = [child.info.run_name for child in children_by_id.values()]
+        cut = {name: boxes for name in names if (boxes := cut_off(page, name))}
+    assert len(set(names)) == 4 and not cut, cut  # the rows told apart by their names, each shown whole
     assert len(texts) == len(children_by_id) == 4 and not any(parent.info.run_name in t for t in texts.values())
     for child in children_by_id.values():
         [text] = [t for t in texts.values() if child.info.run_name in t]

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import HASH, free_port, mlflow_runs, require_engine, run_cli
+from conftest import HASH, free_port, logged_sweep, mlflow_runs, require_engine, run_cli
 
 
 @pytest.mark.process
@@ -25,8 +25,7 @@ def test_a_parallel_sweep_loses_no_run(tmp_path):
     client, runs = mlflow_runs(tmp_path)
     [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert sorted(c.info.run_name for c in children) == [
-        "chunker=fixed", "chunker=markdown", "chunker=recursive", "chunker=sentence"]
+    assert sorted(c.info.run_name for c in children) == ["fixed", "markdown", "recursive", "sentence"]
     assert all(c.info.status == "FINISHED" and c.data.metrics["total_questions"] == 3 for c in children)
     # the four processes wrote into one cache folder, each its own chunks
     assert (tmp_path / ".ragexp-cache" / "embeddings.sqlite").exists()
@@ -35,19 +34,40 @@ def test_a_parallel_sweep_loses_no_run(tmp_path):
 
 @pytest.mark.engines
 def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_path):
-    """+search=optuna (the [optuna] extra, installed by `make test-engines`)."""
+    """+search=optuna (the [optuna] extra, installed by `make test-engines`): a child run per trial,
+    named by its values, with its place on the sweep's leaderboard as a grid sweep's runs have it."""
     require_engine("optuna")
     proc = run_cli("-m", "+search=optuna", "hydra.sweeper.n_trials=3", "dataset.limit=3", *HASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    client, runs = mlflow_runs(tmp_path)
-    [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
-    trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    client, parent, children = logged_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    trials = list(children.values())
     assert len(trials) == 3
     best = max(t.data.metrics["overall_score"] for t in trials)
     reported = float(re.search(r"Best value: ([\d.]+)", proc.stdout + proc.stderr).group(1))
     assert reported == pytest.approx(best, abs=1e-4)
     # conf/search/optuna.yaml: range(128, 1024, step=64), both ends included by the Optuna sweeper
     assert {t.data.params["chunker.chunk_size"] for t in trials} <= {str(n) for n in range(128, 1025, 64)}
+    # each trial's run named by its values of the searched settings, in the search's order, as a grid's jobs are
+    searched = ["chunker.chunk_size", "chunker.chunk_overlap", "retriever.top_k", "retriever.weights.dense"]
+    assert sorted(t.info.run_name for t in trials) == sorted(" · ".join(t.data.params[k] for k in searched) for t in trials)
+    assert len({t.info.run_name for t in trials}) == 3
+    # and its place on the sweep's leaderboard, as a grid sweep's runs carry it (the runs table sorts by it):
+    # the rank and verdict of the sweep's own report, the objective's interval around its estimate
+    [sweep_dir] = tmp_path.glob("multirun/*/*")
+    board = json.loads((sweep_dir / "report" / "leaderboard.json").read_text())["entries"]
+    ranked = sorted(trials, key=lambda t: t.data.metrics["leaderboard_rank"])
+    assert [t.data.metrics["leaderboard_rank"] for t in ranked] == [1, 2, 3]
+    assert [(t.info.run_name, t.data.tags["ragexp.verdict"]) for t in ranked] == [(e["label"], e["verdict"]) for e in board]
+    assert ranked[0].data.tags["ragexp.verdict"] == "best" and ranked[0].data.metrics["overall_score"] == pytest.approx(best)
+    for trial in ranked:
+        low, high = trial.data.metrics["overall_score_ci_low"], trial.data.metrics["overall_score_ci_high"]
+        assert low <= trial.data.metrics["overall_score"] <= high
+    # the link the sweep prints opens its trials only, sorted by that rank
+    last = proc.stdout.rstrip().splitlines()[-1]
+    view = json.loads(client.get_experiment(parent.info.experiment_id).tags[
+        "mlflow.sharedViewState." + last.rsplit("viewStateShareKey=", 1)[1]])
+    assert view["orderByKey"] == "metrics.`leaderboard_rank`" and view["orderByAsc"] is True
+    assert {r.info.run_id for r in client.search_runs([parent.info.experiment_id], view["searchFilter"])} == set(children)
 
 
 @pytest.fixture
@@ -102,11 +122,11 @@ def test_a_ray_sweep_runs_each_job_on_ray_and_logs_next_to_its_parent(tmp_path, 
     client, runs = mlflow_runs(tmp_path)
     [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert sorted(c.info.run_name for c in children) == ["chunker=fixed", "chunker=recursive"]
+    assert sorted(c.info.run_name for c in children) == ["fixed", "recursive"]
     assert all(c.info.status == "FINISHED" and c.data.metrics["total_questions"] == 3 for c in children)
     # outputs, cache and merged results where the sweep was launched; nothing where Ray started
     [sweep_dir] = work.glob("multirun/*/*")
-    assert set(json.loads((sweep_dir / "results.json").read_text())) == {"chunker=fixed", "chunker=recursive"}
+    assert set(json.loads((sweep_dir / "results.json").read_text())) == {"fixed", "recursive"}
     assert len(list((work / ".ragexp-cache" / "chunks").rglob("*.json"))) == 2
     assert not list(local_ray.home.iterdir()) and not (work / "mlflow.db").exists()
 
@@ -126,7 +146,7 @@ def test_a_submitit_sweep_runs_each_job_in_a_process_of_its_own(tmp_path):
     client, runs = mlflow_runs(tmp_path)
     [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert sorted(c.info.run_name for c in children) == ["chunker=fixed", "chunker=recursive"]
+    assert sorted(c.info.run_name for c in children) == ["fixed", "recursive"]
     assert all(c.info.status == "FINISHED" and c.data.metrics["total_questions"] == 3 for c in children)
     assert parent.info.status == "FINISHED" and parent.data.tags["ragexp.pid"] not in {j.name for j in jobs}
-    assert set(json.loads((sweep_dir / "results.json").read_text())) == {"chunker=fixed", "chunker=recursive"}
+    assert set(json.loads((sweep_dir / "results.json").read_text())) == {"fixed", "recursive"}

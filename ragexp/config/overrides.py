@@ -40,12 +40,19 @@ def chosen_null_groups(args: list[str]) -> list[str]:
             and (i == 0 or args[i - 1] not in CONFIG_FLAGS) else arg for i, arg in enumerate(args)]
 
 
+SEPARATOR = " · "  # between a sweep point's values in its name (recursive · bm25)
+
+
 def point_name(overrides, swept: list[str]) -> str:
-    """A sweep point's name: the values of its swept keys (`chunker=semantic,retriever.top_k=5`), the
-    keys without the `+`/`++` Hydra was given (`system.params.top_k=3`) and the values without the
-    backslashes Hydra escapes them with (`prompts:/rag/2`, not `prompts\\:/rag/2`); "" when none is swept."""
+    """A sweep point's name, its job's run name (ragexp.run.job.run_name) and its configuration's in a
+    race: the values of its swept keys in the sweep's order (`semantic · 5` for
+    chunker=semantic,retriever.top_k=5), "" when none is swept. Short and distinct within the sweep
+    where MLflow's runs table cuts a name to some 24 characters (two points that differ in their second
+    key looked alike as `chunker=recursive,retrie…`); the keys are the table's columns beside it
+    (each job logs its options and settings as params). A value without the backslashes Hydra
+    escapes it with (`prompts:/rag/2`, not `prompts\\:/rag/2`); an empty one as `''`."""
     values = dict(str(o).split("=", 1) for o in overrides if "=" in str(o))
-    return ",".join(f"{k.lstrip('+')}={unescaped(values[k])}" for k in swept if k in values)
+    return SEPARATOR.join(unescaped(values[k]) or "''" for k in swept if k in values)
 
 
 def unescaped(value: str) -> str:

@@ -84,7 +84,8 @@ def job_tags(sweep: dict) -> dict[str, str]:
 
 
 def swept_values(sweep: dict) -> str:
-    """In a sweep, this job's swept values (chunker=semantic,retriever=bm25: its run's name); else ""."""
+    """In a sweep, this job's swept values (`semantic · bm25`: its run's name, ragexp.config.overrides.point_name);
+    else ""."""
     from hydra.core.hydra_config import HydraConfig
 
     swept = sweep.get("swept")
@@ -235,7 +236,8 @@ def record_failed_job(cfg: DictConfig, job: Job | None, sweep: dict, reason: str
     tracker, name = (job.tracker, job.name) if job is not None else (None, None)
     started = job.started if job is not None else time.time()
     hydra = HydraConfig.get()
-    name = name or cfg.get("run_name") or hydra.job.override_dirname or f"job {hydra.job.num}"
+    # named as its run would have been (ragexp.run.job.run_name) when it failed before its run was named
+    name = name or cfg.get("run_name") or scrub_url(swept_values(sweep)) or hydra.job.override_dirname or f"job {hydra.job.num}"
     reason = scrub_url(reason)
     print(f"ragexp: error: job {hydra.job.num} ({name}) failed: {reason}; the sweep goes on", file=sys.stderr)
     output_dir = Path(hydra.runtime.output_dir)

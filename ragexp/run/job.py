@@ -39,7 +39,7 @@ OWN_PIPELINE = ("dataset", "chunker", "embedder", "retriever", "generator")  # a
 
 def run_name(cfg: DictConfig, choices: Mapping[str, Any], swept: str = "", given: str | None = None) -> str:
     """The run's name: `given` (ragexp.evaluate's `name=`) or `run_name` if set; in a sweep, the
-    values of its swept keys (`swept`, e.g. chunker=semantic,retriever=bm25); otherwise the chosen
+    values of its swept keys (`swept`, e.g. `semantic · bm25`: ragexp.config.overrides.point_name); otherwise the chosen
     components joined (sample-recursive-minilm-dense-extractive, the reranker after the retriever
     when one reranks), or for another system under test the dataset and the system, a file of
     recorded outputs by its name (answers.jsonl: answers-recorded), an MLflow evaluation dataset by
