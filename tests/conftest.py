@@ -157,6 +157,14 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
+def gone(pid: int) -> bool:
+    """No such process, or one that has ended and waits to be reaped (a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on, for a server a test starts."""
     with socket.socket() as s:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_env
+from conftest import cli_env, gone
 
 pytestmark = pytest.mark.process
 
@@ -37,14 +37,6 @@ STARTER = textwrap.dedent("""
         os._exit(0)
     time.sleep(120)
 """)
-
-
-def gone(pid: int) -> bool:
-    """No such process, or one that has ended and waits to be reaped (a zombie)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def started(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, int]:
