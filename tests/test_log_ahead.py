@@ -218,7 +218,7 @@ def test_a_sweeps_jobs_are_logged_by_the_helper_its_callback_hands_them(tmp_path
                    f"cache.dir={tmp_path / 'cache'}", "hydra.sweep.dir=sweep", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     _, parent, runs = logged_sweep(uri)
-    assert sorted(r.info.run_name for r in runs.values()) == ["2", "3"]
+    assert sorted(r.info.run_name for r in runs.values()) == ["top_k=2", "top_k=3"]
     helpers = {r.data.tags["ragexp.pid"] for r in runs.values()}
     assert len(helpers) == 1 and helpers != {str(os.getpid())}  # one helper logged the jobs
     assert parent.data.tags["ragexp.pid"] == str(os.getpid())  # the sweep's process, named in its parent run

@@ -210,7 +210,7 @@ def test_an_http_sweep_is_one_child_run_per_point_and_a_comparison(tmp_path):
     client, runs = mlflow_runs(tmp_path)
     parents = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and {c.info.run_name for c in children} == {"1", "2"}
+    assert len(parents) == 1 and {c.info.run_name for c in children} == {"top_k=1", "top_k=2"}
     assert {c.data.params["system.params.top_k"] for c in children} == {"1", "2"}
     assert all(c.data.metrics["failed_questions"] == 0 and c.data.metrics["total_questions"] == n for c in children)
     assert "leaderboard (" in proc.stdout and list(tmp_path.glob("multirun/*/*/report/*.html"))
@@ -315,7 +315,7 @@ def test_system_params_are_spelled_plainly_on_the_command_line_and_in_evaluate(t
         "++system.params.top_k=3", "-m", "++system.params.mode=a,b", "+system.params.x=1", "-cd", "system.params.d=1"]
     # a sweep job's run name: the swept values in the sweep's order, a `++` key found, Hydra's escapes undone
     assert point_name(["++system.params.top_k=3", "retriever=bm25", "generator.user_prompt=prompts\\:/rag/2"],
-                      ["generator.user_prompt", "++system.params.top_k"]) == "prompts:/rag/2 · 3"
+                      ["generator.user_prompt", "++system.params.top_k"]) == "prompts:/rag/2 · top_k=3"
     monkeypatch.syspath_prepend(str(EXAMPLES))
     result = ragexp.evaluate(RECORDED, overrides=["system=python", "system.function=my_rag:answer", "system.params.top_k=1",
                                                   SCORING, f"cache.dir={tmp_path / 'c'}"], output_dir=tmp_path / "api")

@@ -309,9 +309,9 @@ def test_a_race_with_the_basic_launcher(tmp_path):
         assert done["question_hits_cached"] >= 20 and done.get("question_hits_computed", 0) <= 20
     # and a configuration that differs from one before it only in top_k searches nothing
     first = {j["name"]: work(j) for j in round_jobs(state, 1)}
-    assert first["bm25 · 1"]["question_hits_computed"] == 20
-    assert first["bm25 · 10"]["question_hits_cached"] == 20
-    assert first["bm25 · 10"].get("question_hits_computed", 0) == 0
+    assert first["bm25 · top_k=1"]["question_hits_computed"] == 20
+    assert first["bm25 · top_k=10"]["question_hits_cached"] == 20
+    assert first["bm25 · top_k=10"].get("question_hits_computed", 0) == 0
     # MLflow: child runs tagged with round and question count; the parent's cost against the full grid
     client, runs = mlflow_runs(tmp_path)
     [parent] = [r for r in runs if r.data.tags.get("ragexp.role") == "sweep"]
@@ -401,8 +401,8 @@ def test_one_configuration_left_runs_on_every_question_and_ends_with_its_leaderb
     state = json.loads((sweep_dir / "racing.json").read_text())
     check_race(state, [20, 30, 40])
     assert [(r["questions"], [j["name"] for j in r["jobs"]]) for r in state["rounds"]] == [
-        (20, ["384", "2"]), (40, ["384"])]
-    assert "one configuration left, 384: it runs on all 40 questions" in proc.stdout
+        (20, ["dimension=384", "dimension=2"]), (40, ["dimension=384"])]
+    assert "one configuration left, dimension=384: it runs on all 40 questions" in proc.stdout
     assert "round 2, the last, (40 questions): 1 ran" in proc.stdout
     race = (sweep_dir / "report" / "race.md").read_text()
     assert "## Final leaderboard: the one survivor on every question" in race
@@ -448,7 +448,7 @@ def test_a_failed_job_is_reported_not_dropped(tmp_path, server):
     state = json.loads((sweep_dir / "racing.json").read_text())
     first = state["rounds"][0]
     failed = [j for j in first["jobs"] if j["status"] == "failed"]
-    assert sorted(j["name"] for j in failed) == ["revoked · 1", "revoked · 3"]
+    assert sorted(j["name"] for j in failed) == ["revoked · top_k=1", "revoked · top_k=3"]
     assert all("refused the key" in j["reason"] for j in failed)
     assert {d["config"] for d in first["decisions"]}.isdisjoint(j["config"] for j in failed)  # not tested, not dropped
     assert {j["config"] for j in round_jobs(state, 2)}.isdisjoint(j["config"] for j in failed)  # not raced further

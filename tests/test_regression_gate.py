@@ -107,8 +107,8 @@ def test_a_sweep_corrects_across_its_jobs_and_names_the_worse_one(server, tmp_pa
     swept = run_app("-m", *args, cwd=tmp_path, env=ENV)
     assert swept.returncode == 3, swept.stderr[-2000:]
     assert "Holm across 2 jobs x their metrics" in swept.stdout
-    assert "judge.max_tokens=501: faithfulness" in swept.stdout
-    assert "quality gate failed in 1 of 2 jobs: judge.max_tokens=501" in swept.stderr
+    assert "max_tokens=501: faithfulness" in swept.stdout
+    assert "quality gate failed in 1 of 2 jobs: max_tokens=501" in swept.stderr
 
 
 def test_rows_without_ids_pair_by_their_question_on_either_side(tmp_path, monkeypatch):

@@ -49,7 +49,7 @@ def test_optuna_search_maximises_overall_score_with_a_child_run_per_trial(tmp_pa
     assert {t.data.params["chunker.chunk_size"] for t in trials} <= {str(n) for n in range(128, 1025, 64)}
     # each trial's run named by its values of the searched settings, in the search's order, as a grid's jobs are
     searched = ["chunker.chunk_size", "chunker.chunk_overlap", "retriever.top_k", "retriever.weights.dense"]
-    assert sorted(t.info.run_name for t in trials) == sorted(" · ".join(t.data.params[k] for k in searched) for t in trials)
+    assert sorted(t.info.run_name for t in trials) == sorted(" · ".join(f"{k.rsplit('.', 1)[1]}={t.data.params[k]}" for k in searched) for t in trials)
     assert len({t.info.run_name for t in trials}) == 3
     # and its place on the sweep's leaderboard, as a grid sweep's runs carry it (the runs table sorts by it):
     # the rank and verdict of the sweep's own report, the objective's interval around its estimate

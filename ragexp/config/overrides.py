@@ -41,18 +41,26 @@ def chosen_null_groups(args: list[str]) -> list[str]:
 
 
 SEPARATOR = " · "  # between a sweep point's values in its name (recursive · bm25)
+BARE_VALUE = re.compile(r"[-+]?(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?|true|false|null|none|''", re.IGNORECASE)
 
 
 def point_name(overrides, swept: list[str]) -> str:
     """A sweep point's name, its job's run name (ragexp.run.job.run_name) and its configuration's in a
-    race: the values of its swept keys in the sweep's order (`semantic · 5` for
-    chunker=semantic,retriever.top_k=5), "" when none is swept. Short and distinct within the sweep
-    where MLflow's runs table cuts a name to some 24 characters (two points that differ in their second
-    key looked alike as `chunker=recursive,retrie…`); the keys are the table's columns beside it
-    (each job logs its options and settings as params). A value without the backslashes Hydra
-    escapes it with (`prompts:/rag/2`, not `prompts\\:/rag/2`); an empty one as `''`."""
+    race: its swept keys' values in the sweep's order, "" when none is swept. An option names itself
+    (`semantic · bm25` for chunker=semantic,retriever=bm25); a number, a boolean or null would not,
+    so it goes with its key's last part (`semantic · top_k=5` for retriever.top_k=5, `max_tokens=501`).
+    Short and distinct within the sweep where MLflow's runs table cuts a name to some 24 characters
+    (two points that differ in their second key looked alike as `chunker=recursive,retrie…`); the full
+    keys are the table's columns beside it (each job logs its options and settings as params). A value
+    without the backslashes Hydra escapes it with (`prompts:/rag/2`, not `prompts\\:/rag/2`); an empty
+    one as `''`."""
     values = dict(str(o).split("=", 1) for o in overrides if "=" in str(o))
-    return SEPARATOR.join(unescaped(values[k]) or "''" for k in swept if k in values)
+    return SEPARATOR.join(shown(k, unescaped(values[k]) or "''") for k in swept if k in values)
+
+
+def shown(key: str, value: str) -> str:
+    """A swept value as a point's name shows it: alone, or after its key's last part when bare (BARE_VALUE)."""
+    return f"{key.lstrip('+').rsplit('.', 1)[-1]}={value}" if BARE_VALUE.fullmatch(value) else value
 
 
 def unescaped(value: str) -> str:
