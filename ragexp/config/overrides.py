@@ -41,7 +41,7 @@ def chosen_null_groups(args: list[str]) -> list[str]:
 
 
 SEPARATOR = " · "  # between a sweep point's values in its name (recursive · bm25)
-BARE_VALUE = re.compile(r"[-+]?(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?|true|false|null|none|''", re.IGNORECASE)
+BARE_VALUE = re.compile(r"[-+]?(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?|true|false|null|''", re.IGNORECASE)
 
 
 def point_name(overrides, swept: list[str]) -> str:
