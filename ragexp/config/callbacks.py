@@ -107,12 +107,15 @@ class WritableFolder(Callback):
 
 def unwritable(folder: Path) -> str | None:
     """Why `folder` cannot be made or written (a file in its path, no permission, a full disk or
-    file size limit: a byte written and removed again), or None. The folders it made to find out
-    are removed again: a sweep refused later (a bad grid point) leaves no folder behind."""
-    probe = folder / f".ragexp-probe-{os.getpid()}"
-    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    file size limit), or None: a byte written and removed again in the folder, or in its nearest
+    parent that exists, where the folder would be made. It makes no folder: runs started together
+    share the parents (outputs/DATE), and one removing a parent it had made to find out raced
+    another's making of its folder there; a sweep refused later (a bad grid point) leaves nothing."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        return f"Not a directory: {existing}"
+    probe = existing / f".ragexp-probe-{os.getpid()}"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         with probe.open("wb") as out:
             out.write(b"\n")
     except OSError as err:
@@ -120,8 +123,6 @@ def unwritable(folder: Path) -> str | None:
     finally:
         try:
             probe.unlink(missing_ok=True)
-            for path in made:  # deepest first
-                path.rmdir()
         except OSError:
             pass
     return None
