@@ -182,7 +182,8 @@ def test_a_parallel_sweep_through_faults_and_a_kill_accounts_for_every_question_
         logged_first = {c.info.run_name for c in first_children if c.info.status == "FINISHED"}
         assert logged_first and logged_first <= set(finished_first), [(c.info.run_name, c.info.status) for c in first_children]
         # a job killed while it was being logged left its run RUNNING: the resumed sweep closed it
-        assert all(c.info.status == "KILLED" for c in first_children if c.info.run_name not in logged_first)
+        assert all(c.info.status == "KILLED" for c in first_children if c.info.run_name not in logged_first), \
+            [(c.info.run_name, c.info.status, c.data.tags.get("ragexp.job_pid")) for c in first_children]
 
         statuses, reasons, partial = Counter(), Counter(), 0
         for child in children:
