@@ -371,3 +371,27 @@ def test_a_stop_after_the_last_write_leaves_the_run_whole_and_is_raised_as_the_l
             run.checked(lambda call, *args: call(*args))(client.set_terminated, run_id, "FINISHED")
             signal.raise_signal(signal.SIGTERM)
     assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_a_write_that_raced_another_writer_is_retried_and_any_other_error_is_not():
+    """Parallel jobs logging the same dataset input to one store: MLflow looks the dataset up, another
+    job inserts it, and this job's insert is refused (seen through a server on SQLite, in the soak
+    test); the retry finds it. A lock is retried too; another constraint is an error at once."""
+    from ragexp.store.locked_retries import retry_locked
+
+    def failing(*messages):
+        left = list(messages)
+
+        def call(value):
+            if left:
+                raise RuntimeError(left.pop(0))
+            return value
+        return call
+
+    raced = "RestException: BAD_REQUEST: (sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, " \
+            "datasets.name, datasets.digest"
+    assert retry_locked(failing(raced, "(sqlite3.OperationalError) database is locked"), "logged") == "logged"
+    with pytest.raises(RuntimeError, match="runs.run_uuid"):
+        retry_locked(failing("UNIQUE constraint failed: runs.run_uuid"), "logged")
+    with pytest.raises(RuntimeError, match="datasets"):
+        retry_locked(failing(*[raced] * 3), "logged", attempts=3)
