@@ -5,9 +5,8 @@ On a local store (`sqlite:///mlflow.db`, the default run's, or a folder of runs)
 server` on 127.0.0.1 with one worker and MLflow's job runner off (MLFLOW_SERVER_ENABLE_JOB_EXECUTION=
 false; `mlflow ui` as MLflow starts it runs four workers and a job runner, and answered after minutes
 on a busy laptop), waits until it answers, prints the link to the last run (its questions) or sweep
-(its runs), and serves until Ctrl-C; the server is a child of this process (ragexp.base.children),
-stopped when this process exits or is killed. A tracking server (http://, https://) serves its own
-UI: the link is printed and nothing is started."""
+(its runs), and serves until Ctrl-C. A tracking server (http://, https://) serves its own UI: the link
+is printed and nothing is started."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +16,6 @@ import subprocess
 import sys
 import time
 
-from ragexp.base import children
 from ragexp.base.redact import scrub_url
 from ragexp.config.cli_settings import parse_args
 from ragexp.errors import RagexpError
@@ -62,15 +60,14 @@ def last_link(uri: str, experiment: str, address: str) -> str:
     return f"{address}/{page(found.experiment_id, view=views[0] if views else None, sweep=last.info.run_id)}"
 
 
-def serve(uri: str, port: int, log) -> children.Child:
+def serve(uri: str, port: int, log) -> subprocess.Popen:
     """`mlflow server` over the store `uri` on 127.0.0.1:`port`, light: one worker, no job runner; its
-    output (a line per request) to the file `log`. A child of this process under a keeper (it is
-    not ragexp's program), so that it ends when this process is gone."""
+    output (a line per request) to the file `log`."""
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return children.start([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                           "--port", str(port), "--workers", "1"], "MLflow's UI server", stdout=log,
-                          stderr=subprocess.STDOUT, env=env, keeper=True)
+    return subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+                             "--port", str(port), "--workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def answering(server: subprocess.Popen, address: str) -> bool:
@@ -113,16 +110,22 @@ def main(argv: list[str] | None = None) -> int:
     log = open(log_path, "w")
     server = serve(uri, args.port, log)
     try:
-        if not answering(server.process, address):
-            print(f"ragexp.ui: error: mlflow server exited with status {server.process.returncode} (is port {args.port} "
-                  f"taken? --port N chooses another; its log: {log_path})", file=sys.stderr)
+        if not answering(server, address):
+            print(f"ragexp.ui: error: mlflow server exited with status {server.returncode} (is port {args.port} taken? "
+                  f"--port N chooses another; its log: {log_path})", file=sys.stderr)
             return 1
         print(f"MLflow UI: {link}\n(Ctrl-C stops it)", flush=True)
-        server.process.wait()
+        server.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop(grace_s=20)
+        if server.poll() is None:
+            os.killpg(server.pid, 15)
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, 9)
+                server.wait()
         log.close()
     return 0
 

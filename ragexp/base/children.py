@@ -2,20 +2,17 @@
 when this process exits (an exit handler: Python's own exit, and `ragexp.__main__.command`'s quick
 exit, which runs the exit handlers before `os._exit`); the child, a Python program, calls
 `watch_parent()` at its start, so that it ends itself within `WATCH_S` seconds once its parent is
-gone however it ended (kill -9 included), when no exit handler ran. A program that is not ragexp's
-(`mlflow server`) is started under a keeper (`start(..., keeper=True)`: `python -m
-ragexp.base.children PROGRAM...`), which watches the parent for it. A child runs in a process group
-of its own, and stopping it stops the group: the programs it started too. A child forked along with
-this process (a worker forked by a pool) is not stopped by the fork's exit: only by the process that
-started it. Every child process of ragexp starts here: the local model server (ragexp.llm.served),
-MLflow's logging helper (ragexp.store.log_ahead) and MLflow's UI server (ragexp.ui)."""
+gone however it ended (kill -9 included), when no exit handler ran. A child forked along with this
+process (a worker forked by a pool) is not stopped by the fork's exit: only by the process that
+started it. The child processes of ragexp's own programs start here: the local model server
+(ragexp.llm.served) and MLflow's logging helper (ragexp.store.log_ahead); `python -m ragexp.ui`
+starts MLflow's server itself and stops it at its end."""
 from __future__ import annotations
 
 import atexit
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -41,31 +38,23 @@ class Child:
         return self.process.poll() is None
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Closes its input, asks its process group to end (SIGTERM), waits up to `grace_s` for the
-        child, then kills the group; its output is closed once it has ended (a thread of the starter
-        may still be reading it). A child that has ended already is only forgotten."""
+        """Closes its input, asks it to end (SIGTERM), waits up to `grace_s`, then kills it; its
+        output is closed once it has ended (a thread of the starter may still be reading it).
+        A child that has ended already is only forgotten."""
         if os.getpid() != self.owner:  # a forked copy of the starter: the child is not ours to stop
             return
         with _LOCK:
             if self in _RUNNING:
                 _RUNNING.remove(self)
         closed(self.process.stdin)
-        if self.process.poll() is None:  # not reaped: its pid still names its group
-            signalled(self.process.pid, signal.SIGTERM)
+        if self.process.poll() is None:
+            self.process.terminate()
             try:
                 self.process.wait(grace_s)
             except subprocess.TimeoutExpired:
-                signalled(self.process.pid, signal.SIGKILL)
+                self.process.kill()
                 self.process.wait()
         closed(self.process.stdout)
-
-
-def signalled(group: int, signum: int) -> None:
-    """Sends `signum` to the process group `group`, if any of it is left."""
-    try:
-        os.killpg(group, signum)
-    except ProcessLookupError:
-        pass
 
 
 def closed(stream: IO[str] | None) -> None:
@@ -77,16 +66,11 @@ def closed(stream: IO[str] | None) -> None:
 
 
 def start(argv: list[str], name: str, *, stdin: Any = subprocess.DEVNULL, stdout: Any = subprocess.DEVNULL,
-          stderr: Any = subprocess.DEVNULL, env: dict[str, str] | None = None, text: bool = True,
-          keeper: bool = False) -> Child:
+          stderr: Any = subprocess.DEVNULL, env: dict[str, str] | None = None, text: bool = True) -> Child:
     """Starts `argv` as a child of this process, stopped at this process's exit; `name` says what
-    it is in messages. A program that does not call `watch_parent` itself (not ragexp's) is started
-    with `keeper`: under a keeper process that ends the program's group once this process is gone,
-    and exits with the program's status. Raises OSError when it cannot start."""
+    it is in messages. Raises OSError when it cannot start."""
     me = this_process()
     environment = {**(os.environ if env is None else env), PARENT: f"{me['host']} {me['pid']} {me['started']}"}
-    if keeper:
-        argv = [sys.executable, "-m", __name__, *argv]
     with stops_held():  # a stop raised inside Popen, once the child runs, would leave it unknown to stop_all
         process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=environment, text=text,
                                    start_new_session=True)  # a Ctrl-C of the terminal reaches the parent, which stops it
@@ -171,49 +155,3 @@ def read_line(stream: IO[str], timeout_s: float) -> str | None:
     reader.start()
     reader.join(timeout_s)
     return lines[0] if lines and lines[0] else None
-
-
-def keep(argv: list[str], grace_s: float = 5.0) -> int:
-    """The keeper (`python -m ragexp.base.children PROGRAM...`, started by `start(keeper=True)`):
-    runs PROGRAM in the keeper's process group and returns its exit status (128 + N when signal N
-    ended it). Once its parent is gone, or asked to end (SIGTERM), it asks the group to end, waits up
-    to `grace_s` for every other process of it, then kills what is left, itself included."""
-    program = subprocess.Popen(argv)
-    ending = threading.Event()
-
-    def end_group(*_: Any) -> None:  # on the watch's thread, or in the main thread on SIGTERM
-        if ending.is_set():  # the keeper's own share of its group's SIGTERM
-            return
-        ending.set()
-        signalled(0, signal.SIGTERM)
-        began = time.monotonic()
-        while (program.poll() is None or others_in_group()) and time.monotonic() - began < grace_s:
-            time.sleep(0.05)
-        signalled(0, signal.SIGKILL)
-
-    signal.signal(signal.SIGTERM, end_group)
-    watch_parent(end_group)
-    status = program.wait()
-    if ending.is_set():  # the group is ending: the watch's thread kills what stays, the keeper last
-        threading.Event().wait(grace_s + 5)
-    return status if status >= 0 else 128 - status
-
-
-def others_in_group() -> list[int]:
-    """The processes of this process's group but itself that still run (Linux's /proc)."""
-    group, me, found = os.getpgid(0), os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as stat:
-                state, _, pgrp = stat.read().rpartition(")")[2].split()[:3]
-        except (OSError, ValueError):
-            continue
-        if int(pgrp) == group and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-if __name__ == "__main__":
-    sys.exit(keep(sys.argv[1:]))
