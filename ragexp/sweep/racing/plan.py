@@ -79,7 +79,7 @@ def round_sizes(rounds: tuple[float, ...], min_questions: int, total: int) -> li
 class Plan:
     settings: Settings
     points: list[list[str]]  # each configuration's overrides (the grid, as Hydra's basic sweeper enumerates it)
-    names: list[str]  # each configuration's swept values, its runs' name, e.g. "bm25 · 5" (retriever=bm25,retriever.top_k=5)
+    names: list[str]  # each configuration's swept values, its runs' name, e.g. "bm25 · top_k=5" (retriever=bm25,retriever.top_k=5)
     total: int  # questions in the full set
     sizes: list[int]  # questions per round
     sample_seed: int  # question_sample.seed: the order the rounds' questions are taken in
