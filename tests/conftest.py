@@ -165,6 +165,22 @@ def gone(pid: int) -> bool:
         return True
 
 
+def processes_in(folder: Path, named: str = "") -> list[int]:
+    """The pids of live processes working in `folder` (their working directory), whose command line
+    holds `named`: the processes a test started there, and theirs."""
+    import os
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and named in (proc / "cmdline").read_bytes().decode(errors="replace") \
+                    and Path(os.readlink(proc / "cwd")) == folder and not gone(int(proc.name)):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on, for a server a test starts."""
     with socket.socket() as s:
