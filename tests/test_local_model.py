@@ -149,3 +149,18 @@ def test_a_prompt_longer_than_the_context_fails_its_question_once_and_keeps_json
     assert len(server.chat_requests()) == 1 and usage.stats()["llm_failures"] == 1
     assert client._json_format  # not taken for an endpoint that rejects JSON mode
 
+
+def test_a_parallel_sweep_knows_each_server_its_jobs_want_once(tmp_path):
+    """The servers a parallel sweep starts before its workers (ragexp.llm.served.serve_for_workers):
+    one per model file and settings, whichever components name it."""
+    from ragexp.sweep.folder import wanted_by
+
+    model = gguf_file(tmp_path / "a.gguf")
+    both = ("generator=local", f"generator.endpoint.model_path={model}", "judge=local", f"judge.endpoint.model_path={model}")
+    [(settings, setting)] = wanted_by(compose(*both)).values()
+    assert settings["model_path"] == str(model.resolve()) and settings["threads"] == 1
+    assert setting == "generator.endpoint"
+    other = wanted_by(compose(*both, "judge.endpoint.threads=2"))  # served otherwise: a second server
+    assert sorted((s["threads"], where) for s, where in other.values()) == [(1, "generator.endpoint"), (2, "judge.endpoint")]
+    assert wanted_by(compose("generator=local")) == {}  # a server the user runs
+    assert wanted_by(compose("generator=local", f"generator.endpoint.model_path={tmp_path / 'gone.gguf'}")) == {}

@@ -3,7 +3,8 @@ wheel, extra `local`) in a child process (`python -m ragexp.llm.served SETTINGS`
 a free port. `serve` starts one per model file and settings in this process, waits for its health
 check and returns its URL; later calls for the same file and settings (another component, the next
 job of a sweep) get the same server, and so do processes this one starts afterwards (they inherit
-its address through the environment). The server stops when this process exits, and stops itself
+its address through the environment: a parallel sweep starts the servers its jobs want before its
+workers, `serve_for_workers`). The server stops when this process exits, and stops itself
 within seconds when this process is gone (ragexp.base.children). Its log (llama.cpp's) goes to the
 run's folder, or to the sweep's folder in a sweep."""
 from __future__ import annotations
@@ -36,21 +37,39 @@ def settings_key(settings: dict) -> str:
     return json.dumps(settings, sort_keys=True)
 
 
+def server_settings(model_path: Path, threads: int, context_size: int, parallel: int, gpu_layers: int) -> dict:
+    """What tells one server from another: the file and how it is served."""
+    return {"model_path": str(model_path.resolve()), "threads": threads, "context_size": context_size,
+            "parallel": parallel, "gpu_layers": gpu_layers}
+
+
 def serve(model_path: Path, threads: int, context_size: int, parallel: int, gpu_layers: int, setting: str) -> str:
     """The base URL (…/v1) of a server of `model_path` with these settings, started if need be."""
-    settings = {"model_path": str(model_path.resolve()), "threads": threads, "context_size": context_size,
-                "parallel": parallel, "gpu_layers": gpu_layers}
+    return serve_settings(server_settings(model_path, threads, context_size, parallel, gpu_layers), setting)
+
+
+def serve_settings(settings: dict, setting: str, folder: Path | None = None) -> str:
+    """`serve` of `server_settings`; a server started logs to `folder` (default: `log_folder()`)."""
     key = settings_key(settings)
     with _LOCK:
         url = _SERVERS.get(key) or inherited(key)
         if url is not None and healthy(url):
             _SERVERS[key] = url
             return url + "/v1"
-        url = start(settings, setting)
+        url = start(settings, setting, folder or log_folder())
         _SERVERS[key] = url
         shared = {**json.loads(os.environ.get(SERVING) or "{}"), key: url}
         os.environ[SERVING] = json.dumps(shared)  # processes started from now on use it too
     return url + "/v1"
+
+
+def serve_for_workers(wanted: dict[str, tuple[dict, str]], folder: Path) -> None:
+    """Starts the servers a sweep's jobs want in this process (the sweep's), logging in the sweep's
+    `folder`, before its launcher starts the worker processes that run them (Hydra's joblib
+    launcher): they inherit the servers' addresses, so that the sweep's process tree runs one
+    server per model file, not one per worker."""
+    for settings, setting in wanted.values():
+        serve_settings(settings, setting, folder)
 
 
 def inherited(key: str) -> str | None:
@@ -83,8 +102,7 @@ def log_folder() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def start(settings: dict, setting: str) -> str:
-    folder = log_folder()
+def start(settings: dict, setting: str, folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / f"local-model-{Path(settings['model_path']).name}.log"
     began = time.monotonic()

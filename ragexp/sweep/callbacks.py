@@ -18,13 +18,14 @@ from ragexp.errors import GATE_FAILED, RUN_FAILED, RagexpError
 from ragexp.store.logged_record import not_logged as not_logged_reason
 from ragexp.run.app import Jobs
 from ragexp.sweep.composed import BASIC_LAUNCHER, ComposedOnce, compose_once
-from ragexp.sweep.folder import grid_points, invalid_points, swept_keys
+from ragexp.sweep.folder import grid_points, invalid_points, swept_keys, wanted_by
 from ragexp.store.run_folder import FAILURE_FILE, SWEEP_FILE
 from ragexp.sweep.ending import (close_parent, counts_of, folder_leaderboard, job_name, merged_results, not_logged,
                                  record_end, sweep_leaderboard)
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 RACING_SWEEPER = "hydra_plugins.ragexp_racing.RacingSweeper"  # ragexp.sweep.racing: its grid is known in advance too
+JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"  # jobs in worker processes here
 
 
 class SweepTracking(Callback):
@@ -69,6 +70,7 @@ class SweepTracking(Callback):
 
     def started(self, config: DictConfig) -> None:
         from ragexp.config.build import build
+        from ragexp.llm.served import serve_for_workers
 
         self.under_way = True
         sweeper = config.hydra.sweeper.get("_target_")
@@ -87,10 +89,18 @@ class SweepTracking(Callback):
         # made next and dropped job by job, are not set aside: they would never be collected.
         gc.freeze()
         if grid:
-            invalid = invalid_points(config)  # (other sweepers choose points as they go: each job checks its own)
+            wanted: dict = {}  # the model files ragexp serves for the jobs (ragexp.llm.served)
+            workers = config.hydra.launcher.get("_target_") == JOBLIB_LAUNCHER
+            invalid = invalid_points(config, each=(lambda job: wanted.update(wanted_by(job))) if workers else None)
+            # (other sweepers choose points as they go: each job checks its own)
             if invalid:
                 print(f"ragexp: error: {len(invalid)} of {len(grid_points(config))} grid points are invalid; "
                       "no job was started:\n  " + "\n  ".join(invalid), file=sys.stderr)
+                sys.exit(2)
+            try:
+                serve_for_workers(wanted, Path(config.hydra.sweep.dir))  # one server per model file for all the workers, not one each
+            except RagexpError as err:
+                print(f"ragexp: error: {err}; no job was started", file=sys.stderr)
                 sys.exit(2)
         if sweeper == RACING_SWEEPER:  # its settings, objective and rounds against the dataset (the sweeper checks again)
             from ragexp.sweep.racing.plan import planned

@@ -1,10 +1,12 @@
 """What a multirun's callback and the racing sweeper share: the keys a sweep varies, and its grid as
-Hydra's basic sweeper enumerates it, each point validated before any job runs. (The files a sweep
-and its jobs share, sweep.json and failure.json, are ragexp.store.run_folder's.)"""
+Hydra's basic sweeper enumerates it, each point validated before any job runs (and the model files
+its jobs would serve, `wanted_by`). (The files a sweep and its jobs share, sweep.json and
+failure.json, are ragexp.store.run_folder's.)"""
 from __future__ import annotations
 
 import sys
 import time
+from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -74,9 +76,10 @@ def refuse_oversized(config: DictConfig, size: int, counts: dict[str, int]) -> N
         sys.exit(BAD_INPUT)
 
 
-def invalid_points(config: DictConfig) -> list[str]:
+def invalid_points(config: DictConfig, each: Callable[[DictConfig], Any] | None = None) -> list[str]:
     """Each grid point composed and validated (ragexp.validation): one entry per invalid point,
-    naming its job number, its swept values and every problem. First the grid's size is printed (a
+    naming its job number, its swept values and every problem; `each` is given every valid point's
+    composed config. First the grid's size is printed (a
     grid of the basic sweeper over `max_grid_points` is refused there), then a line on the checking
     after FIRST_PROGRESS_S seconds and every PROGRESS_EVERY_S after that, with the time left: a large
     grid takes minutes before its first job."""
@@ -94,9 +97,12 @@ def invalid_points(config: DictConfig) -> list[str]:
     wait = FIRST_PROGRESS_S
     for number, point in enumerate(grid_points(config)):
         try:
-            errors = problems(loader.load_sweep_config(config, list(point)), RunSettings)
+            composed = loader.load_sweep_config(config, list(point))
+            errors = problems(composed, RunSettings)
         except Exception as err:  # noqa: BLE001 - Hydra cannot compose it (an unknown option or key)
             errors = [" ".join(str(err).splitlines()[:2])]
+        if not errors and each is not None:
+            each(composed)
         if errors:
             name = " ".join(o for o in point if o.split("=")[0].lstrip("+~") in swept) or " ".join(point)
             invalid.append(f"job {number} ({name}):\n    " + "\n    ".join(errors))
@@ -109,3 +115,37 @@ def invalid_points(config: DictConfig) -> list[str]:
     if said != started:
         print(f"ragexp: checked the {size:,} grid points in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return invalid
+
+
+def wanted_by(config) -> dict[str, tuple[dict, str]]:
+    """The servers a job's composed config would start: {key: (settings, setting)}, one per endpoint
+    that names a model file ragexp serves (`setting`: where, e.g. `judge.endpoint`). An endpoint
+    that cannot be read here, or whose file is not found, names none (the job says why when it runs)."""
+    from omegaconf import OmegaConf
+
+    from ragexp.llm.endpoint import model_file
+    from ragexp.llm.served import server_settings, settings_key
+
+    wanted: dict[str, tuple[dict, str]] = {}
+    tree = OmegaConf.to_container(config, resolve=False)  # (some values resolve only inside the job)
+    for where in endpoints_in({k: v for k, v in tree.items() if k != "hydra"}, ""):  # type: ignore[union-attr]
+        try:
+            node = OmegaConf.to_container(OmegaConf.select(config, where), resolve=True)
+        except Exception:  # noqa: BLE001 - a value only the job can resolve: it starts its own server
+            continue
+        if node.get("model_path") is None:  # type: ignore[union-attr]
+            continue
+        found = model_file(str(node["model_path"]))  # type: ignore[index]
+        if not isinstance(found, str):
+            settings = server_settings(found, *(node[k] for k in ("threads", "context_size", "parallel", "gpu_layers")))  # type: ignore[index]
+            wanted.setdefault(settings_key(settings), (settings, where))
+    return wanted
+
+
+def endpoints_in(node, where: str):
+    """The dotted paths of a config tree's local endpoints."""
+    if isinstance(node, dict):
+        if str(node.get("_target_", "")).endswith(".LocalEndpoint"):
+            yield where
+        for name, value in node.items():
+            yield from endpoints_in(value, f"{where}.{name}" if where else str(name))
