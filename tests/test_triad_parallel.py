@@ -191,8 +191,8 @@ def test_a_questions_claims_request_is_made_before_its_other_requests(server, tm
     made, step = [], judge.step
     judge.step = lambda name, *args, **values: made.append(name) or step(name, *args, **values)
     judge.judge(QUESTION, HITS, ANSWER)
-    assert made[0] == "claims" and sorted(made[1:3]) == ["answer_relevance", "context_relevance"]
-    assert made[3:] == ["verification"]
+    # the claims first; the two it released and the verification its reply starts, in whatever order their threads run
+    assert made[0] == "claims" and sorted(made[1:4]) == ["answer_relevance", "context_relevance", "verification"]
     order, released, after_claims = judge.claims_first, [], judge.claims_first.after_claims
     order.after_claims = lambda: (after_claims(), released.append(order.coming_claims <= 0))
     judge.judge(QUESTION, HITS, Answer(""))  # no claims to make: the others are released, not held until wait_s
