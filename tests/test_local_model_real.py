@@ -119,6 +119,7 @@ def test_requests_are_put_in_the_models_own_chat_template(tmp_path, monkeypatch)
         assert reply.input_tokens == len(tokens) and reply.text
     finally:
         served.stop_all()
+    assert servers_under(tmp_path) == []
 
 
 def test_a_prompt_over_the_context_fails_alone_and_max_tokens_cuts_a_reply(tmp_path, monkeypatch):

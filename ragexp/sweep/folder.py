@@ -79,10 +79,10 @@ def refuse_oversized(config: DictConfig, size: int, counts: dict[str, int]) -> N
 def invalid_points(config: DictConfig, each: Callable[[DictConfig], Any] | None = None) -> list[str]:
     """Each grid point composed and validated (ragexp.validation): one entry per invalid point,
     naming its job number, its swept values and every problem; `each` is given every valid point's
-    composed config. First the grid's size is printed (a
-    grid of the basic sweeper over `max_grid_points` is refused there), then a line on the checking
-    after FIRST_PROGRESS_S seconds and every PROGRESS_EVERY_S after that, with the time left: a large
-    grid takes minutes before its first job."""
+    composed config. First the grid's size is printed (a grid of the basic sweeper over
+    `max_grid_points` is refused there), then a line on the checking after FIRST_PROGRESS_S seconds
+    and every PROGRESS_EVERY_S after that, with the time left: a large grid takes minutes before its
+    first job."""
     from hydra.core.global_hydra import GlobalHydra
 
     from ragexp.config.validation import problems
@@ -121,8 +121,6 @@ def wanted_by(config) -> dict[str, tuple[dict, str]]:
     """The servers a job's composed config would start: {key: (settings, setting)}, one per endpoint
     that names a model file ragexp serves (`setting`: where, e.g. `judge.endpoint`). An endpoint
     that cannot be read here, or whose file is not found, names none (the job says why when it runs)."""
-    from omegaconf import OmegaConf
-
     from ragexp.llm.endpoint import model_file
     from ragexp.llm.served import server_settings, settings_key
 
