@@ -168,8 +168,6 @@ def gone(pid: int) -> bool:
 def processes_in(folder: Path, named: str = "") -> list[int]:
     """The pids of live processes working in `folder` (their working directory), whose command line
     holds `named`: the processes a test started there, and theirs."""
-    import os
-
     found = []
     for proc in Path("/proc").iterdir():
         try:
